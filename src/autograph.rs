@@ -15,10 +15,12 @@
 //! tuple: the loop or branch state.
 
 use crate::control::{cond, for_range, while_loop};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::function::args::IntoArg;
 use crate::function::output::Output;
+use crate::ir::{Shape, TensorType};
 use crate::tensor::Tensor;
+use crate::trace;
 use std::cell::RefCell;
 
 /// A condition of a rewritten `if`: `bool` or `Tensor`.
@@ -49,8 +51,10 @@ where
     V: Output,
     F: FnMut(bool, S) -> Result<(S, V)>,
 {
-    fn run_if(self, state: S, branches: F) -> Result<(S, V)> {
+    fn run_if(self, state: S, mut branches: F) -> Result<(S, V)> {
         let state = state.promote()?;
+        let state = define_by_trial(state, &[], |s, _| Ok(branches(true, s)?.0))?;
+        let state = define_by_trial(state, &[], |s, _| Ok(branches(false, s)?.0))?;
         let branches = RefCell::new(branches);
         let else_state = state.clone();
         cond(
@@ -92,17 +96,32 @@ where
     F: FnMut(bool, S) -> Result<(S, Option<Tensor>)>,
 {
     fn run_while(state: S, step: F) -> Result<S> {
-        let state = state.promote()?;
-        let step = RefCell::new(step);
-        while_loop(
-            |s: &S| -> Result<Tensor> {
-                let (_, c) = (step.borrow_mut())(true, s.clone())?;
-                Ok(c.expect("the condition phase yields the condition"))
-            },
-            |s: S| -> Result<S> { Ok((step.borrow_mut())(false, s)?.0) },
-            state,
-        )
+        device_while(state, step, Ok)
     }
+}
+
+/// The loop on the device: `step(true, s)` yields the condition (turned
+/// into a tensor by `condition`), `step(false, s)` runs the body.
+fn device_while<S, C, F>(
+    state: S,
+    mut step: F,
+    condition: impl Fn(C) -> Result<Tensor>,
+) -> Result<S>
+where
+    S: Output + Clone,
+    F: FnMut(bool, S) -> Result<(S, Option<C>)>,
+{
+    let state = state.promote()?;
+    let state = define_by_trial(state, &[], |s, _| Ok(step(false, s)?.0))?;
+    let step = RefCell::new(step);
+    while_loop(
+        |s: &S| -> Result<Tensor> {
+            let (_, c) = (step.borrow_mut())(true, s.clone())?;
+            condition(c.expect("the condition phase yields the condition"))
+        },
+        |s: S| -> Result<S> { Ok((step.borrow_mut())(false, s)?.0) },
+        state,
+    )
 }
 
 /// `while c { .. }` as rewritten by the macro: `step(true, state)` yields
@@ -170,17 +189,21 @@ where
 
 impl<S, F> ForIterable<S, F> for TensorRange
 where
-    S: Output,
+    S: Output + Clone,
     F: FnMut(Tensor, S) -> Result<S>,
 {
-    fn run_for(self, state: S, body: F) -> Result<S> {
-        for_range(self.start, self.limit, self.delta, state.promote()?, body)
+    fn run_for(self, state: S, mut body: F) -> Result<S> {
+        let item = TensorType::new(self.limit.dtype(), Shape::scalar());
+        let state = define_by_trial(state.promote()?, &[item], |s, mut items| {
+            body(items.remove(0), s)
+        })?;
+        for_range(self.start, self.limit, self.delta, state, body)
     }
 }
 
 impl<S, F> ForIterable<S, F> for Tensor
 where
-    S: Output,
+    S: Output + Clone,
     F: FnMut(Tensor, S) -> Result<S>,
 {
     /// Iterates over the first dimension, like `for row in tensor`.
@@ -191,8 +214,12 @@ where
             .ok_or_else(|| crate::error::Error::invalid("for", "cannot iterate over a scalar"))?;
         let mut sizes = dims.clone();
         sizes[0] = 1;
+        let row_type = TensorType::new(self.dtype(), Shape::known(&dims[1..]));
+        let state = define_by_trial(state.promote()?, &[row_type], |s, mut rows| {
+            body(rows.remove(0), s)
+        })?;
         let x = self.clone();
-        for_range(0, rows, 1, state.promote()?, move |i, s| {
+        for_range(0, rows, 1, state, move |i, s| {
             let mut starts = vec![i.clone()];
             for _ in 1..sizes.len() {
                 starts.push(i.zeros_like()?);
@@ -212,9 +239,10 @@ where
 }
 
 /// A condition the rewrite had to leave as Rust (its body jumps out in a
-/// way the rewrite does not handle: `return`, labels, or jumps in `match`
-/// arms): it must be a host `bool`, and a tensor there is a compile-time
-/// error that says so.
+/// way the rewrite does not handle: a `break` with a value, or a jump
+/// inside an expression whose value is used, such as a `let` initializer):
+/// it must be a host `bool`, and a tensor there is a compile-time error
+/// that says so.
 ///
 /// ```compile_fail,E0277
 /// use xlafn::prelude::*;
@@ -223,15 +251,15 @@ where
 ///     let mut x = x;
 ///     while x.reduce_sum(&[], false)?.gt_scalar(1.0)? {
 ///         x = x.tanh()?;
-///         return Ok(x); // not converted: the tensor condition is refused
+///         let _step = match 0 { 0 => 1, _ => break }; // a jump inside a `let`
 ///     }
 ///     Ok(x)
 /// }
 /// ```
 #[diagnostic::on_unimplemented(
-    message = "this jump (`return`, a labeled `break`/`continue`, or one inside a `match`) inside an `if`/`while` whose condition is a `{Self}` is not supported by #[xlafn::function] yet",
+    message = "this jump (a `break` with a value, or a jump inside a `let` initializer or another expression whose value is used) inside an `if`/`while` whose condition is a `{Self}` is not supported by #[xlafn::function]",
     label = "this condition must be a host `bool` here",
-    note = "carry a flag in the loop state and test it in the loop condition instead, or compute the condition on the host"
+    note = "write the jump as a statement of its own (`if c {{ break; }}`), or compute the condition on the host"
 )]
 pub trait HostCondition {
     fn into_bool(self) -> bool;
@@ -375,43 +403,144 @@ where
     S: Output + Clone,
     F: FnMut(bool, S) -> Result<(S, Option<Flag>)>,
 {
-    /// The first evaluation decides: a host flag runs a Rust loop (and must
-    /// stay host), a tensor flag a device loop.
-    fn run_while(state: S, mut step: F) -> Result<S> {
-        let (state, first) = step(true, state)?;
-        match first {
-            Some(Flag::Tensor(_)) => {
-                let step = RefCell::new(step);
-                let state = state.promote()?;
-                while_loop(
-                    |s: &S| -> Result<Tensor> {
-                        let (_, c) = (step.borrow_mut())(true, s.clone())?;
-                        c.expect("the condition phase yields the condition")
-                            .tensor()
-                    },
-                    |s: S| -> Result<S> { Ok((step.borrow_mut())(false, s)?.0) },
-                    state,
-                )
+    /// A Rust loop while the condition is a host flag; from the first
+    /// evaluation that gives a tensor (a tensor condition, or a `break` or
+    /// `return` taken on a tensor condition), the remaining iterations run
+    /// as one device loop.
+    fn run_while(mut state: S, mut step: F) -> Result<S> {
+        loop {
+            let (s, condition) = step(true, state)?;
+            match condition.expect("the condition phase yields the condition") {
+                Flag::Host(false) => return Ok(s),
+                Flag::Host(true) => state = step(false, s)?.0,
+                Flag::Tensor(_) => return device_while(s, step, |c: Flag| c.tensor()),
             }
-            Some(Flag::Host(mut go)) => {
-                let mut state = state;
-                while go {
-                    state = step(false, state)?.0;
-                    let (s, c) = step(true, state)?;
-                    state = s;
-                    go = match c {
-                        Some(Flag::Host(g)) => g,
-                        _ => {
-                            return Err(crate::error::Error::invalid(
-                                "while",
-                                "a loop on a host condition was stopped by a tensor `break`; make the loop condition a tensor",
-                            ));
-                        }
-                    };
-                }
-                Ok(state)
-            }
-            None => unreachable!("the condition phase yields the condition"),
         }
     }
+}
+
+/// `condition && !stop_1 && ...` evaluated on the host: false only when a
+/// stop flag is a raised host flag. A Rust loop that keeps running on a
+/// host condition tests this, so a `break` or `return` taken on a host
+/// condition leaves it at once; one taken on a tensor condition cannot be
+/// known at trace time, and the loop's body is guarded instead.
+pub fn host_clear(stops: &[&Flag]) -> bool {
+    !stops.iter().any(|f| matches!(f, Flag::Host(true)))
+}
+
+/// The value a converted `return` leaves for the function to return
+/// (AutoGraph's `retval_`): undefined until a `return` has run.
+///
+/// When an undefined slot enters tensor control flow, the construct is
+/// first traced once on trial (discarded) to learn what type the slot will
+/// hold, and the slot starts as zeros of that type, as AutoGraph does for
+/// loop variables it cannot see defined. The trial needs the returned
+/// value's shape to be fully known while tracing.
+#[derive(Clone, Debug)]
+pub enum ReturnValue<T> {
+    Undefined,
+    Value(T),
+}
+
+impl<T> ReturnValue<T> {
+    pub fn undefined() -> Self {
+        ReturnValue::Undefined
+    }
+
+    /// The returned value; an error if no `return` ran (the rewrite always
+    /// ends a function with one, so this means a bug in the rewrite).
+    pub fn into_result(self) -> Result<T> {
+        match self {
+            ReturnValue::Value(v) => Ok(v),
+            ReturnValue::Undefined => Err(Error::invalid(
+                "return",
+                "the function ended without returning a value",
+            )),
+        }
+    }
+}
+
+impl<T: Output + Clone> Output for ReturnValue<T> {
+    fn flatten(&self, out: &mut Vec<Tensor>) {
+        if let ReturnValue::Value(v) = self {
+            v.flatten(out);
+        }
+    }
+    fn rebuild(template: &Self, tensors: &mut dyn Iterator<Item = Tensor>) -> Self {
+        match template {
+            ReturnValue::Undefined => ReturnValue::Undefined,
+            ReturnValue::Value(v) => ReturnValue::Value(T::rebuild(v, tensors)),
+        }
+    }
+    fn describe(&self) -> String {
+        match self {
+            ReturnValue::Undefined => "Undefined".into(),
+            ReturnValue::Value(v) => v.describe(),
+        }
+    }
+    fn promote(self) -> Result<Self> {
+        match self {
+            ReturnValue::Value(v) => Ok(ReturnValue::Value(v.promote()?)),
+            undefined => Ok(undefined),
+        }
+    }
+    fn is_defined(&self) -> bool {
+        matches!(self, ReturnValue::Value(v) if v.is_defined())
+    }
+    fn define_like(self, like: &Self) -> Result<Self> {
+        match (self, like) {
+            (ReturnValue::Undefined, ReturnValue::Value(l)) => {
+                Ok(ReturnValue::Value(zeros_like(l)?))
+            }
+            (ReturnValue::Value(v), ReturnValue::Value(l)) => {
+                Ok(ReturnValue::Value(v.define_like(l)?))
+            }
+            (this, _) => Ok(this),
+        }
+    }
+}
+
+/// A value of the same structure as `like` with every tensor zero.
+fn zeros_like<T: Output>(like: &T) -> Result<T> {
+    let mut parts = Vec::new();
+    like.flatten(&mut parts);
+    let zeros = parts
+        .iter()
+        .map(|t| {
+            let dims = t.shape().as_known().ok_or_else(|| {
+                Error::invalid(
+                    "return",
+                    format!(
+                        "a `return` inside tensor control flow returns a {}, whose shape is not \
+                         fully known while tracing; give the function an input signature with \
+                         known dimensions, or return after the loop",
+                        t.tensor_type()
+                    ),
+                )
+            })?;
+            Tensor::fill(&dims, 0i64, t.dtype())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(T::rebuild(like, &mut zeros.into_iter()))
+}
+
+/// Gives the undefined parts of `state` (return slots no `return` has
+/// filled yet) the type `trial` produces for them, when tracing. `trial`
+/// runs the construct once in a region that is then thrown away (its ops,
+/// prints and captures are discarded; Rust side effects in it do happen),
+/// with placeholders of `item_types` as extra arguments.
+fn define_by_trial<S: Output + Clone>(
+    state: S,
+    item_types: &[TensorType],
+    trial: impl FnOnce(S, Vec<Tensor>) -> Result<S>,
+) -> Result<S> {
+    if state.is_defined() || !trace::is_tracing() {
+        return Ok(state);
+    }
+    let mut learned = None;
+    trace::trace_region(item_types, |items| {
+        learned = Some(trial(state.clone(), items)?);
+        Ok(Vec::new())
+    })?;
+    state.define_like(&learned.expect("the trial ran"))
 }

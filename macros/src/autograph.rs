@@ -7,10 +7,11 @@
 //!   (`a < b`, `==`), `&&`/`||`, `!`, literals, `if let`/`while let`, and
 //!   predicates such as `.is_empty()`. So are `for` loops over ranges
 //!   (`0..n`), arrays, references and iterator adaptors (`.iter()`, ...).
-//! - `break`/`continue` in a `while` loop first become flags in the loop
-//!   state (see `jumps.rs`). Constructs with other jumps that would leave
-//!   them (`return`, labels, jumps in `match` arms, `for`-loop
-//!   `break`/`continue`) are left as Rust, with their condition wrapped in
+//! - Jumps first become flags in the state (see `jumps.rs`): `break` and
+//!   `continue` in a loop whose condition or iterable may be a tensor (and
+//!   in `loop`), and every `return` of a function where one sits under a
+//!   tensor condition. Constructs with jumps that the rewrite does not
+//!   handle are left as Rust, with their condition wrapped in
 //!   `host_condition`, so a tensor condition there is a compile-time error
 //!   that says what to do.
 //! - The variables a construct assigns (`x = ..`, `x += ..`) and that were
@@ -52,8 +53,9 @@ impl VisitMut for Converter {
         // `break`/`continue` in a `while` become flags first, so the loop
         // and the `if`s around the jumps can then be converted as usual.
         let rewritten = match e {
-            Expr::While(w) if !obviously_host(&w.cond) => jumps::rewrite_while(w),
-            Expr::ForLoop(f) if !obviously_host_iterable(&f.expr) => jumps::rewrite_for(f),
+            Expr::While(w) if !obviously_host(&w.cond) => jumps::rewrite_loop(e),
+            Expr::ForLoop(f) if !obviously_host_iterable(&f.expr) => jumps::rewrite_loop(e),
+            Expr::Loop(_) => jumps::rewrite_loop(e),
             _ => None,
         };
         if let Some(rewritten) = rewritten {
@@ -114,7 +116,7 @@ fn host_predicate(name: &str) -> bool {
 }
 
 /// Can this condition only be a host `bool`?
-fn obviously_host(e: &Expr) -> bool {
+pub fn obviously_host(e: &Expr) -> bool {
     match e {
         Expr::Binary(b) => matches!(
             b.op,
@@ -136,7 +138,7 @@ fn obviously_host(e: &Expr) -> bool {
 }
 
 /// Iterables that are certainly host values.
-fn obviously_host_iterable(e: &Expr) -> bool {
+pub fn obviously_host_iterable(e: &Expr) -> bool {
     match e {
         Expr::Range(_) | Expr::Array(_) | Expr::Reference(_) | Expr::Macro(_) => true,
         Expr::Paren(p) => obviously_host_iterable(&p.expr),
@@ -166,76 +168,20 @@ fn obviously_host_iterable(e: &Expr) -> bool {
 }
 
 fn convertible_if(i: &ExprIf) -> bool {
-    !obviously_host(&i.cond)
-        && !Jumps::leaves(&i.then_branch, i.else_branch.as_ref().map(|(_, e)| &**e))
+    !obviously_host(&i.cond) && !leaves(&i.then_branch, i.else_branch.as_ref().map(|(_, e)| &**e))
 }
 
 fn convertible_while(w: &ExprWhile) -> bool {
-    w.label.is_none() && !obviously_host(&w.cond) && !Jumps::leaves(&w.body, None)
+    w.label.is_none() && !obviously_host(&w.cond) && !leaves(&w.body, None)
 }
 
 fn convertible_for(f: &ExprForLoop) -> bool {
-    f.label.is_none() && !obviously_host_iterable(&f.expr) && !Jumps::leaves(&f.body, None)
+    f.label.is_none() && !obviously_host_iterable(&f.expr) && !leaves(&f.body, None)
 }
 
-/// Finds `break`/`continue`/`return` that would leave a construct.
-#[derive(Default)]
-struct Jumps {
-    loop_depth: usize,
-    found: bool,
-}
-
-impl Jumps {
-    fn leaves(block: &Block, other: Option<&Expr>) -> bool {
-        let mut j = Jumps::default();
-        j.visit_block(block);
-        if let Some(e) = other {
-            j.visit_expr(e);
-        }
-        j.found
-    }
-
-    fn nested_loop(&mut self, f: impl FnOnce(&mut Self)) {
-        self.loop_depth += 1;
-        f(self);
-        self.loop_depth -= 1;
-    }
-}
-
-impl<'a> Visit<'a> for Jumps {
-    fn visit_expr_return(&mut self, _: &'a syn::ExprReturn) {
-        self.found = true;
-    }
-    fn visit_expr_break(&mut self, b: &'a syn::ExprBreak) {
-        // An unlabeled break inside a nested loop stays inside it; any other
-        // break leaves the construct (its own loop, or an enclosing one).
-        if self.loop_depth == 0 || b.label.is_some() {
-            self.found = true;
-        }
-    }
-    fn visit_expr_continue(&mut self, c: &'a syn::ExprContinue) {
-        if self.loop_depth == 0 || c.label.is_some() {
-            self.found = true;
-        }
-    }
-    fn visit_expr_while(&mut self, w: &'a ExprWhile) {
-        self.visit_expr(&w.cond);
-        self.nested_loop(|s| s.visit_block(&w.body));
-    }
-    fn visit_expr_for_loop(&mut self, f: &'a ExprForLoop) {
-        self.visit_expr(&f.expr);
-        self.nested_loop(|s| s.visit_block(&f.body));
-    }
-    fn visit_expr_loop(&mut self, l: &'a syn::ExprLoop) {
-        self.nested_loop(|s| s.visit_block(&l.body));
-    }
-    fn visit_expr_try(&mut self, t: &'a syn::ExprTry) {
-        // `?` returns from the enclosing function, but inside the rewritten
-        // closure it returns the same `xlafn::Result` error: allowed.
-        visit::visit_expr_try(self, t);
-    }
-    fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
-    fn visit_item(&mut self, _: &'a syn::Item) {}
+/// Does a jump leave this construct (its blocks and else branch)?
+fn leaves(block: &Block, other: Option<&Expr>) -> bool {
+    jumps::Escapes::of_block(block).any() || other.is_some_and(|e| jumps::Escapes::of_expr(e).any())
 }
 
 /// Variables assigned inside a construct and not declared inside it.
@@ -472,8 +418,10 @@ mod tests {
 
     #[test]
     fn jumps_out_of_a_construct_keep_it_rust() {
+        // Jumps the rewrite does not turn into flags (a `break` with a
+        // value, a jump inside a `let` initializer) keep their constructs.
         let (c, code) = rewrite(
-            "fn f(done: bool) { loop { if done { break; } } 'a: while flag { continue 'a; } }",
+            "fn f(done: bool) { let v = loop { if done { break 1; } }; 'a: while flag { let w = if u { 1 } else { continue 'a }; } }",
         );
         assert!(!c, "{code}");
         // The kept conditions must be host bools, with an explanation if not.

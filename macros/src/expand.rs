@@ -116,6 +116,10 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         // value through `?`).
         if returns_result(&ret) {
             crate::returns::fold_early_returns(&mut f.block);
+            // Returns left inside loops or nested tensor branches become a
+            // return flag and slot (see jumps.rs).
+            let output = quote!(<#ret as ::xlafn::function::IntoOutput>::Out);
+            crate::jumps::rewrite_returns(&mut f.block, &output);
         }
         let converted = autograph::convert_block(&mut f.block);
         if converted && !returns_result(&ret) {
@@ -213,7 +217,7 @@ mod tests {
     use super::*;
 
     fn error_of(attr: TokenStream, item: TokenStream) -> String {
-        expand(attr, item).err().expect("an error").to_string()
+        expand(attr, item).expect_err("an error").to_string()
     }
 
     #[test]

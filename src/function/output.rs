@@ -21,6 +21,19 @@ pub trait Output: Sized + Send + Sync + 'static {
     fn promote(self) -> Result<Self> {
         Ok(self)
     }
+    /// Whether every part of this value has a value. Only the slot that an
+    /// AutoGraph `return` fills (`autograph::ReturnValue`) can be undefined:
+    /// before a converted `return` runs, it holds nothing yet.
+    fn is_defined(&self) -> bool {
+        true
+    }
+    /// This value with its undefined parts filled with zeros shaped like
+    /// the same parts of `like` (what a trial trace of the construct
+    /// produced), so that it can enter tensor control flow, whose state
+    /// keeps one structure throughout.
+    fn define_like(self, _like: &Self) -> Result<Self> {
+        Ok(self)
+    }
 }
 
 /// The return type of a traced closure: an [`Output`], or a `Result` of one
@@ -89,6 +102,18 @@ impl<T: Output> Output for Vec<T> {
     fn promote(self) -> Result<Self> {
         self.into_iter().map(Output::promote).collect()
     }
+    fn is_defined(&self) -> bool {
+        self.iter().all(Output::is_defined)
+    }
+    fn define_like(self, like: &Self) -> Result<Self> {
+        if self.len() != like.len() {
+            return Ok(self);
+        }
+        self.into_iter()
+            .zip(like)
+            .map(|(x, l)| x.define_like(l))
+            .collect()
+    }
     fn flatten(&self, out: &mut Vec<Tensor>) {
         self.iter().for_each(|x| x.flatten(out));
     }
@@ -109,6 +134,15 @@ impl<T: Output> Output for Vec<T> {
 impl<T: Output> Output for Option<T> {
     fn promote(self) -> Result<Self> {
         self.map(Output::promote).transpose()
+    }
+    fn is_defined(&self) -> bool {
+        self.as_ref().is_none_or(Output::is_defined)
+    }
+    fn define_like(self, like: &Self) -> Result<Self> {
+        match (self, like) {
+            (Some(x), Some(l)) => Ok(Some(x.define_like(l)?)),
+            (x, _) => Ok(x),
+        }
     }
     fn flatten(&self, out: &mut Vec<Tensor>) {
         if let Some(x) = self {
@@ -160,6 +194,15 @@ macro_rules! tuple_output {
             fn promote(self) -> Result<Self> {
                 let ($($v,)+) = self;
                 Ok(($($v.promote()?,)+))
+            }
+            fn is_defined(&self) -> bool {
+                let ($($v,)+) = self;
+                true $(&& $v.is_defined())+
+            }
+            fn define_like(self, like: &Self) -> Result<Self> {
+                let ($($v,)+) = self;
+                let ($($t,)+) = like;
+                Ok(($($v.define_like($t)?,)+))
             }
         }
     };
