@@ -103,7 +103,32 @@ pub fn loops() -> Result<()> {
         train::function().tracing_count()
     );
     println!("host loop unrolled: {sizes:?} nodes for num_steps 10 and 20");
+    println!(
+        "first index over 2.5 in [0.5, 2, 3, 7]: {} (a `return` inside a tensor loop)",
+        first_index_over(
+            Tensor::vector(&[0.5f32, 2.0, 3.0, 7.0])?,
+            Tensor::scalar(2.5f32)
+        )?
+    );
     Ok(())
+}
+
+// `return` inside a tensor `while`: a return flag stops the device loop and
+// a return slot carries the value out, as AutoGraph does.
+#[xlafn::function]
+fn first_index_over(xs: Tensor, limit: Tensor) -> Result<Tensor> {
+    let mut i = Tensor::scalar(0i32);
+    while i.lt_scalar(xs.dims()[0])? {
+        if xs
+            .dynamic_slice(&[i.clone()], &[1])?
+            .squeeze(&[0])?
+            .gt(&limit)?
+        {
+            return Ok(i);
+        }
+        i = i + 1;
+    }
+    Ok(Tensor::scalar(-1i32))
 }
 
 pub fn looping_over_host_data() -> Result<()> {
