@@ -173,7 +173,7 @@ impl ConcreteCore {
         let lowered = lower::lower_with_slots(&self.graph, &specs, &aliases, recycle::eligible)
             .map_err(|e| self.frame(e))?;
         let slots = lowered.output_slots.len();
-        let options = CompileOptions::for_platform(client.platform());
+        let options = CompileOptions::for_program(client.platform(), lowered.size.is_light());
         let exe = Executable::compile_cached(&client, &lowered.text, lowered.params, &options)?;
         let exe = Arc::new(exe.with_output_slots(slots));
         self.compiles.fetch_add(1, Ordering::Relaxed);

@@ -132,6 +132,27 @@ pub struct Emitter {
     body: String,
     next_id: usize,
     indent: usize,
+    size: ProgramSize,
+}
+
+/// How much work a program does, roughly: the elements all its ops
+/// produce, and whether it loops (then the count says little). Compile
+/// options are chosen by it (`runtime::CompileOptions::for_program`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgramSize {
+    pub result_elements: u64,
+    pub has_loops: bool,
+}
+
+impl ProgramSize {
+    /// Below this many result elements (and without loops) a program runs
+    /// in microseconds however XLA compiles it, so compile time matters
+    /// more than code quality.
+    const LIGHT_ELEMENTS: u64 = 1 << 14;
+
+    pub fn is_light(&self) -> bool {
+        !self.has_loops && self.result_elements <= Self::LIGHT_ELEMENTS
+    }
 }
 
 impl Emitter {
@@ -140,6 +161,7 @@ impl Emitter {
             body: String::new(),
             next_id: 0,
             indent: 1,
+            size: ProgramSize::default(),
         }
     }
 
@@ -166,6 +188,10 @@ impl Emitter {
         attrs: &[(&str, String)],
         results: &[ArraySpec],
     ) -> Vec<Val> {
+        self.size.result_elements += results
+            .iter()
+            .map(|r| r.dims.iter().product::<i64>().max(1) as u64)
+            .sum::<u64>();
         let base = self.fresh();
         let pad = "  ".repeat(self.indent);
         let lhs = match results.len() {
@@ -628,6 +654,7 @@ impl Emitter {
     /// `stablehlo.while`: `cond_region` and `body_region` take the loop
     /// values as block arguments; the body yields the next values.
     pub fn while_(&mut self, init: &[&Val], cond_region: String, body_region: String) -> Vec<Val> {
+        self.size.has_loops = true;
         let types: Vec<ArraySpec> = init.iter().map(|v| v.ty.clone()).collect();
         self.op(
             "stablehlo.while",
@@ -692,6 +719,11 @@ impl Emitter {
     }
 
     /// Finishes a `@main` function with the given parameters and results.
+    /// The work of what was emitted so far.
+    pub fn size(&self) -> ProgramSize {
+        self.size
+    }
+
     pub fn finish(self, params: &[ArraySpec], results: &[Val]) -> String {
         self.finish_with_aliases(params, &[], results)
     }

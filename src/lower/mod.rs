@@ -13,7 +13,7 @@ use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, Shape, TensorType, ValueId};
 use crate::ops::OpDef;
-pub use emitter::{Cmp, Combiner, Emitter, GatherDims, Val};
+pub use emitter::{Cmp, Combiner, Emitter, GatherDims, ProgramSize, Val};
 use std::collections::HashMap;
 
 /// A lowered program: its text plus parameter and result types.
@@ -25,6 +25,7 @@ pub struct Lowered {
     pub results: Vec<ArraySpec>,
     /// For each trailing output-slot parameter, the result written into it.
     pub output_slots: Vec<usize>,
+    pub size: ProgramSize,
 }
 
 /// Does the concrete `spec` fit the (possibly partial) type `ty`?
@@ -106,12 +107,14 @@ pub fn lower_with_slots(
         aliases.push((all_params.len(), r));
         all_params.push(result_types[r].clone());
     }
+    let size = cx.size();
     let text = cx.finish_with_aliases(&all_params, &aliases, &results);
     Ok(Lowered {
         text,
         params: all_params,
         results: result_types,
         output_slots,
+        size,
     })
 }
 
@@ -155,4 +158,30 @@ fn verify(op: &str, emitted: &[Val], expected: &[ArraySpec]) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::ops::{Op, elementwise::Binary};
+
+    fn size_of_add(dims: &[i64]) -> ProgramSize {
+        let ty = TensorType::known(DType::F32, dims);
+        let graph = Graph::single_op(&Op::from(Binary::Add), &[ty.clone(), ty]).unwrap();
+        let spec = ArraySpec::new(DType::F32, dims);
+        lower(&graph, &[spec.clone(), spec]).unwrap().size
+    }
+
+    #[test]
+    fn program_size_counts_result_elements_and_loops() {
+        let small = size_of_add(&[4, 8]);
+        assert_eq!(small.result_elements, 32);
+        assert!(small.is_light());
+        assert!(!size_of_add(&[256, 256]).is_light());
+        let mut cx = Emitter::new();
+        let x = cx.param(0, ArraySpec::scalar(DType::F32));
+        cx.while_(&[&x], String::new(), String::new());
+        assert!(cx.size().has_loops && !cx.size().is_light());
+    }
 }

@@ -92,10 +92,6 @@ fn compile(client: &Arc<Client>, key: &Key) -> Result<Executable> {
         .collect();
     let graph = Graph::single_op(&key.op, &types)?;
     let lowered = lower::lower(&graph, &key.inputs)?;
-    Executable::compile_cached(
-        client,
-        &lowered.text,
-        lowered.params,
-        &CompileOptions::for_platform(client.platform()),
-    )
+    let options = CompileOptions::for_program(client.platform(), lowered.size.is_light());
+    Executable::compile_cached(client, &lowered.text, lowered.params, &options)
 }
