@@ -345,6 +345,11 @@ impl Output for Flag {
     fn promote(self) -> Result<Self> {
         Ok(Flag::Tensor(self.tensor()?))
     }
+    fn host_values(&self, out: &mut Vec<String>) {
+        if let Flag::Host(b) = self {
+            out.push(format!("Flag({b})"));
+        }
+    }
 }
 
 /// A loop condition or guard combined with flags: a host `bool` or a
@@ -486,6 +491,12 @@ impl<T: Output + Clone> Output for ReturnValue<T> {
     }
     fn is_defined(&self) -> bool {
         matches!(self, ReturnValue::Value(v) if v.is_defined())
+    }
+    fn host_values(&self, out: &mut Vec<String>) {
+        match self {
+            ReturnValue::Undefined => out.push("Undefined".into()),
+            ReturnValue::Value(v) => v.host_values(out),
+        }
     }
     fn define_like(self, like: &Self) -> Result<Self> {
         match (self, like) {

@@ -443,3 +443,27 @@ fn early_return_on_a_tensor_condition() {
     assert_eq!(clipped_norm::function().tracing_count(), 1);
     assert!(clipped_norm::AUTOGRAPH_CODE.contains("if_stmt"));
 }
+
+// A host counter in a tensor loop cannot count on the device: the trace
+// fails and says to make it a tensor (AutoGraph would raise too).
+#[xlafn::function]
+fn counts_on_the_host(x: Tensor) -> Result<Tensor> {
+    let mut x = x;
+    let mut steps = 0i64;
+    while x.gt_scalar(1.0)? {
+        x = x / 2.0;
+        steps += 1;
+    }
+    Ok(x + steps as f64)
+}
+
+#[test]
+fn a_host_value_changed_in_a_tensor_loop_is_an_error() {
+    let e = counts_on_the_host(Tensor::scalar(10f32))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("changes a host value") && e.contains("make that value a tensor"),
+        "{e}"
+    );
+}

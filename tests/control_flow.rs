@@ -75,6 +75,40 @@ fn cond_branches_must_agree_on_structure_and_dtype() {
 }
 
 #[test]
+fn host_values_that_device_control_flow_would_lose_are_refused() {
+    // A loop on the device carries tensors only: a host counter the body
+    // changes would silently keep its first value.
+    let count = function(|n: Tensor| -> Result<(Tensor, i64)> {
+        while_loop(
+            |(i, _): &(Tensor, i64)| i.lt(&n),
+            |(i, steps): (Tensor, i64)| (i + 1, steps + 1),
+            (Tensor::scalar(0i32), 0i64),
+        )
+    });
+    let e = count.call((Tensor::scalar(3i32),)).unwrap_err().to_string();
+    assert!(
+        e.contains("changes a host value of the loop state from `0` to `1`")
+            && e.contains("tensor"),
+        "{e}"
+    );
+    // Branches that disagree on a host value: only tensors are selected.
+    let pick = function(|x: Tensor| -> Result<(Tensor, i64)> {
+        cond(&x.gt_scalar(0.0)?, || (x.clone(), 1i64), || (-&x, 2i64))
+    });
+    let e = pick.call((Tensor::scalar(1f32),)).unwrap_err().to_string();
+    assert!(
+        e.contains("the true branch returns the host value `1` where the false branch returns `2`"),
+        "{e}"
+    );
+    // The same host value on both sides is fine.
+    let same = function(|x: Tensor| -> Result<(Tensor, i64)> {
+        cond(&x.gt_scalar(0.0)?, || (x.clone(), 7i64), || (-&x, 7i64))
+    });
+    let (y, k) = same.call((Tensor::scalar(-2f32),)).unwrap();
+    assert_eq!((y.item::<f32>().unwrap(), k), (2.0, 7));
+}
+
+#[test]
 fn cond_with_branch_shapes_that_differ_joins_them() {
     let f = function(|x: Tensor, p: Tensor| -> Result<Tensor> {
         cond(&p, || x.slice(&[0], &[2]), || x.slice(&[1], &[2]))

@@ -12,7 +12,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::function::args::IntoArg;
-use crate::function::output::{IntoOutput, Output};
+use crate::function::output::{IntoOutput, Output, host_values_of};
 use crate::ir::{TensorType, shape_supertype};
 use crate::ops::control::{Cond, Region, While};
 use crate::tensor::{Tensor, apply};
@@ -108,13 +108,21 @@ where
         then_out = Some(out);
         Ok(tensors)
     })?;
-    let mut else_flat = Vec::new();
+    let mut else_out = None;
     let else_trace = trace::trace_region(&[], |_| {
-        else_flat = flat(&else_fn().into_output()?);
-        Ok(else_flat.clone())
+        let out = else_fn().into_output()?;
+        let tensors = flat(&out);
+        else_out = Some(out);
+        Ok(tensors)
     })?;
     let then_out = then_out.expect("the true branch was traced");
-    check_branches(&flat(&then_out), &else_flat)?;
+    let else_out = else_out.expect("the false branch was traced");
+    check_branches(&flat(&then_out), &flat(&else_out))?;
+    check_same_host_values(
+        "cond",
+        &host_values_of(&then_out),
+        &host_values_of(&else_out),
+    )?;
     let (then_region, then_inputs) = region(then_trace, 1)?;
     let (else_region, else_inputs) = region(else_trace, 1 + then_inputs.len())?;
     let mut inputs: Vec<&Tensor> = vec![pred];
@@ -127,6 +135,29 @@ where
         &inputs,
     )?;
     Ok(T::rebuild(&then_out, &mut outs.into_iter()))
+}
+
+/// Tensor control flow carries only tensors: a host value that differs
+/// between branches, or that a loop body changes, would be lost.
+fn check_same_host_values(op: &str, before: &[String], after: &[String]) -> Result<()> {
+    let Some(i) = (0..before.len().max(after.len())).find(|&i| before.get(i) != after.get(i))
+    else {
+        return Ok(());
+    };
+    let show = |v: Option<&String>| v.map_or("nothing".to_string(), |s| format!("`{s}`"));
+    let (a, b) = (show(before.get(i)), show(after.get(i)));
+    let what = if op == "cond" {
+        format!("the true branch returns the host value {a} where the false branch returns {b}")
+    } else {
+        format!("the loop body changes a host value of the loop state from {a} to {b}")
+    };
+    Err(Error::invalid(
+        op,
+        format!(
+            "{what}; on the device only tensors are carried, so the change would be lost: make \
+             that value a tensor (e.g. Tensor::scalar(..)) or keep it the same"
+        ),
+    ))
 }
 
 fn check_branches(then_flat: &[Tensor], else_flat: &[Tensor]) -> Result<()> {
@@ -224,11 +255,14 @@ fn trace_body<S: Output, RB: IntoOutput<Out = S>>(
     body_fn: &mut impl FnMut(S) -> RB,
 ) -> Result<(FinishedTrace, Vec<TensorType>)> {
     let mut loop_types = types(init_flat);
+    let init_host = host_values_of(init);
     for _ in 0..MAX_RELAXATIONS {
         let mut next_types = Vec::new();
         let trace = trace::trace_region(&loop_types, |args| {
             let state = S::rebuild(init, &mut args.into_iter());
-            let next = flat(&body_fn(state).into_output()?);
+            let next = body_fn(state).into_output()?;
+            check_same_host_values("while_loop", &init_host, &host_values_of(&next))?;
+            let next = flat(&next);
             next_types = types(&next);
             Ok(next)
         })?;

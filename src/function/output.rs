@@ -7,6 +7,13 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 
+/// The host leaves of a value (see [`Output::host_values`]).
+pub(crate) fn host_values_of<T: Output>(value: &T) -> Vec<String> {
+    let mut out = Vec::new();
+    value.host_values(&mut out);
+    out
+}
+
 /// A value a traced closure can return.
 pub trait Output: Sized + Send + Sync + 'static {
     /// Appends the tensors of this value, in a fixed order.
@@ -34,6 +41,11 @@ pub trait Output: Sized + Send + Sync + 'static {
     fn define_like(self, _like: &Self) -> Result<Self> {
         Ok(self)
     }
+    /// Appends the host (non-tensor) leaves of this value, in a fixed
+    /// order, as text. Tensor control flow carries only tensors, so a loop
+    /// body or branch that changes one of these is refused instead of
+    /// having its change silently dropped.
+    fn host_values(&self, _out: &mut Vec<String>) {}
 }
 
 /// The return type of a traced closure: an [`Output`], or a `Result` of one
@@ -93,6 +105,9 @@ macro_rules! host_output {
             fn describe(&self) -> String {
                 format!("Literal[{self:?}]")
             }
+            fn host_values(&self, out: &mut Vec<String>) {
+                out.push(format!("{self:?}"));
+            }
         }
     )*};
 }
@@ -104,6 +119,9 @@ impl<T: Output> Output for Vec<T> {
     }
     fn is_defined(&self) -> bool {
         self.iter().all(Output::is_defined)
+    }
+    fn host_values(&self, out: &mut Vec<String>) {
+        self.iter().for_each(|x| x.host_values(out));
     }
     fn define_like(self, like: &Self) -> Result<Self> {
         if self.len() != like.len() {
@@ -138,6 +156,12 @@ impl<T: Output> Output for Option<T> {
     fn is_defined(&self) -> bool {
         self.as_ref().is_none_or(Output::is_defined)
     }
+    fn host_values(&self, out: &mut Vec<String>) {
+        match self {
+            Some(x) => x.host_values(out),
+            None => out.push("None".into()),
+        }
+    }
     fn define_like(self, like: &Self) -> Result<Self> {
         match (self, like) {
             (Some(x), Some(l)) => Ok(Some(x.define_like(l)?)),
@@ -160,6 +184,9 @@ impl<T: Output> Output for Option<T> {
 impl<T: Output> Output for BTreeMap<String, T> {
     fn flatten(&self, out: &mut Vec<Tensor>) {
         self.values().for_each(|v| v.flatten(out));
+    }
+    fn host_values(&self, out: &mut Vec<String>) {
+        self.values().for_each(|v| v.host_values(out));
     }
     fn rebuild(template: &Self, tensors: &mut dyn Iterator<Item = Tensor>) -> Self {
         template
@@ -198,6 +225,10 @@ macro_rules! tuple_output {
             fn is_defined(&self) -> bool {
                 let ($($v,)+) = self;
                 true $(&& $v.is_defined())+
+            }
+            fn host_values(&self, out: &mut Vec<String>) {
+                let ($($v,)+) = self;
+                $($v.host_values(out);)+
             }
             fn define_like(self, like: &Self) -> Result<Self> {
                 let ($($v,)+) = self;
