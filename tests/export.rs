@@ -32,6 +32,27 @@ fn cli(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `xlafn run DIR --input name=DIR/name.npy ... --output-dir DIR/out` in
+/// another process, with `inputs` written as `.npy` files first; returns
+/// the first output. Fails the test with the tool's stderr if it fails.
+fn run_cli(dir: &Path, inputs: &[(&str, &Tensor)]) -> Vec<f32> {
+    let mut args = vec!["run".to_string(), dir.display().to_string()];
+    for (name, t) in inputs {
+        let path = dir.join(format!("{name}.npy"));
+        write_npy(&path, t);
+        args.extend(["--input".to_string(), format!("{name}={}", path.display())]);
+    }
+    let out = dir.join("out");
+    args.extend(["--output-dir".to_string(), out.display().to_string()]);
+    let ran = cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    read_npy(&out.join("output_0.npy"))
+}
+
 #[test]
 fn a_while_loop_function_round_trips_through_another_process() {
     let f = FunctionOptions::new()
@@ -58,8 +79,6 @@ fn a_while_loop_function_round_trips_through_another_process() {
     assert!(e.to_string().contains("Can not cast"), "{e}");
 
     // In another process, through the CLI.
-    write_npy(&dir.join("x.npy"), &x);
-    write_npy(&dir.join("n.npy"), &n);
     let shown = cli(&["show", dir.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(
@@ -72,23 +91,7 @@ fn a_while_loop_function_round_trips_through_another_process() {
             && text.contains("n: TensorSpec(shape=(), dtype=i32)"),
         "{text}"
     );
-    let out = dir.join("out");
-    let ran = cli(&[
-        "run",
-        dir.to_str().unwrap(),
-        "--input",
-        &format!("x={}", dir.join("x.npy").display()),
-        "--input",
-        &format!("n={}", dir.join("n.npy").display()),
-        "--output-dir",
-        out.to_str().unwrap(),
-    ]);
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
-    assert_eq!(read_npy(&out.join("output_0.npy")), expected);
+    assert_eq!(run_cli(&dir, &[("x", &x), ("n", &n)]), expected);
 }
 
 #[test]
@@ -135,25 +138,7 @@ fn a_training_step_with_variables_keeps_training_after_loading() {
     );
     // In a second process: the CLI loads the variables from the export
     // (the state before the three steps above) and runs one step.
-    write_npy(&dir.join("x.npy"), &x);
-    write_npy(&dir.join("y.npy"), &y);
-    let out = dir.join("out");
-    let ran = cli(&[
-        "run",
-        dir.to_str().unwrap(),
-        "--input",
-        &format!("x={}", dir.join("x.npy").display()),
-        "--input",
-        &format!("y={}", dir.join("y.npy").display()),
-        "--output-dir",
-        out.to_str().unwrap(),
-    ]);
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
-    assert_eq!(read_npy(&out.join("output_0.npy")), vec![original[0]]);
+    assert_eq!(run_cli(&dir, &[("x", &x), ("y", &y)]), vec![original[0]]);
 }
 
 #[test]

@@ -258,7 +258,7 @@ impl OpDef for RandomUniform {
         _outputs: &[Tensor],
         _grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        Ok(vec![None; inputs.len()])
+        super::no_gradient(inputs)
     }
 }
 
@@ -313,7 +313,7 @@ impl OpDef for RandomNormal {
         _outputs: &[Tensor],
         _grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        Ok(vec![None; inputs.len()])
+        super::no_gradient(inputs)
     }
 }
 

@@ -50,6 +50,12 @@ pub trait OpDef {
     }
 }
 
+/// The `vjp` of an op none of whose inputs gets a gradient (random draws:
+/// the state input is a key, not a value the result depends on smoothly).
+pub(crate) fn no_gradient(inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+    Ok(vec![None; inputs.len()])
+}
+
 macro_rules! op_catalog {
     ($($variant:ident($ty:ty)),* $(,)?) => {
         /// Every op xlafn knows, with its attributes.
