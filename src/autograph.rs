@@ -211,7 +211,7 @@ where
         let dims = self.dims();
         let rows = *dims
             .first()
-            .ok_or_else(|| crate::error::Error::invalid("for", "cannot iterate over a scalar"))?;
+            .ok_or_else(|| Error::invalid("for", "cannot iterate over a scalar"))?;
         let mut sizes = dims.clone();
         sizes[0] = 1;
         let row_type = TensorType::new(self.dtype(), Shape::known(&dims[1..]));
