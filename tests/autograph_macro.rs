@@ -234,11 +234,26 @@ fn no_autograph(x: Tensor) -> Tensor {
     x
 }
 
+#[xlafn::function(experimental_relax_shapes, implements = "scaled_identity")]
+fn relaxed(x: Tensor) -> Tensor {
+    x * 2.0
+}
+
 #[test]
 fn options_are_honoured() {
     no_autograph(Tensor::scalar(1f32)).unwrap();
     assert_eq!(no_autograph::function().name(), "plain");
     assert!(!no_autograph::AUTOGRAPH_CODE.contains("autograph::"));
+    assert_eq!(no_autograph::function().implements(), None);
+    for n in [3, 5, 7] {
+        relaxed(Tensor::vector(&vec![1f32; n]).unwrap()).unwrap();
+    }
+    assert_eq!(
+        relaxed::function().tracing_count(),
+        2,
+        "relaxed after the second shape"
+    );
+    assert_eq!(relaxed::function().implements(), Some("scaled_identity"));
 }
 
 // The guide's fizzbuzz: prints on every iteration, traces once.

@@ -142,6 +142,29 @@ fn a_training_step_with_variables_keeps_training_after_loading() {
 }
 
 #[test]
+fn the_implemented_operation_is_kept_in_exports() {
+    let f = FunctionOptions::new()
+        .name("softplus")
+        .implements("my_ops.softplus")
+        .build(|x: Tensor| -> Result<Tensor> { x.exp()?.add_scalar(1.0)?.log() });
+    let x = Tensor::vector(&[0f32, 1.0]).unwrap();
+    let cf = f.get_concrete_function((&x,)).unwrap();
+    assert_eq!(cf.implements(), Some("my_ops.softplus"));
+    let dir = temp_dir("implements");
+    cf.export(&dir, &[]).unwrap();
+    assert_eq!(
+        xlafn::load(&dir).unwrap().implements(),
+        Some("my_ops.softplus")
+    );
+    let shown = cli(&["show", dir.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("implements: my_ops.softplus"),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+}
+
+#[test]
 fn unknown_dims_export_one_program_per_requested_shape() {
     let f = FunctionOptions::new()
         .input_signature(vec![TensorSpec::new(&[None], DType::F32)])

@@ -225,6 +225,21 @@ fn reduce_retracing_traces_twice_for_lengths_3_5_7_9() -> Result<()> {
 }
 
 #[test]
+#[allow(deprecated)]
+fn experimental_relax_shapes_is_the_old_name_of_reduce_retracing() -> Result<()> {
+    let g = FunctionOptions::new()
+        .experimental_relax_shapes(true)
+        .build(|x: Tensor| x.mul_scalar(3));
+    for n in [3, 5, 7, 9] {
+        let v: Vec<i32> = (1..=n).collect();
+        let want: Vec<i32> = v.iter().map(|x| x * 3).collect();
+        assert_eq!(g.call((Tensor::vector(&v)?,))?.to_vec::<i32>()?, want);
+    }
+    assert_eq!(g.tracing_count(), 2);
+    Ok(())
+}
+
+#[test]
 fn without_reduce_retracing_every_length_traces() -> Result<()> {
     let g = function(|x: Tensor| x.mul_scalar(2));
     for n in [3, 5, 7, 9] {

@@ -13,6 +13,7 @@ struct Options {
     autograph: bool,
     reduce_retracing: bool,
     name: Option<String>,
+    implements: Option<String>,
 }
 
 fn parse_options(attr: TokenStream) -> syn::Result<Options> {
@@ -23,12 +24,23 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(attr)?;
     for meta in metas {
         match &meta {
-            Meta::Path(p) if p.is_ident("reduce_retracing") => options.reduce_retracing = true,
+            // `experimental_relax_shapes` is TensorFlow's old name for it.
+            Meta::Path(p)
+                if p.is_ident("reduce_retracing") || p.is_ident("experimental_relax_shapes") =>
+            {
+                options.reduce_retracing = true
+            }
             Meta::NameValue(nv) if nv.path.is_ident("autograph") => {
                 options.autograph = bool_value(&nv.value)?
             }
-            Meta::NameValue(nv) if nv.path.is_ident("reduce_retracing") => {
+            Meta::NameValue(nv)
+                if nv.path.is_ident("reduce_retracing")
+                    || nv.path.is_ident("experimental_relax_shapes") =>
+            {
                 options.reduce_retracing = bool_value(&nv.value)?
+            }
+            Meta::NameValue(nv) if nv.path.is_ident("implements") => {
+                options.implements = Some(string_value(&nv.value)?)
             }
             Meta::NameValue(nv) if nv.path.is_ident("name") => {
                 options.name = Some(string_value(&nv.value)?)
@@ -36,7 +48,7 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
             other => {
                 return Err(syn::Error::new_spanned(
                     other,
-                    "unknown #[function] option; expected `autograph = false`, `reduce_retracing` or `name = \"...\"`",
+                    "unknown #[function] option; expected `autograph = false`, `reduce_retracing`, `name = \"...\"` or `implements = \"...\"`",
                 ));
             }
         }
@@ -131,14 +143,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         }
     }
     let code = autograph::to_code(&f);
-    Ok(generate(
-        &f,
-        &params,
-        &ret,
-        &name,
-        options.reduce_retracing,
-        &code,
-    ))
+    Ok(generate(&f, &params, &ret, &name, &options, &code))
 }
 
 fn returns_result(t: &Type) -> bool {
@@ -153,7 +158,7 @@ fn generate(
     params: &[(Ident, Type)],
     ret: &Type,
     name: &str,
-    reduce: bool,
+    options: &Options,
     code: &str,
 ) -> TokenStream {
     let vis = &f.vis;
@@ -170,11 +175,13 @@ fn generate(
     let body = &f.block;
     let out = quote!(<#ret as ::xlafn::function::IntoOutput>::Out);
     let function_type = quote!(::xlafn::Function<(#(#types,)*), #out>);
-    let reduce = if reduce {
-        quote!(.reduce_retracing(true))
-    } else {
-        quote!()
-    };
+    let reduce = options
+        .reduce_retracing
+        .then(|| quote!(.reduce_retracing(true)));
+    let implements = options
+        .implements
+        .as_ref()
+        .map(|op| quote!(.implements(#op)));
     let doc = format!(
         "The traced `Function` behind [`{fn_name}`](fn@{fn_name}), and its AutoGraph-rewritten source."
     );
@@ -186,6 +193,7 @@ fn generate(
                 .name(#name)
                 .arg_names(&[#(#name_strs),*])
                 #reduce
+                #implements
                 .build(|#(#names: #types),*| -> #ret #body)
         });
 
@@ -278,7 +286,11 @@ mod tests {
     #[test]
     fn generates_the_function_the_wrapper_and_the_module() {
         let out = expand(
-            quote!(name = "dbl"),
+            quote!(
+                name = "dbl",
+                implements = "double_op",
+                experimental_relax_shapes
+            ),
             quote!(
                 pub fn double(a: Tensor) -> Tensor {
                     &a + &a
@@ -300,5 +312,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("pub mod double"), "{text}");
+        assert!(
+            text.contains(". reduce_retracing (true)")
+                && text.contains(". implements (\"double_op\")"),
+            "{text}"
+        );
     }
 }

@@ -23,6 +23,9 @@ fn shape_text(shape: &Option<Vec<Option<i64>>>) -> String {
 fn show(dir: &str) -> Result<()> {
     let f = xlafn::load(dir)?;
     println!("function '{}'", f.name());
+    if let Some(op) = f.implements() {
+        println!("  implements: {op}");
+    }
     println!("  inputs:");
     for i in f.inputs() {
         println!(

@@ -77,6 +77,9 @@ struct Manifest {
     format: String,
     version: u32,
     name: String,
+    /// `FunctionOptions::implements` (absent in older exports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    implements: Option<String>,
     inputs: Vec<SpecJson>,
     outputs: Vec<SpecJson>,
     programs: Vec<ProgramJson>,
@@ -267,6 +270,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
             format: FORMAT.into(),
             version: VERSION,
             name: core.name.clone(),
+            implements: core.implements.clone(),
             inputs: inputs.iter().map(|(n, s)| spec_json(n, s)).collect(),
             outputs,
             programs,
@@ -284,6 +288,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
 /// A function loaded from an export folder.
 pub struct LoadedFunction {
     name: String,
+    implements: Option<String>,
     inputs: Vec<SpecJson>,
     outputs: Vec<SpecJson>,
     input_specs: Vec<(DType, Shape)>,
@@ -407,6 +412,7 @@ pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
     }
     Ok(LoadedFunction {
         name: m.name,
+        implements: m.implements,
         inputs: m.inputs,
         outputs: m.outputs,
         input_specs,
@@ -421,6 +427,11 @@ pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
 impl LoadedFunction {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The operation the exported function implements, if it named one.
+    pub fn implements(&self) -> Option<&str> {
+        self.implements.as_deref()
     }
 
     /// The input specs, with parameter names.

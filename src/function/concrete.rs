@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex, RwLock};
 /// The untyped part of a concrete function, shared by its typed handles.
 pub(crate) struct ConcreteCore {
     pub name: String,
+    /// `FunctionOptions::implements`, kept for exports and tools.
+    pub implements: Option<String>,
     pub arg_names: Vec<String>,
     pub function_type: FunctionType,
     pub graph: Graph,
@@ -56,6 +58,7 @@ impl ConcreteCore {
         let num_outputs = finished.graph.results().len() - finished.updates.len();
         ConcreteCore {
             name,
+            implements: None,
             arg_names,
             function_type,
             graph: finished.graph,
@@ -226,6 +229,11 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
     /// The function type as TensorFlow prints it: `(a: TensorSpec(...)) -> ...`.
     pub fn function_type(&self) -> String {
         format!("({}) -> {}", self.signature_types(), self.core.output_type)
+    }
+
+    /// The operation the function implements (`FunctionOptions::implements`).
+    pub fn implements(&self) -> Option<&str> {
+        self.core.implements.as_deref()
     }
 
     /// The trace types of the parameters.

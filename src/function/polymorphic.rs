@@ -47,6 +47,7 @@ pub struct FunctionOptions {
     input_signature: Option<Vec<TensorSpec>>,
     reduce_retracing: bool,
     arg_names: Option<Vec<String>>,
+    implements: Option<String>,
 }
 
 impl FunctionOptions {
@@ -69,6 +70,22 @@ impl FunctionOptions {
     /// After a second call type, trace a generalized type (B8).
     pub fn reduce_retracing(mut self, enabled: bool) -> Self {
         self.reduce_retracing = enabled;
+        self
+    }
+
+    /// The old name of [`reduce_retracing`](Self::reduce_retracing), as in
+    /// TensorFlow.
+    #[deprecated(note = "use reduce_retracing")]
+    pub fn experimental_relax_shapes(self, enabled: bool) -> Self {
+        self.reduce_retracing(enabled)
+    }
+
+    /// Records that this function implements a known operation `name`
+    /// (TensorFlow's `experimental_implements`), so that a later tool can
+    /// substitute a specialized kernel: kept on the function, its concrete
+    /// functions and their exports. xlafn itself does not substitute.
+    pub fn implements(mut self, name: impl Into<String>) -> Self {
+        self.implements = Some(name.into());
         self
     }
 
@@ -140,6 +157,7 @@ struct State<Out> {
 struct Inner<Args, Out> {
     id: u64,
     name: String,
+    implements: Option<String>,
     arg_names: Vec<String>,
     signature: Option<Signature>,
     reduce_retracing: bool,
@@ -192,6 +210,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         let inner = Inner {
             id,
             name,
+            implements: options.implements,
             arg_names,
             signature,
             reduce_retracing: options.reduce_retracing,
@@ -284,6 +303,12 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The operation this function implements, if
+    /// [`FunctionOptions::implements`] named one.
+    pub fn implements(&self) -> Option<&str> {
+        self.inner.implements.as_deref()
     }
 
     fn with_state<R>(&self, f: impl FnOnce(&mut State<Out>) -> R) -> R {
@@ -380,13 +405,14 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
                 return Err(self.variables_after_first_call());
             }
         }
-        let core = ConcreteCore::new(
+        let mut core = ConcreteCore::new(
             self.inner.name.clone(),
             self.inner.arg_names.clone(),
             ty.clone(),
             finished,
             out.describe(),
         );
+        core.implements = self.inner.implements.clone();
         Ok(Traced {
             core: Arc::new(core),
             template: Arc::new(out),
