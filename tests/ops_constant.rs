@@ -214,3 +214,25 @@ fn random_rejects_non_float_dtypes() {
     let err = Tensor::random_normal(&[-3], 0, DType::F32).unwrap_err();
     assert!(err.to_string().contains("negative"), "{err}");
 }
+
+#[test]
+fn fills_like_a_tensor_of_unknown_length_while_tracing() -> Result<()> {
+    // One trace for every length: the shape comes from the input when the
+    // program is compiled.
+    let f = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None], DType::I32)])
+        .build(|x: Tensor| -> Result<Tensor> {
+            assert_eq!(
+                x.zeros_like()?.shape(),
+                x.shape(),
+                "the shape stays unknown"
+            );
+            x.zeros_like()?.add(&x.ones_like()?)?.add(&x.fill_like(5)?)
+        });
+    for n in [1usize, 4, 9] {
+        let x = Tensor::vector(&vec![7i32; n])?;
+        assert_eq!(f.call((&x,))?.to_vec::<i32>()?, vec![6; n]);
+    }
+    assert_eq!(f.tracing_count(), 1);
+    Ok(())
+}

@@ -15,9 +15,9 @@
 //! `None`, as does asking for a source the target does not depend on, or
 //! an eager tensor that was never watched (TensorFlow's rules). Gradients
 //! flow through `cond` (a `cond` of the branches' gradients) and
-//! `while_loop`/`for_range` (a backward loop over recomputed states); host
-//! callbacks, `gather` and `strided_slice` have no gradient rule yet (an
-//! error names the op).
+//! `while_loop`/`for_range` (a backward loop over states recomputed from
+//! checkpoints, see `ops::control::While::vjp`); host callbacks have no
+//! gradient rule (an error names the op).
 
 mod tape;
 

@@ -66,6 +66,40 @@ impl OpDef for Constant {
     }
 }
 
+/// `value` everywhere, with the shape and dtype of the input
+/// (`tf.fill(tf.shape(x), value)`). Only for inputs whose shape is not
+/// fully known while tracing (a known shape is a plain `fill`): the input
+/// carries the shape, which becomes concrete when the program is lowered.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FillLike {
+    pub value: Scalar,
+}
+
+impl OpDef for FillLike {
+    fn name(&self) -> &'static str {
+        "fill_like"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity(self.name(), inputs, 1)?;
+        inputs[0].dtype.check_compilable()?;
+        Ok(vec![inputs[0].clone()])
+    }
+
+    fn lower(&self, cx: &mut Emitter, _inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        Ok(vec![cx.constant(self.value, outputs[0].clone())])
+    }
+
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        _outputs: &[Tensor],
+        _grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        super::no_gradient(inputs)
+    }
+}
+
 // ------------------------------------------------------------------- iota
 
 /// `start + i * delta` where `i` counts along `axis` of a `dims`-shaped
@@ -407,17 +441,26 @@ impl Tensor {
 
     /// Zeros with this tensor's shape and dtype.
     pub fn zeros_like(&self) -> Result<Tensor> {
-        Self::try_zeros(&self.dims(), self.dtype())
+        self.fill_like(0i64)
     }
 
     /// Ones with this tensor's shape and dtype.
     pub fn ones_like(&self) -> Result<Tensor> {
-        Self::try_ones(&self.dims(), self.dtype())
+        self.fill_like(1i64)
     }
 
-    /// `value` everywhere, with this tensor's shape and dtype.
+    /// `value` everywhere, with this tensor's shape and dtype (also when
+    /// tracing with unknown dimensions, which the compiled program fills in).
     pub fn fill_like(&self, value: impl Into<Scalar>) -> Result<Tensor> {
-        Self::fill(&self.dims(), value, self.dtype())
+        match self.shape().as_known() {
+            Some(dims) => Self::fill(&dims, value, self.dtype()),
+            None => apply1(
+                FillLike {
+                    value: value.into().cast(self.dtype()),
+                },
+                &[self],
+            ),
+        }
     }
 
     /// 0, 1, 2, ... along `axis` (negative counts from the end), repeated

@@ -317,13 +317,19 @@ impl OpDef for While {
         Ok(cx.while_(&init, cond_r, body_r))
     }
 
-    /// The gradient of a `while`: the trip count is found by running the
-    /// loop again, then a backward loop walks the iterations in reverse,
-    /// applying the body's vector-Jacobian product (its region replayed
-    /// under a tape) at each iteration's state. States are recomputed from
-    /// the initial values rather than stored, so no bound on the trip count
-    /// is needed, at a cost quadratic in it (fine for short loops; long
-    /// ones want checkpointing, not built yet).
+    /// The gradient of a `while`: the trip count `T` is found by running
+    /// the loop again, then a backward loop walks the iterations in
+    /// reverse, applying the body's vector-Jacobian product (its region
+    /// replayed under a tape) at each iteration's state.
+    ///
+    /// XLA needs static buffers and `T` is known only at run time, so the
+    /// states are checkpointed: `K` slots (as many as fit in
+    /// `CHECKPOINT_BYTES`, at most `MAX_CHECKPOINTS`) hold every
+    /// `ceil(T / K)`-th state, filled by a forward pass, and each backward
+    /// step recomputes its state from the checkpoint before it. That costs
+    /// about `T * ceil(T / K) / 2` body runs instead of `T^2 / 2`, and is
+    /// linear while `T <= K`. When a state's shape is not fully known at
+    /// trace time, states are recomputed from the initial values.
     fn vjp(
         &self,
         inputs: &[Tensor],
@@ -362,6 +368,7 @@ impl OpDef for While {
             },
             (zero.clone(), init.clone()),
         )?;
+        let checkpoints = Checkpoints::record(&init, &trips, &zero, &run_body)?;
         // Backward, from the last iteration to the first.
         let g_vars: Vec<Tensor> = float_vars
             .iter()
@@ -375,11 +382,16 @@ impl OpDef for While {
             |(k, _, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| k.gt_scalar(0),
             |(k, g_vars, g_caps): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
                 let k = k.sub_scalar(1)?;
-                // The state entering iteration k, recomputed.
+                // The state entering iteration k, recomputed from the
+                // nearest checkpoint before it.
+                let (from, start) = match &checkpoints {
+                    Some(c) => c.before(&k, &zero)?,
+                    None => (zero.clone(), init.clone()),
+                };
                 let (_, state) = crate::control::while_loop(
                     |(j, _): &(Tensor, Vec<Tensor>)| j.lt(&k),
                     |(j, s): (Tensor, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>)> { Ok((j.add_scalar(1)?, run_body(&s)?)) },
-                    (zero.clone(), init.clone()),
+                    (from, start),
                 )?;
                 let mut region_inputs = state.clone();
                 region_inputs.extend(self.body.captures.iter().map(|&i| inputs[i].clone()));
@@ -405,4 +417,106 @@ impl OpDef for While {
         }
         Ok(out)
     }
+}
+
+/// Bytes of checkpointed loop states a `while` gradient may hold.
+const CHECKPOINT_BYTES: i64 = 64 << 20;
+/// Most checkpoints a `while` gradient keeps.
+const MAX_CHECKPOINTS: i64 = 256;
+
+/// Every `stride`-th state of a loop's forward run, in buffers with a
+/// leading slot dimension (one buffer per loop value).
+struct Checkpoints {
+    buffers: Vec<Tensor>,
+    stride: Tensor,
+}
+
+impl Checkpoints {
+    /// Runs the loop from `init` for `trips` iterations, keeping every
+    /// `ceil(trips / K)`-th state. `None` when a state's shape is not fully
+    /// known or fewer than two slots fit in the budget.
+    fn record(
+        init: &[Tensor],
+        trips: &Tensor,
+        zero: &Tensor,
+        run_body: &dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    ) -> Result<Option<Checkpoints>> {
+        let Some(slots) = checkpoint_slots(init)? else {
+            return Ok(None);
+        };
+        let stride = trips
+            .add_scalar(slots - 1)?
+            .floordiv_scalar(slots)?
+            .maximum_scalar(1)?;
+        let buffers = init
+            .iter()
+            .map(|t| {
+                let mut dims = vec![slots];
+                dims.extend(t.dims());
+                Tensor::fill(&dims, 0, t.dtype())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let (_, _, buffers) = crate::control::while_loop(
+            |(c, _, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| c.mul(&stride)?.lt(trips),
+            |(c, state, buffers): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
+                let buffers = buffers
+                    .iter()
+                    .zip(&state)
+                    .map(|(b, x)| {
+                        let mut one = vec![1];
+                        one.extend(x.dims());
+                        b.dynamic_update_slice(&x.reshape(&one)?, &slot_starts(&c, zero, x.rank()))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let steps = stride.minimum(&trips.sub(&c.mul(&stride)?)?)?;
+                let (_, state) = crate::control::while_loop(
+                    |(j, _): &(Tensor, Vec<Tensor>)| j.lt(&steps),
+                    |(j, s): (Tensor, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>)> { Ok((j.add_scalar(1)?, run_body(&s)?)) },
+                    (zero.clone(), state),
+                )?;
+                Ok((c.add_scalar(1)?, state, buffers))
+            },
+            (zero.clone(), init.to_vec(), buffers),
+        )?;
+        Ok(Some(Checkpoints { buffers, stride }))
+    }
+
+    /// The checkpoint at or before iteration `k`: its iteration number and
+    /// the state entering it.
+    fn before(&self, k: &Tensor, zero: &Tensor) -> Result<(Tensor, Vec<Tensor>)> {
+        let slot = k.floordiv(&self.stride)?;
+        let state = self
+            .buffers
+            .iter()
+            .map(|b| {
+                let dims = b.dims()[1..].to_vec();
+                let mut sizes = vec![1];
+                sizes.extend(&dims);
+                b.dynamic_slice(&slot_starts(&slot, zero, dims.len()), &sizes)?
+                    .reshape(&dims)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((slot.mul(&self.stride)?, state))
+    }
+}
+
+/// `[slot, 0, 0, ...]`: the start of one slot of a checkpoint buffer.
+fn slot_starts(slot: &Tensor, zero: &Tensor, rank: usize) -> Vec<Tensor> {
+    std::iter::once(slot.clone())
+        .chain(std::iter::repeat_n(zero.clone(), rank))
+        .collect()
+}
+
+/// How many checkpoints of `state` fit in the budget (`None`: below two,
+/// or a shape not fully known).
+fn checkpoint_slots(state: &[Tensor]) -> Result<Option<i64>> {
+    let mut bytes = 0i64;
+    for t in state {
+        let Some(n) = t.shape().num_elements() else {
+            return Ok(None);
+        };
+        bytes += n * t.dtype().size_in_bytes()? as i64;
+    }
+    let slots = (CHECKPOINT_BYTES / bytes.max(1)).min(MAX_CHECKPOINTS);
+    Ok((slots >= 2).then_some(slots))
 }

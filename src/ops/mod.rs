@@ -101,6 +101,7 @@ op_catalog! {
     Select(elementwise::Select),
     Cast(elementwise::Cast),
     Constant(constant::Constant),
+    FillLike(constant::FillLike),
     Iota(constant::Iota),
     RandomUniform(constant::RandomUniform),
     RandomNormal(constant::RandomNormal),
@@ -201,7 +202,10 @@ pub(crate) fn unbroadcast(g: &Tensor, target: &Tensor) -> Result<Tensor> {
     if gs == ts {
         return Ok(g.clone());
     }
-    let (Some(gd), Some(td)) = (gs.as_known(), ts.as_known()) else {
+    // The target's shape says which axes were broadcast (its missing
+    // leading axes and its size-1 axes); the gradient's own dimensions may
+    // be unknown while tracing.
+    let (Some(gd), Some(td)) = (gs.dims(), ts.as_known()) else {
         return Err(Error::invalid(
             "gradient",
             format!(
@@ -213,7 +217,7 @@ pub(crate) fn unbroadcast(g: &Tensor, target: &Tensor) -> Result<Tensor> {
     let mut axes: Vec<i64> = (0..lead as i64).collect();
     axes.extend(
         (0..td.len())
-            .filter(|&i| td[i] == 1 && gd[lead + i] != 1)
+            .filter(|&i| td[i] == 1 && gd[lead + i] != Some(1))
             .map(|i| (lead + i) as i64),
     );
     let summed = if axes.is_empty() {
@@ -221,6 +225,9 @@ pub(crate) fn unbroadcast(g: &Tensor, target: &Tensor) -> Result<Tensor> {
     } else {
         g.reduce_sum(&axes, false)?
     };
+    if summed.shape() == ts {
+        return Ok(summed);
+    }
     summed.reshape(&td)
 }
 
