@@ -459,3 +459,33 @@ fn the_guides_first_example_gradients_through_a_function_call() {
     assert_eq!(g[0].as_ref().unwrap().item::<f32>().unwrap(), 1.0);
     assert_eq!(result.item::<f32>().unwrap(), 2.0);
 }
+
+#[test]
+fn loop_gradients_with_integer_and_boolean_loop_values() {
+    // Halve x until it drops below 1 (a bool "done" flag and an i32 count
+    // ride along in the state); d(result)/dx = 0.5^steps.
+    let f = function(|x: Tensor| -> Result<(Tensor, Tensor)> {
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let done = x.lt_scalar(1.0)?;
+        let (y, _, steps) = while_loop(
+            |(_, done, _): &(Tensor, Tensor, Tensor)| done.logical_not(),
+            |(y, _, steps): (Tensor, Tensor, Tensor)| -> Result<(Tensor, Tensor, Tensor)> {
+                let y = y.mul_scalar(0.5)?;
+                let done = y.lt_scalar(1.0)?;
+                Ok((y, done, steps.add_scalar(1)?))
+            },
+            (x.clone(), done, Tensor::scalar(0i32)),
+        )?;
+        let g = tape.gradient(&y, &[(&x).into()])?[0]
+            .clone()
+            .expect("dy/dx");
+        Ok((g, steps))
+    });
+    for x in [0.5f64, 3.0, 1000.0] {
+        let (g, steps) = f.call((Tensor::scalar(x),)).unwrap();
+        let steps = steps.item::<i32>().unwrap();
+        assert_eq!(steps, (0..).find(|&k| x * 0.5f64.powi(k) < 1.0).unwrap());
+        assert_eq!(g.item::<f64>().unwrap(), 0.5f64.powi(steps), "x={x}");
+    }
+}
