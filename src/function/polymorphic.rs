@@ -84,6 +84,16 @@ impl FunctionOptions {
     /// (TensorFlow's `experimental_implements`), so that a later tool can
     /// substitute a specialized kernel: kept on the function, its concrete
     /// functions and their exports. xlafn itself does not substitute.
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// let softplus = FunctionOptions::new()
+    ///     .implements("my_ops.softplus")
+    ///     .build(|x: Tensor| -> Result<Tensor> { x.exp()?.add_scalar(1.0)?.log() });
+    /// let cf = softplus.get_concrete_function((Tensor::scalar(0f32),))?;
+    /// assert_eq!(cf.implements(), Some("my_ops.softplus"));
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
     pub fn implements(mut self, name: impl Into<String>) -> Self {
         self.implements = Some(name.into());
         self

@@ -135,12 +135,12 @@ type Sink = Box<dyn Write + Send>;
 static PRINT_SINK: LazyLock<Mutex<Sink>> =
     LazyLock::new(|| Mutex::new(Box::new(std::io::stdout())));
 
-/// Sends the output of [`print`] to `writer` instead of stdout (process-wide).
+/// Sends the output of [`print()`] to `writer` instead of stdout (process-wide).
 pub fn set_print_output(writer: impl Write + Send + 'static) {
     *PRINT_SINK.lock().unwrap_or_else(|e| e.into_inner()) = Box::new(writer);
 }
 
-/// Sends the output of [`print`] back to stdout.
+/// Sends the output of [`print()`] back to stdout.
 pub fn reset_print_output() {
     set_print_output(std::io::stdout());
 }
