@@ -75,6 +75,46 @@ fn return_inside_a_host_loop_on_a_tensor_condition() {
 }
 
 #[test]
+fn break_and_continue_on_tensor_conditions_in_a_host_for() {
+    check_positive_sum_until();
+    // One trace: the list's length and the literal structure are the same.
+    assert_eq!(positive_sum_until::function().tracing_count(), 1);
+}
+
+// A host `while` keeps testing its host condition after a `break` taken on
+// a tensor condition, with the remaining bodies guarded by the flag; a host
+// counter advanced inside such a guarded body cannot be tracked, and the
+// trace says so (write the loop as a `for` over the data instead).
+#[xlafn::function]
+fn host_counter_after_a_tensor_break(xs: Vec<Tensor>, limit: Tensor) -> Result<Tensor> {
+    let mut total = Tensor::scalar(0f32);
+    let mut k = 0usize;
+    while k < xs.len() {
+        k += 1;
+        total = total + &xs[k - 1];
+        if total.gt(&limit)? {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+#[test]
+fn a_host_counter_after_a_tensor_break_is_a_clear_error() {
+    let xs: Vec<Tensor> = [1f32, 2.0, 3.0]
+        .iter()
+        .map(|&v| Tensor::scalar(v))
+        .collect();
+    let e = host_counter_after_a_tensor_break(xs, Tensor::scalar(2f32))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("host value") && e.contains("make that value a tensor"),
+        "{e}"
+    );
+}
+
+#[test]
 fn tuple_returned_from_a_for_over_rows() {
     check_sum_until_over();
     assert_eq!(sum_until_over::function().tracing_count(), 1);

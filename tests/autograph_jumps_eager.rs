@@ -17,6 +17,7 @@ fn jumping_functions_run_eagerly() {
     check_halvings();
     check_first_positive();
     check_sum_until_over();
+    check_positive_sum_until();
     assert_eq!(first_index_over::function().tracing_count(), 0);
     assert_eq!(halvings::function().tracing_count(), 0);
 }

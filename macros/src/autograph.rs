@@ -55,7 +55,13 @@ impl VisitMut for Converter {
         let rewritten = match e {
             Expr::While(w) if !obviously_host(&w.cond) => jumps::rewrite_loop(e),
             Expr::ForLoop(f) if !obviously_host_iterable(&f.expr) => jumps::rewrite_loop(e),
-            Expr::Loop(_) => jumps::rewrite_loop(e),
+            // A host loop (or `loop`) stays plain Rust unless a jump out
+            // of it depends on a tensor condition.
+            Expr::While(_) | Expr::ForLoop(_) | Expr::Loop(_)
+                if jumps::jumps_on_tensor_condition(e) =>
+            {
+                jumps::rewrite_loop(e)
+            }
             _ => None,
         };
         if let Some(rewritten) = rewritten {
@@ -414,6 +420,17 @@ mod tests {
         let (c, code) = rewrite(src);
         assert!(!c, "{code}");
         assert!(code.contains("for _ in 0..n"), "{code}");
+    }
+
+    #[test]
+    fn host_loops_become_flags_only_for_jumps_on_tensor_conditions() {
+        let (_, code) = rewrite(
+            "fn f(xs: Vec<Tensor>, n: i64) -> Result<()> { for x in &xs { if x.gt_scalar(0)? { break; } } for i in 0..n { if i == 1 { break; } } let mut k = 0; loop { k += 1; if k > n { break; } } Ok(()) }",
+        );
+        // Only the first loop's break depends on a tensor.
+        assert_eq!(code.matches(".raised()?").count(), 1, "{code}");
+        assert!(code.contains("if i == 1 {\n            break;"), "{code}");
+        assert!(code.contains("loop {"), "{code}");
     }
 
     #[test]

@@ -34,13 +34,19 @@ fn ident(name: &str) -> Ident {
 }
 
 /// The jumps that leave a piece of code: `return`s, and `break`/`continue`
-/// that no loop inside it catches. Closures and nested items are skipped.
+/// that no loop inside it catches; and whether any of them sits under an
+/// `if`/`while`/`for` whose condition or iterable may be a tensor (then
+/// only flags can carry it). Closures and nested items are skipped.
 #[derive(Default)]
 pub struct Escapes {
     /// Labels of the loops entered so far (`None`: unlabeled).
     inner_loops: Vec<Option<String>>,
+    /// How many enclosing constructs (inside the code) may be tensors.
+    tensor_depth: usize,
     pub returns: bool,
     pub loop_jumps: bool,
+    pub tensor_returns: bool,
+    pub tensor_loop_jumps: bool,
 }
 
 impl Escapes {
@@ -68,7 +74,10 @@ impl Escapes {
                 .iter()
                 .any(|inner| inner.as_deref() == Some(&l.ident.to_string())),
         };
-        self.loop_jumps |= !caught;
+        if !caught {
+            self.loop_jumps = true;
+            self.tensor_loop_jumps |= self.tensor_depth > 0;
+        }
     }
 
     fn in_loop(&mut self, label: Option<&syn::Label>, f: impl FnOnce(&mut Self)) {
@@ -77,11 +86,18 @@ impl Escapes {
         f(self);
         self.inner_loops.pop();
     }
+
+    fn under(&mut self, tensor: bool, f: impl FnOnce(&mut Self)) {
+        self.tensor_depth += usize::from(tensor);
+        f(self);
+        self.tensor_depth -= usize::from(tensor);
+    }
 }
 
 impl<'a> Visit<'a> for Escapes {
     fn visit_expr_return(&mut self, r: &'a syn::ExprReturn) {
         self.returns = true;
+        self.tensor_returns |= self.tensor_depth > 0;
         visit::visit_expr_return(self, r);
     }
     fn visit_expr_break(&mut self, b: &'a syn::ExprBreak) {
@@ -91,13 +107,26 @@ impl<'a> Visit<'a> for Escapes {
     fn visit_expr_continue(&mut self, c: &'a syn::ExprContinue) {
         self.jump(c.label.as_ref());
     }
+    fn visit_expr_if(&mut self, i: &'a ExprIf) {
+        self.visit_expr(&i.cond);
+        self.under(!obviously_host(&i.cond), |s| {
+            s.visit_block(&i.then_branch);
+            if let Some((_, e)) = &i.else_branch {
+                s.visit_expr(e);
+            }
+        });
+    }
     fn visit_expr_while(&mut self, w: &'a syn::ExprWhile) {
         self.visit_expr(&w.cond);
-        self.in_loop(w.label.as_ref(), |s| s.visit_block(&w.body));
+        self.under(!obviously_host(&w.cond), |s| {
+            s.in_loop(w.label.as_ref(), |s| s.visit_block(&w.body))
+        });
     }
     fn visit_expr_for_loop(&mut self, f: &'a syn::ExprForLoop) {
         self.visit_expr(&f.expr);
-        self.in_loop(f.label.as_ref(), |s| s.visit_block(&f.body));
+        self.under(!obviously_host_iterable(&f.expr), |s| {
+            s.in_loop(f.label.as_ref(), |s| s.visit_block(&f.body))
+        });
     }
     fn visit_expr_loop(&mut self, l: &'a syn::ExprLoop) {
         self.in_loop(l.label.as_ref(), |s| s.visit_block(&l.body));
@@ -106,16 +135,27 @@ impl<'a> Visit<'a> for Escapes {
     fn visit_item(&mut self, _: &'a syn::Item) {}
 }
 
+/// Does a `break`/`continue` out of this loop (whose condition or iterable
+/// is a host value, or a `loop`) depend on a tensor condition? Only then
+/// must it become flags; otherwise the loop stays plain Rust.
+pub fn jumps_on_tensor_condition(e: &Expr) -> bool {
+    loop_body(e).is_some_and(|b| Escapes::of_block(b).tensor_loop_jumps)
+}
+
+fn loop_body(e: &Expr) -> Option<&Block> {
+    match e {
+        Expr::While(w) => Some(&w.body),
+        Expr::ForLoop(f) => Some(&f.body),
+        Expr::Loop(l) => Some(&l.body),
+        _ => None,
+    }
+}
+
 /// Rewrites a `while`, `for` or `loop` whose body jumps (a `break` or
 /// `continue`, labeled or not; no `return`) into flags, or `None` when it
 /// has no such jump or an unsupported one.
 pub fn rewrite_loop(e: &Expr) -> Option<Expr> {
-    let body = match e {
-        Expr::While(w) => &w.body,
-        Expr::ForLoop(f) => &f.body,
-        Expr::Loop(l) => &l.body,
-        _ => return None,
-    };
+    let body = loop_body(e)?;
     let escapes = Escapes::of_block(body);
     if escapes.returns || !escapes.loop_jumps {
         return None;
@@ -158,38 +198,7 @@ pub fn rewrite_returns(block: &mut Block, output: &TokenStream) -> bool {
 /// Does a `return` sit under an `if`, `while` or `for` whose condition or
 /// iterable may be a tensor?
 fn return_under_tensor_condition(block: &Block) -> bool {
-    #[derive(Default)]
-    struct Finder {
-        tensor_depth: usize,
-        found: bool,
-    }
-    impl Finder {
-        fn under(&mut self, tensor: bool, f: impl FnOnce(&mut Self)) {
-            self.tensor_depth += usize::from(tensor);
-            f(self);
-            self.tensor_depth -= usize::from(tensor);
-        }
-    }
-    impl<'a> Visit<'a> for Finder {
-        fn visit_expr_return(&mut self, _: &'a syn::ExprReturn) {
-            self.found |= self.tensor_depth > 0;
-        }
-        fn visit_expr_if(&mut self, i: &'a ExprIf) {
-            self.under(!obviously_host(&i.cond), |s| visit::visit_expr_if(s, i));
-        }
-        fn visit_expr_while(&mut self, w: &'a syn::ExprWhile) {
-            self.under(!obviously_host(&w.cond), |s| visit::visit_expr_while(s, w));
-        }
-        fn visit_expr_for_loop(&mut self, f: &'a syn::ExprForLoop) {
-            let tensor = !obviously_host_iterable(&f.expr);
-            self.under(tensor, |s| visit::visit_expr_for_loop(s, f));
-        }
-        fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
-        fn visit_item(&mut self, _: &'a syn::Item) {}
-    }
-    let mut f = Finder::default();
-    f.visit_block(block);
-    f.found
+    Escapes::of_block(block).tensor_returns
 }
 
 /// The function body's last statement as a `return`: a tail value `e`

@@ -252,3 +252,45 @@ pub fn check_sum_until_over() {
         assert_eq!(got, want, "limit {limit}");
     }
 }
+
+/// The list's tensors added in order until the total first exceeds
+/// `limit`, skipping negative ones: `continue` and `break` on tensor
+/// conditions inside a host `for` (unrolled while tracing; after a jump
+/// the rest of the iteration, and after a `break` the later iterations,
+/// are guarded by the flag).
+#[xlafn::function]
+pub fn positive_sum_until(xs: Vec<Tensor>, limit: Tensor) -> Result<Tensor> {
+    let mut total = Tensor::scalar(0f32);
+    for x in &xs {
+        if x.lt_scalar(0.0)? {
+            continue;
+        }
+        total = total + x;
+        if total.gt(&limit)? {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+pub fn check_positive_sum_until() {
+    let values = [1f32, -5.0, 2.0, 3.0, -1.0, 4.0];
+    for limit in [0.5f32, 2.5, 5.0, 100.0] {
+        let mut want = 0.0;
+        for &v in &values {
+            if v < 0.0 {
+                continue;
+            }
+            want += v;
+            if want > limit {
+                break;
+            }
+        }
+        let xs: Vec<Tensor> = values.iter().map(|&v| Tensor::scalar(v)).collect();
+        let got = positive_sum_until(xs, Tensor::scalar(limit))
+            .unwrap()
+            .item::<f32>()
+            .unwrap();
+        assert_eq!(got, want, "limit {limit}");
+    }
+}
