@@ -117,5 +117,29 @@ fn print_callbacks_and_their_errors() {
     });
     let e = wrong.call((Tensor::scalar(1f32),)).unwrap_err();
     assert!(e.to_string().contains("declared"), "{e}");
+
+    // Differentiating a loop recomputes its states, but not its prints:
+    // they appear once per forward iteration, as in TensorFlow.
+    out.take();
+    let grad = function(|x: Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let y = for_range(0, 3, 1, x.clone(), |i, s: Tensor| -> Result<Tensor> {
+            xlafn::print("step", &[&i])?;
+            s.mul(&s)
+        })?;
+        Ok(tape.gradient(&y, &[(&x).into()])?[0]
+            .clone()
+            .expect("dy/dx"))
+    });
+    // y = x^8, dy/dx = 8 x^7.
+    assert_eq!(
+        grad.call((Tensor::scalar(1.5f64),))
+            .unwrap()
+            .item::<f64>()
+            .unwrap(),
+        8.0 * 1.5f64.powi(7)
+    );
+    assert_eq!(out.take(), "step 0\nstep 1\nstep 2\n");
     xlafn::reset_print_output();
 }

@@ -23,7 +23,7 @@ mod tape;
 
 use crate::error::Result;
 use crate::ir::Graph;
-use crate::tensor::{Tensor, replay};
+use crate::tensor::{Tensor, recompute};
 
 /// The gradients of a region's results (weighted by `out_grads`) with
 /// respect to `wrt`, computed by replaying the region on `inputs` under a
@@ -38,7 +38,7 @@ pub(crate) fn region_gradients(
     let tape = GradientTape::new();
     wrt.iter().for_each(|t| tape.watch(t));
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let outs = replay(graph, &refs)?;
+    let outs = recompute(graph, &refs)?;
     let mut total: Option<Tensor> = None;
     for (o, g) in outs.iter().zip(out_grads) {
         let (Some(g), true) = (g, o.dtype().is_float()) else {

@@ -51,6 +51,10 @@ impl OpDef for HostCallback {
         let operands: Vec<&Val> = inputs.iter().collect();
         Ok(cx.custom_call(HOST_CALLBACK_TARGET, &operands, self.id, outputs, true))
     }
+
+    fn has_side_effects(&self) -> bool {
+        true
+    }
 }
 
 fn to_host(t: &Tensor) -> Result<HostArray> {

@@ -352,12 +352,12 @@ impl OpDef for While {
         let run_body = |state: &[Tensor]| -> Result<Vec<Tensor>> {
             let mut args: Vec<&Tensor> = state.iter().collect();
             args.extend(self.body.captures.iter().map(|&i| &inputs[i]));
-            crate::tensor::replay(&self.body.graph, &args)
+            crate::tensor::recompute(&self.body.graph, &args)
         };
         let run_cond = |state: &[Tensor]| -> Result<Tensor> {
             let mut args: Vec<&Tensor> = state.iter().collect();
             args.extend(self.cond.captures.iter().map(|&i| &inputs[i]));
-            Ok(crate::tensor::replay(&self.cond.graph, &args)?.remove(0))
+            Ok(crate::tensor::recompute(&self.cond.graph, &args)?.remove(0))
         };
         // The trip count.
         let zero = Tensor::fill(&[], 0, crate::dtype::DType::I32)?;

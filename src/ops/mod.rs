@@ -48,6 +48,12 @@ pub trait OpDef {
     ) -> Result<Vec<Option<Tensor>>> {
         Err(Error::invalid(self.name(), "has no gradient rule yet"))
     }
+    /// Does running the op do something besides computing its results
+    /// (printing, calling back into Rust)? Recomputing values for a
+    /// gradient skips such ops when nothing uses their results.
+    fn has_side_effects(&self) -> bool {
+        false
+    }
 }
 
 /// The `vjp` of an op none of whose inputs gets a gradient (random draws:
@@ -74,6 +80,9 @@ macro_rules! op_catalog {
             }
             fn vjp(&self, inputs: &[Tensor], outputs: &[Tensor], grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
                 match self { $(Op::$variant(o) => o.vjp(inputs, outputs, grads)),* }
+            }
+            fn has_side_effects(&self) -> bool {
+                match self { $(Op::$variant(o) => o.has_side_effects()),* }
             }
         }
 

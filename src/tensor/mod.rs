@@ -228,6 +228,21 @@ pub(crate) fn scalar_as(value: Scalar, dtype: DType) -> Result<Tensor> {
 /// visible to gradient tapes and to check-numerics, and re-infers types
 /// from the actual inputs.
 pub(crate) fn replay(graph: &crate::ir::Graph, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    replay_nodes(graph, inputs, false)
+}
+
+/// Like [`replay`], for recomputing values (gradients recompute loop
+/// states and branch values): ops run only for their side effects, such as
+/// `print`, are skipped, so they show once per real execution.
+pub(crate) fn recompute(graph: &crate::ir::Graph, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    replay_nodes(graph, inputs, true)
+}
+
+fn replay_nodes(
+    graph: &crate::ir::Graph,
+    inputs: &[&Tensor],
+    skip_effects: bool,
+) -> Result<Vec<Tensor>> {
     let mut values: std::collections::HashMap<ValueId, Tensor> = graph
         .params()
         .iter()
@@ -235,6 +250,10 @@ pub(crate) fn replay(graph: &crate::ir::Graph, inputs: &[&Tensor]) -> Result<Vec
         .zip(inputs.iter().map(|t| (*t).clone()))
         .collect();
     for node in graph.nodes() {
+        if skip_effects && node.outputs.is_empty() && crate::ops::OpDef::has_side_effects(&node.op)
+        {
+            continue;
+        }
         let ins: Vec<&Tensor> = node.inputs.iter().map(|v| &values[v]).collect();
         let outs = apply(node.op.clone(), &ins)?;
         values.extend(node.outputs.iter().copied().zip(outs));
