@@ -141,5 +141,21 @@ fn print_callbacks_and_their_errors() {
         8.0 * 1.5f64.powi(7)
     );
     assert_eq!(out.take(), "step 0\nstep 1\nstep 2\n");
+
+    // A function called under an eager tape prints when it runs, not again
+    // when the tape computes its gradient.
+    let noisy = function(|x: Tensor| -> Result<Tensor> {
+        xlafn::print("called with", &[&x])?;
+        x.mul(&x)
+    });
+    let x = Tensor::scalar(3.0f64);
+    let tape = GradientTape::new();
+    tape.watch(&x);
+    let y = noisy.call((&x,)).unwrap();
+    let g = tape.gradient(&y, &[(&x).into()]).unwrap()[0]
+        .clone()
+        .unwrap();
+    assert_eq!(g.item::<f64>().unwrap(), 6.0);
+    assert_eq!(out.take(), "called with 3.0\n");
     xlafn::reset_print_output();
 }

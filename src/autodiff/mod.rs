@@ -3,8 +3,10 @@
 //!
 //! While a tape records, every op applied on this thread (eagerly, or
 //! inside a trace, including the ops of nested functions, which are
-//! replayed op by op) is noted with its input and output tensors, and so is
-//! every variable read. `gradient` walks the notes backwards applying each
+//! inlined there) is noted with its input and output tensors, and so is
+//! every variable read. An eager call of a `Function` is noted as one
+//! `call` op: it runs compiled, and its vector-Jacobian product is a
+//! compiled backward function of the same graph. `gradient` walks the notes backwards applying each
 //! op's vector-Jacobian product (`OpDef::vjp`, defined next to the op).
 //! Because the rules are written with tensor ops, the same walk computes
 //! gradients eagerly, builds the backward graph inside the graph being

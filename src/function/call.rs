@@ -2,12 +2,16 @@
 //! buffers, the compile cache of specializations, execution, and writing
 //! variable updates back. Inside another trace, the graph is inlined
 //! instead (B2), with variable reads and writes replayed in the caller's
-//! trace.
+//! trace. Under an eager gradient tape the call runs compiled and is
+//! recorded as one `call` op with a compiled backward function.
 
 use super::concrete::ConcreteCore;
 use crate::dtype::ArraySpec;
 use crate::error::Result;
+use crate::ir::Graph;
 use crate::lower;
+use crate::ops::Op;
+use crate::ops::control::{Call, CallVjp};
 use crate::runtime::{Buffer, Client, CompileOptions, Executable, recycle};
 use crate::tensor::Tensor;
 use crate::trace::{self, CaptureSource};
@@ -19,11 +23,13 @@ impl ConcreteCore {
     /// Runs (or, inside a trace, inlines) the graph on flat argument tensors
     /// and the call's distinct variable arguments.
     pub(crate) fn call_flat(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
-        // Inside a trace the graph is inlined. Under a recording gradient
-        // tape it is replayed op by op too (eagerly), so the tape sees the
-        // ops and gradients flow through the call (B2).
-        if trace::is_tracing() || crate::autodiff::recording() {
+        // Inside a trace the graph is inlined (B2). Under a recording
+        // gradient tape the call runs compiled and is recorded as one op.
+        if trace::is_tracing() {
             return self.inline(args, var_args);
+        }
+        if crate::autodiff::recording() {
+            return self.call_on_tape(args, var_args);
         }
         // Lock every variable the call reads or writes, in id order, from
         // reading its buffer until its new value is written back.
@@ -97,23 +103,70 @@ impl ConcreteCore {
             .collect()
     }
 
-    fn inline(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
-        let mut captured = Vec::with_capacity(self.captures.len());
-        for c in &self.captures {
-            captured.push(match &c.source {
+    /// The values the captures feed in: variables are read (so a tape
+    /// sees the reads), other captures as they are.
+    fn capture_values(&self, var_args: &[Variable]) -> Result<Vec<Tensor>> {
+        self.captures
+            .iter()
+            .map(|c| match &c.source {
                 CaptureSource::Variable(r) => {
-                    Variable::from_inner(r.resolve(var_args, &self.name)?).try_read()?
+                    Variable::from_inner(r.resolve(var_args, &self.name)?).try_read()
                 }
-                _ => trace::capture_inputs(std::slice::from_ref(c))?.remove(0),
-            });
-        }
-        let inputs: Vec<&Tensor> = args.iter().chain(&captured).collect();
-        let mut outs = crate::tensor::replay(&self.graph, &inputs)?;
+                _ => Ok(trace::capture_inputs(std::slice::from_ref(c))?.remove(0)),
+            })
+            .collect()
+    }
+
+    /// Writes the variable updates among `outs` and keeps the function's
+    /// own outputs.
+    fn finish_outputs(&self, mut outs: Vec<Tensor>, var_args: &[Variable]) -> Result<Vec<Tensor>> {
         for (r, result) in &self.updates {
             Variable::from_inner(r.resolve(var_args, &self.name)?).assign(&outs[*result])?;
         }
         outs.truncate(self.num_outputs);
         Ok(outs)
+    }
+
+    fn inline(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
+        let captured = self.capture_values(var_args)?;
+        let inputs: Vec<&Tensor> = args.iter().chain(&captured).collect();
+        let outs = crate::tensor::replay(&self.graph, &inputs)?;
+        self.finish_outputs(outs, var_args)
+    }
+
+    /// Under an eager gradient tape: runs the compiled program and records
+    /// the whole call as one op, whose gradient is a compiled backward
+    /// function (TensorFlow records a function call the same way).
+    fn call_on_tape(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
+        let inputs: Vec<Tensor> = args
+            .iter()
+            .cloned()
+            .chain(self.capture_values(var_args)?)
+            .collect();
+        let buffers: Vec<&Buffer> = inputs.iter().map(Tensor::buffer).collect::<Result<_>>()?;
+        let exe = self.executable_for(&buffers)?;
+        // The tape keeps every input, so none may be donated to a result.
+        let keep: Vec<i64> = (0..buffers.len() as i64).collect();
+        let outs: Vec<Tensor> = exe
+            .execute_with(&buffers, &keep)?
+            .into_iter()
+            .map(Tensor::from_buffer)
+            .collect();
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        crate::autodiff::record_op(&self.tape_op(), &refs, &outs[..self.num_outputs]);
+        self.finish_outputs(outs, var_args)
+    }
+
+    fn tape_op(&self) -> Op {
+        self.tape_op
+            .get_or_init(|| {
+                Op::from(Call {
+                    graph: self.graph.clone(),
+                    num_outputs: self.num_outputs,
+                    vjp: backward(self.graph.clone(), &self.name),
+                })
+            })
+            .clone()
     }
 
     /// (parameter, result) pairs: each variable both read and assigned is
@@ -191,4 +244,38 @@ impl ConcreteCore {
             .get(specs)
             .cloned()
     }
+}
+
+/// The compiled backward of a function's graph, for the op a call records
+/// on an eager tape: a `Function` of (inputs, output gradients) that
+/// recomputes the graph under a tape and returns the gradients of its
+/// floating-point inputs; traced once per input types, on first use.
+fn backward(graph: Arc<Graph>, name: &str) -> CallVjp {
+    let backward = super::FunctionOptions::new()
+        .name(format!("{name}_grad"))
+        .build(
+            move |inputs: Vec<Tensor>, grads: Vec<Tensor>| -> Result<Vec<Tensor>> {
+                let wrt: Vec<Tensor> = inputs
+                    .iter()
+                    .filter(|t| t.dtype().is_float())
+                    .cloned()
+                    .collect();
+                let grads: Vec<Option<Tensor>> = grads.into_iter().map(Some).collect();
+                crate::autodiff::region_gradients(&graph, &inputs, &wrt, &grads)
+            },
+        );
+    Arc::new(
+        move |inputs: &[Tensor], outputs: &[Tensor], grads: &[Option<Tensor>]| {
+            let grads: Vec<Tensor> = grads
+                .iter()
+                .zip(outputs)
+                .map(|(g, o)| g.clone().map_or_else(|| o.zeros_like(), Ok))
+                .collect::<Result<_>>()?;
+            let mut float_grads = backward.call((inputs.to_vec(), grads))?.into_iter();
+            Ok(inputs
+                .iter()
+                .map(|t| t.dtype().is_float().then(|| float_grads.next()).flatten())
+                .collect())
+        },
+    )
 }

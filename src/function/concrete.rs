@@ -14,6 +14,7 @@ use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::lower;
+use crate::ops::Op;
 use crate::runtime::{Buffer, Client, Executable};
 use crate::tensor::Tensor;
 use crate::trace::{Capture, CaptureSource, FinishedTrace};
@@ -22,7 +23,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// The untyped part of a concrete function, shared by its typed handles.
 pub(crate) struct ConcreteCore {
@@ -31,7 +32,7 @@ pub(crate) struct ConcreteCore {
     pub implements: Option<String>,
     pub arg_names: Vec<String>,
     pub function_type: FunctionType,
-    pub graph: Graph,
+    pub graph: Arc<Graph>,
     pub captures: Vec<Capture>,
     /// Variables the graph assigns and the results holding their new values.
     pub updates: Vec<(VarRef, usize)>,
@@ -45,6 +46,9 @@ pub(crate) struct ConcreteCore {
     /// Held while compiling, so one shape is never compiled twice.
     pub(super) compile_lock: Mutex<()>,
     pub(super) compiles: AtomicUsize,
+    /// The op a call records on an eager gradient tape (with its compiled
+    /// backward), made on first use.
+    pub(super) tape_op: OnceLock<Op>,
 }
 
 impl ConcreteCore {
@@ -61,7 +65,7 @@ impl ConcreteCore {
             implements: None,
             arg_names,
             function_type,
-            graph: finished.graph,
+            graph: Arc::new(finished.graph),
             captures: finished.captures,
             updates: finished.updates,
             num_outputs,
@@ -70,6 +74,7 @@ impl ConcreteCore {
             last: RwLock::new(None),
             compile_lock: Mutex::new(()),
             compiles: AtomicUsize::new(0),
+            tape_op: OnceLock::new(),
         }
     }
 

@@ -520,3 +520,71 @@ fn checkpoint_slots(state: &[Tensor]) -> Result<Option<i64>> {
     let slots = (CHECKPOINT_BYTES / bytes.max(1)).min(MAX_CHECKPOINTS);
     Ok((slots >= 2).then_some(slots))
 }
+
+// ------------------------------------------------------------------- call
+
+/// The backward of a [`Call`]: from the call's inputs, outputs and output
+/// gradients, the gradients of its inputs.
+pub type CallVjp = Arc<
+    dyn Fn(&[Tensor], &[Tensor], &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> + Send + Sync,
+>;
+
+/// A traced function's graph run as one op: what an eager gradient tape
+/// records for a `Function` call, so that the call runs compiled and its
+/// gradient comes from `vjp` (a compiled backward function), as TensorFlow
+/// records a function call. Inputs: the graph's parameters (arguments,
+/// then captured values); outputs: its first `num_outputs` results (the
+/// rest are variable updates, which have no gradient).
+#[derive(Clone)]
+pub struct Call {
+    pub graph: Arc<Graph>,
+    pub num_outputs: usize,
+    pub vjp: CallVjp,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} nodes>", self.graph.nodes().len())
+    }
+}
+
+/// Calls compare by identity, like regions.
+impl PartialEq for Call {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.graph, &other.graph) && self.num_outputs == other.num_outputs
+    }
+}
+impl Eq for Call {}
+impl Hash for Call {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.graph) as usize).hash(state);
+        self.num_outputs.hash(state);
+    }
+}
+
+impl OpDef for Call {
+    fn name(&self) -> &'static str {
+        "call"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let mut results = self.graph.infer_results(inputs)?;
+        results.truncate(self.num_outputs);
+        Ok(results)
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], _outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        let mut results = lower_subgraph(cx, &self.graph, inputs)?;
+        results.truncate(self.num_outputs);
+        Ok(results)
+    }
+
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        (self.vjp)(inputs, outputs, grads)
+    }
+}

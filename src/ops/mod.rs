@@ -130,6 +130,7 @@ op_catalog! {
     HostCallback(callback::HostCallback),
     Cond(control::Cond),
     While(control::While),
+    Call(control::Call),
 }
 
 // ---- helpers shared by op definitions ----
