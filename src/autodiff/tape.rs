@@ -165,9 +165,20 @@ impl GradientTape {
             return Ok(sources.iter().map(|_| None).collect());
         }
         let state = self.state.borrow();
+        let leads_to_source = leads_to_sources(&state, sources);
         let mut grads: HashMap<TensorKey, Tensor> = HashMap::new();
         grads.insert(target.key(), target.ones_like()?);
         for entry in state.entries.iter().rev() {
+            // Only inputs a source flows into need a gradient (TensorFlow's
+            // tape prunes the same way).
+            let needed: Vec<bool> = entry
+                .inputs
+                .iter()
+                .map(|i| leads_to_source.contains(&i.key()))
+                .collect();
+            if !needed.contains(&true) {
+                continue;
+            }
             let out_grads: Vec<Option<Tensor>> = entry
                 .outputs
                 .iter()
@@ -176,9 +187,12 @@ impl GradientTape {
             if out_grads.iter().all(Option::is_none) {
                 continue;
             }
-            let in_grads = entry.op.vjp(&entry.inputs, &entry.outputs, &out_grads)?;
-            for (input, g) in entry.inputs.iter().zip(in_grads) {
-                if let Some(g) = g {
+            let in_grads =
+                entry
+                    .op
+                    .vjp_needed(&entry.inputs, &entry.outputs, &out_grads, &needed)?;
+            for ((input, g), needed) in entry.inputs.iter().zip(in_grads).zip(&needed) {
+                if let (Some(g), true) = (g, needed) {
                     accumulate(&mut grads, input.key(), g)?;
                 }
             }
@@ -224,6 +238,33 @@ impl GradientTape {
             }
         }
     }
+}
+
+/// The tensors some source flows into: the sources themselves (a
+/// variable's reads stand for it) and, in recording order, every output of
+/// an op with such an input.
+fn leads_to_sources(state: &State, sources: &[Source<'_>]) -> HashSet<TensorKey> {
+    let mut set: HashSet<TensorKey> = HashSet::new();
+    for source in sources {
+        match source {
+            Source::Tensor(t) => {
+                set.insert(t.key());
+            }
+            Source::Variable(v) => set.extend(
+                state
+                    .variable_reads
+                    .iter()
+                    .filter(|(id, _)| *id == v.id())
+                    .map(|(_, read)| read.key()),
+            ),
+        }
+    }
+    for entry in &state.entries {
+        if entry.inputs.iter().any(|i| set.contains(&i.key())) {
+            set.extend(entry.outputs.iter().map(Tensor::key));
+        }
+    }
+    set
 }
 
 fn accumulate(grads: &mut HashMap<TensorKey, Tensor>, key: TensorKey, g: Tensor) -> Result<()> {

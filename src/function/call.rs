@@ -247,34 +247,46 @@ impl ConcreteCore {
 }
 
 /// The compiled backward of a function's graph, for the op a call records
-/// on an eager tape: a `Function` of (inputs, output gradients) that
-/// recomputes the graph under a tape and returns the gradients of its
-/// floating-point inputs; traced once per input types, on first use.
+/// on an eager tape: a `Function` of (inputs, output gradients, which
+/// inputs need a gradient) that recomputes the graph under a tape and
+/// returns the gradients of the needed floating-point inputs; traced once
+/// per input types and mask, on first use.
 fn backward(graph: Arc<Graph>, name: &str) -> CallVjp {
     let backward = super::FunctionOptions::new()
         .name(format!("{name}_grad"))
         .build(
-            move |inputs: Vec<Tensor>, grads: Vec<Tensor>| -> Result<Vec<Tensor>> {
+            move |inputs: Vec<Tensor>,
+                  grads: Vec<Tensor>,
+                  wanted: Vec<bool>|
+                  -> Result<Vec<Tensor>> {
                 let wrt: Vec<Tensor> = inputs
                     .iter()
-                    .filter(|t| t.dtype().is_float())
-                    .cloned()
+                    .zip(&wanted)
+                    .filter(|(_, w)| **w)
+                    .map(|(t, _)| t.clone())
                     .collect();
                 let grads: Vec<Option<Tensor>> = grads.into_iter().map(Some).collect();
                 crate::autodiff::region_gradients(&graph, &inputs, &wrt, &grads)
             },
         );
     Arc::new(
-        move |inputs: &[Tensor], outputs: &[Tensor], grads: &[Option<Tensor>]| {
+        move |inputs: &[Tensor], outputs: &[Tensor], grads: &[Option<Tensor>], needed: &[bool]| {
             let grads: Vec<Tensor> = grads
                 .iter()
                 .zip(outputs)
                 .map(|(g, o)| g.clone().map_or_else(|| o.zeros_like(), Ok))
                 .collect::<Result<_>>()?;
-            let mut float_grads = backward.call((inputs.to_vec(), grads))?.into_iter();
-            Ok(inputs
+            let wanted: Vec<bool> = inputs
                 .iter()
-                .map(|t| t.dtype().is_float().then(|| float_grads.next()).flatten())
+                .zip(needed)
+                .map(|(t, n)| *n && t.dtype().is_float())
+                .collect();
+            let mut found = backward
+                .call((inputs.to_vec(), grads, wanted.clone()))?
+                .into_iter();
+            Ok(wanted
+                .iter()
+                .map(|w| w.then(|| found.next()).flatten())
                 .collect())
         },
     )

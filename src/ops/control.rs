@@ -523,10 +523,12 @@ fn checkpoint_slots(state: &[Tensor]) -> Result<Option<i64>> {
 
 // ------------------------------------------------------------------- call
 
-/// The backward of a [`Call`]: from the call's inputs, outputs and output
-/// gradients, the gradients of its inputs.
+/// The backward of a [`Call`]: from the call's inputs, outputs, output
+/// gradients and which inputs need a gradient, the gradients of those.
 pub type CallVjp = Arc<
-    dyn Fn(&[Tensor], &[Tensor], &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> + Send + Sync,
+    dyn Fn(&[Tensor], &[Tensor], &[Option<Tensor>], &[bool]) -> Result<Vec<Option<Tensor>>>
+        + Send
+        + Sync,
 >;
 
 /// A traced function's graph run as one op: what an eager gradient tape
@@ -585,6 +587,16 @@ impl OpDef for Call {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        (self.vjp)(inputs, outputs, grads)
+        self.vjp_needed(inputs, outputs, grads, &vec![true; inputs.len()])
+    }
+
+    fn vjp_needed(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+        needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        (self.vjp)(inputs, outputs, grads, needed)
     }
 }

@@ -130,25 +130,39 @@ impl OpDef for MatMul {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
+        self.vjp_needed(inputs, outputs, grads, &[true, true])
+    }
+
+    /// Each operand's gradient is a matmul of its own: skipped when not
+    /// needed (e.g. the batch fed to a network's first layer).
+    fn vjp_needed(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+        needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
         let (a, b) = (&inputs[0], &inputs[1]);
         if !a.dtype().is_float() {
             return Ok(vec![None, None]);
         }
         let g = grad_or_zeros(grads, &outputs[0])?;
         // With C = op(A) op(B): dop(A) = G op(B)^T and dop(B) = op(A)^T G.
-        let da = match (self.transpose_a, self.transpose_b) {
-            (false, false) => g.matmul_t(b, false, true)?,
-            (false, true) => g.matmul(b)?,
-            (true, false) => b.matmul_t(&g, false, true)?,
-            (true, true) => b.matmul_t(&g, true, true)?,
+        let da = || match (self.transpose_a, self.transpose_b) {
+            (false, false) => g.matmul_t(b, false, true),
+            (false, true) => g.matmul(b),
+            (true, false) => b.matmul_t(&g, false, true),
+            (true, true) => b.matmul_t(&g, true, true),
         };
-        let db = match (self.transpose_a, self.transpose_b) {
-            (false, false) => a.matmul_t(&g, true, false)?,
-            (false, true) => g.matmul_t(a, true, false)?,
-            (true, false) => a.matmul(&g)?,
-            (true, true) => g.matmul_t(a, true, true)?,
+        let db = || match (self.transpose_a, self.transpose_b) {
+            (false, false) => a.matmul_t(&g, true, false),
+            (false, true) => g.matmul_t(a, true, false),
+            (true, false) => a.matmul(&g),
+            (true, true) => g.matmul_t(a, true, true),
         };
-        Ok(vec![Some(unbroadcast(&da, a)?), Some(unbroadcast(&db, b)?)])
+        let da = needed[0].then(|| unbroadcast(&da()?, a)).transpose()?;
+        let db = needed[1].then(|| unbroadcast(&db()?, b)).transpose()?;
+        Ok(vec![da, db])
     }
 }
 

@@ -48,6 +48,18 @@ pub trait OpDef {
     ) -> Result<Vec<Option<Tensor>>> {
         Err(Error::invalid(self.name(), "has no gradient rule yet"))
     }
+    /// `vjp` when the caller needs the gradients of only some inputs
+    /// (`needed`, one flag per input; the others may be `None`). Ops whose
+    /// gradient work is shared across inputs just compute them all.
+    fn vjp_needed(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+        _needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.vjp(inputs, outputs, grads)
+    }
     /// Does running the op do something besides computing its results
     /// (printing, calling back into Rust)? Recomputing values for a
     /// gradient skips such ops when nothing uses their results.
@@ -83,6 +95,9 @@ macro_rules! op_catalog {
             }
             fn has_side_effects(&self) -> bool {
                 match self { $(Op::$variant(o) => o.has_side_effects()),* }
+            }
+            fn vjp_needed(&self, inputs: &[Tensor], outputs: &[Tensor], grads: &[Option<Tensor>], needed: &[bool]) -> Result<Vec<Option<Tensor>>> {
+                match self { $(Op::$variant(o) => o.vjp_needed(inputs, outputs, grads, needed)),* }
             }
         }
 
