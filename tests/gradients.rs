@@ -603,3 +603,23 @@ fn second_derivatives_through_an_eager_function_call() {
         .unwrap();
     assert!((d2y.item::<f64>().unwrap() - 6.0 * 1.5).abs() < 1e-12);
 }
+
+#[test]
+fn ops_off_the_path_to_the_sources_are_not_differentiated() {
+    // A host callback has no gradient rule, but its input does not depend
+    // on x, so the tape never asks for one.
+    let f = function(|x: Tensor, k: Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let spec = xlafn::ArraySpec::new(DType::F64, &[]);
+        let c = host_callback(&[&k], &[spec], |args| Ok(vec![args[0].clone()]))?.remove(0);
+        let y = x.mul(&x)?.mul(&c)?;
+        Ok(tape.gradient(&y, &[(&x).into()])?[0]
+            .clone()
+            .expect("dy/dx"))
+    });
+    let g = f
+        .call((Tensor::scalar(3.0f64), Tensor::scalar(2.0f64)))
+        .unwrap();
+    assert_eq!(g.item::<f64>().unwrap(), 12.0);
+}
