@@ -21,10 +21,10 @@ pub mod npy;
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
 use crate::function::trace_type::{TensorSpec, TraceType};
-use crate::function::{ArgList, ConcreteFunction, Output};
+use crate::function::{ArgList, ConcreteFunction, Output, program_traits};
 use crate::ir::Shape;
 use crate::lower;
-use crate::runtime::{Buffer, Client, CompileOptions, Executable, HostArray};
+use crate::runtime::{Buffer, Client, CompileOptions, Executable, HostArray, ProgramTraits};
 use crate::tensor::Tensor;
 use crate::trace::CaptureSource;
 use crate::variable::{VarRef, Variable};
@@ -50,6 +50,13 @@ struct ProgramJson {
     input_shapes: Vec<Vec<i64>>,
     file: String,
     checksum: String,
+    /// The traits its compile options follow, so that a loaded copy
+    /// computes bit for bit what the original did (absent in older
+    /// exports, which compiled with the defaults).
+    #[serde(default)]
+    light: bool,
+    #[serde(default)]
+    small_array_graph: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -241,13 +248,17 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
                 .collect();
             specs.extend(capture_specs.iter().cloned());
             let aliases = core.variable_aliases(inputs.len());
-            let text = lower::lower_with_slots(&core.graph, &specs, &aliases, |_| false)?.text;
+            let lowered = lower::lower_with_slots(&core.graph, &specs, &aliases, |_| false)?;
+            let text = lowered.text;
+            let traits = program_traits(&lowered.size);
             let file = format!("program_{k}.mlir");
             std::fs::write(dir.join(&file), &text).map_err(|e| io(&dir.join(&file), e))?;
             programs.push(ProgramJson {
                 input_shapes: set.clone(),
                 file,
                 checksum: checksum(text.as_bytes()),
+                light: traits.light,
+                small_array_graph: traits.small_array_graph,
             });
         }
         let results = core.graph.results();
@@ -402,12 +413,12 @@ pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
         params.extend(capture_specs.iter().cloned());
         let text = String::from_utf8(read_checked(dir, &p.file, &p.checksum)?)
             .map_err(|_| Error::Value(format!("export: {} is not text", p.file)))?;
-        let exe = Executable::compile_cached(
-            &client,
-            &text,
-            params,
-            &CompileOptions::for_platform(client.platform()),
-        )?;
+        let traits = ProgramTraits {
+            light: p.light,
+            small_array_graph: p.small_array_graph,
+        };
+        let options = CompileOptions::for_program(client.platform(), traits);
+        let exe = Executable::compile_cached(&client, &text, params, &options)?;
         programs.push((p.input_shapes.clone(), Arc::new(exe)));
     }
     Ok(LoadedFunction {

@@ -12,7 +12,7 @@ use crate::ir::Graph;
 use crate::lower;
 use crate::ops::Op;
 use crate::ops::control::{Call, CallVjp};
-use crate::runtime::{Buffer, Client, CompileOptions, Executable, recycle};
+use crate::runtime::{Buffer, Client, CompileOptions, Executable, ProgramTraits, recycle};
 use crate::tensor::Tensor;
 use crate::trace::{self, CaptureSource};
 use crate::variable::{Variable, VariableInner};
@@ -226,7 +226,7 @@ impl ConcreteCore {
         let lowered = lower::lower_with_slots(&self.graph, &specs, &aliases, recycle::eligible)
             .map_err(|e| self.frame(e))?;
         let slots = lowered.output_slots.len();
-        let options = CompileOptions::for_program(client.platform(), lowered.size.is_light());
+        let options = CompileOptions::for_program(client.platform(), program_traits(&lowered.size));
         let exe = Executable::compile_cached(&client, &lowered.text, lowered.params, &options)?;
         let exe = Arc::new(exe.with_output_slots(slots));
         self.compiles.fetch_add(1, Ordering::Relaxed);
@@ -290,4 +290,13 @@ fn backward(graph: Arc<Graph>, name: &str) -> CallVjp {
                 .collect())
         },
     )
+}
+
+/// The traits a traced function's program is compiled by (see
+/// `runtime::CompileOptions::for_program`).
+pub(crate) fn program_traits(size: &lower::ProgramSize) -> ProgramTraits {
+    ProgramTraits {
+        light: size.is_light(),
+        small_array_graph: size.has_only_small_arrays(),
+    }
 }

@@ -136,11 +136,13 @@ pub struct Emitter {
 }
 
 /// How much work a program does, roughly: the elements all its ops
-/// produce, and whether it loops (then the count says little). Compile
-/// options are chosen by it (`runtime::CompileOptions::for_program`).
+/// produce, its largest array, and whether it loops (then the count says
+/// little). Compile options are chosen by it (`runtime::ProgramTraits`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProgramSize {
     pub result_elements: u64,
+    /// The most elements of any one parameter or op result.
+    pub largest_array: u64,
     pub has_loops: bool,
 }
 
@@ -150,8 +152,18 @@ impl ProgramSize {
     /// more than code quality.
     const LIGHT_ELEMENTS: u64 = 1 << 14;
 
+    /// Arrays up to this many elements (256 KiB of f32) stay in the L2
+    /// cache, so running a graph op by op over whole arrays costs no
+    /// memory traffic; beyond it one fused pass per element wins (W8).
+    const SMALL_ARRAY_ELEMENTS: u64 = 1 << 16;
+
     pub fn is_light(&self) -> bool {
         !self.has_loops && self.result_elements <= Self::LIGHT_ELEMENTS
+    }
+
+    /// No loop, and no array over `SMALL_ARRAY_ELEMENTS`.
+    pub fn has_only_small_arrays(&self) -> bool {
+        !self.has_loops && self.largest_array <= Self::SMALL_ARRAY_ELEMENTS
     }
 }
 
@@ -173,6 +185,8 @@ impl Emitter {
 
     /// A function parameter value named `%argN`.
     pub fn param(&mut self, index: usize, ty: ArraySpec) -> Val {
+        let elements = ty.dims.iter().product::<i64>().max(1) as u64;
+        self.size.largest_array = self.size.largest_array.max(elements);
         Val {
             name: format!("%arg{index}"),
             ty,
@@ -188,10 +202,11 @@ impl Emitter {
         attrs: &[(&str, String)],
         results: &[ArraySpec],
     ) -> Vec<Val> {
-        self.size.result_elements += results
-            .iter()
-            .map(|r| r.dims.iter().product::<i64>().max(1) as u64)
-            .sum::<u64>();
+        for r in results {
+            let elements = r.dims.iter().product::<i64>().max(1) as u64;
+            self.size.result_elements += elements;
+            self.size.largest_array = self.size.largest_array.max(elements);
+        }
         let base = self.fresh();
         let pad = "  ".repeat(self.indent);
         let lhs = match results.len() {

@@ -177,11 +177,19 @@ mod tests {
     fn program_size_counts_result_elements_and_loops() {
         let small = size_of_add(&[4, 8]);
         assert_eq!(small.result_elements, 32);
-        assert!(small.is_light());
-        assert!(!size_of_add(&[256, 256]).is_light());
+        assert_eq!(small.largest_array, 32);
+        assert!(small.is_light() && small.has_only_small_arrays());
+        let medium = size_of_add(&[256, 256]);
+        assert!(!medium.is_light() && medium.has_only_small_arrays());
+        assert!(!size_of_add(&[512, 256]).has_only_small_arrays());
+        // A large input counts even when every result is small.
+        let mut big_input = Emitter::new();
+        big_input.param(0, ArraySpec::new(DType::F32, &[1 << 20]));
+        assert!(!big_input.size().has_only_small_arrays());
         let mut cx = Emitter::new();
         let x = cx.param(0, ArraySpec::scalar(DType::F32));
         cx.while_(&[&x], String::new(), String::new());
         assert!(cx.size().has_loops && !cx.size().is_light());
+        assert!(!cx.size().has_only_small_arrays());
     }
 }

@@ -30,5 +30,5 @@ pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
 pub use executable::Executable;
 pub use ffi::{HOST_CALLBACK_TARGET, HostArray, HostCallbackFn, register_host_callback};
-pub use options::CompileOptions;
+pub use options::{CompileOptions, ProgramTraits};
 pub use plugin::{Plugin, default_plugin_path};

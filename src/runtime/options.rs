@@ -57,6 +57,17 @@ struct OptionOverrideProto {
 }
 
 /// What a compile may vary: the target device and XLA flags.
+/// What the compile options of one program depend on. The lowering layer
+/// measures the program (`lower::ProgramSize`); the runtime never sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgramTraits {
+    /// Few result elements and no loop: it runs in microseconds however it
+    /// is compiled, so compile time matters most.
+    pub light: bool,
+    /// Several ops and no loop, every array small enough to stay in cache.
+    pub small_array_graph: bool,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
     /// Device id to compile for; `None` is the client's first device.
@@ -84,23 +95,42 @@ impl CompileOptions {
         options
     }
 
-    /// The options for one program. On CPU, a light program (see
-    /// `lower::ProgramSize::is_light`) is compiled with XLA's classic
-    /// emitter instead of its fusion emitters: that compiles about a third
-    /// faster (a new shape of a small function is mostly compile time: W6
-    /// in the benchmarks), while the fusion emitters' better loops and long
-    /// elementwise chains (W4 ran 3.7x, W2 10-25% faster with them) only
-    /// pay off on heavier programs. `XLAFN_XLA_FLAGS` still wins.
-    pub fn for_program(platform: super::Platform, light: bool) -> CompileOptions {
+    /// The options for one program on `platform`; on CPU they follow the
+    /// program's traits (XLA's defaults elsewhere). `XLAFN_XLA_FLAGS`
+    /// still wins over every choice made here.
+    ///
+    /// - A light program is compiled with XLA's classic emitter instead of
+    ///   its fusion emitters: that compiles about a third faster, and a new
+    ///   shape of a small function is mostly compile time (W6), while the
+    ///   fusion emitters' better loops (W4 ran 3.7x faster with them) only
+    ///   pay off on heavier programs.
+    /// - A graph of small arrays goes through XLA's XNNPACK graph fusion:
+    ///   XNNPACK runs the ops one after another over whole arrays, where
+    ///   XLA's fused loop runs the whole chain per element and stalls on
+    ///   its latency (W2's 50 dependent `tanh`s: 50 µs instead of 80), and
+    ///   the compile skips LLVM for those ops (W6 took 0.3 s instead of
+    ///   1.1 s, W2's first call 20 ms instead of 85).
+    pub fn for_program(platform: super::Platform, traits: ProgramTraits) -> CompileOptions {
         let mut options = CompileOptions::for_platform(platform);
-        if light && platform == super::Platform::Cpu {
-            let user = user_flags();
-            options.add_flags(
-                [("xla_cpu_use_fusion_emitters", "false")]
-                    .into_iter()
-                    .filter(|(n, _)| !user.iter().any(|(u, _)| u == n)),
-            );
+        if platform != super::Platform::Cpu {
+            return options;
         }
+        let mut chosen = Vec::new();
+        if traits.light {
+            chosen.push(("xla_cpu_use_fusion_emitters", "false"));
+        }
+        if traits.small_array_graph {
+            chosen.push((
+                "xla_cpu_experimental_xnn_graph_fusion_mode",
+                "XNN_GRAPH_FUSION_MODE_GREEDY",
+            ));
+        }
+        let user = user_flags();
+        options.add_flags(
+            chosen
+                .into_iter()
+                .filter(|(n, _)| !user.iter().any(|(u, _)| u == n)),
+        );
         options
     }
 
@@ -236,23 +266,36 @@ mod tests {
     }
 
     #[test]
-    fn light_cpu_programs_use_the_classic_emitter() {
+    fn cpu_options_follow_the_program_traits() {
         use super::super::Platform;
-        let flag = ("xla_cpu_use_fusion_emitters".to_string(), false);
-        assert!(
-            CompileOptions::for_program(Platform::Cpu, true)
-                .bool_flags
-                .contains(&flag)
+        let classic = ("xla_cpu_use_fusion_emitters".to_string(), false);
+        let xnn = (
+            "xla_cpu_experimental_xnn_graph_fusion_mode".to_string(),
+            "XNN_GRAPH_FUSION_MODE_GREEDY".to_string(),
         );
-        assert!(
-            !CompileOptions::for_program(Platform::Cpu, false)
-                .bool_flags
-                .contains(&flag)
+        let cpu = |light, small_array_graph| {
+            CompileOptions::for_program(
+                Platform::Cpu,
+                ProgramTraits {
+                    light,
+                    small_array_graph,
+                },
+            )
+        };
+        assert!(cpu(true, false).bool_flags.contains(&classic));
+        assert!(!cpu(true, false).string_flags.contains(&xnn));
+        assert!(!cpu(false, true).bool_flags.contains(&classic));
+        assert!(cpu(false, true).string_flags.contains(&xnn));
+        let neither = cpu(false, false);
+        assert!(neither.bool_flags.iter().all(|(n, _)| n != &classic.0));
+        assert!(neither.string_flags.iter().all(|(n, _)| n != &xnn.0));
+        let cuda = CompileOptions::for_program(
+            Platform::Cuda,
+            ProgramTraits {
+                light: true,
+                small_array_graph: true,
+            },
         );
-        assert!(
-            !CompileOptions::for_program(Platform::Cuda, true)
-                .bool_flags
-                .contains(&flag)
-        );
+        assert!(!cuda.bool_flags.contains(&classic) && !cuda.string_flags.contains(&xnn));
     }
 }

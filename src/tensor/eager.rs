@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::ir::{Graph, TensorType};
 use crate::lower;
 use crate::ops::Op;
-use crate::runtime::{Buffer, Client, CompileOptions, Executable};
+use crate::runtime::{Buffer, Client, CompileOptions, Executable, ProgramTraits};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
@@ -92,6 +92,12 @@ fn compile(client: &Arc<Client>, key: &Key) -> Result<Executable> {
         .collect();
     let graph = Graph::single_op(&key.op, &types)?;
     let lowered = lower::lower(&graph, &key.inputs)?;
-    let options = CompileOptions::for_program(client.platform(), lowered.size.is_light());
+    // One op: XNNPACK's graph fusion has no chain to run array by array,
+    // and its thread pool made a single small multiply 3x slower.
+    let traits = ProgramTraits {
+        light: lowered.size.is_light(),
+        small_array_graph: false,
+    };
+    let options = CompileOptions::for_program(client.platform(), traits);
     Executable::compile_cached(client, &lowered.text, lowered.params, &options)
 }
