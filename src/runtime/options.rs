@@ -56,7 +56,6 @@ struct OptionOverrideProto {
     int_field: Option<i64>,
 }
 
-/// What a compile may vary: the target device and XLA flags.
 /// What the compile options of one program depend on. The lowering layer
 /// measures the program (`lower::ProgramSize`); the runtime never sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,10 +63,12 @@ pub struct ProgramTraits {
     /// Few result elements and no loop: it runs in microseconds however it
     /// is compiled, so compile time matters most.
     pub light: bool,
-    /// Several ops and no loop, every array small enough to stay in cache.
+    /// A graph of ops without a loop whose every array stays in cache.
+    /// Eager single ops say no: there is no chain to run array by array.
     pub small_array_graph: bool,
 }
 
+/// What a compile may vary: the target device and XLA flags.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
     /// Device id to compile for; `None` is the client's first device.
