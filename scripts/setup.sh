@@ -7,7 +7,14 @@ set -euo pipefail
 
 have_libclang() {
   [ -n "${LIBCLANG_PATH:-}" ] && return 0
-  ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1
+  # libclang.so / libclang-14.so.1, not libclang-cpp (a different library
+  # that other packages bring along, which bindgen cannot use).
+  local found
+  for found in /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* \
+    /usr/lib/*-linux-gnu/libclang.so* /usr/lib/*-linux-gnu/libclang-[0-9]*.so*; do
+    [ -e "$found" ] && return 0
+  done
+  return 1
 }
 
 if ! have_libclang; then
