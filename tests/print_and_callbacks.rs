@@ -117,6 +117,19 @@ fn print_callbacks_and_their_errors() {
     });
     let e = wrong.call((Tensor::scalar(1f32),)).unwrap_err();
     assert!(e.to_string().contains("declared"), "{e}");
+    // A program too big to run inside `Execute` (XLA runs programs of 1000
+    // flops and more on its worker threads) reports the failure when its
+    // result is awaited: polled first, then waited for.
+    let late = function(|x: Tensor| -> Result<Tensor> {
+        let spec = xlafn::ArraySpec::new(DType::F32, &[4096]);
+        let doubled = &x * 2.0;
+        Ok(host_callback(&[&doubled], &[spec], |_| Err("late failure".to_string()))?.remove(0))
+    });
+    let e = late
+        .call((Tensor::zeros(&[4096], DType::F32),))
+        .and_then(|y| y.block_until_ready())
+        .unwrap_err();
+    assert!(e.to_string().contains("late failure"), "{e}");
 
     // Differentiating a loop recomputes its states, but not its prints:
     // they appear once per forward iteration, as in TensorFlow.
