@@ -1,7 +1,11 @@
 //! The benchmark report (see the project's BENCHMARKS.md): runs every
 //! workload that exists so far and writes one JSON object with fixed keys.
 //!
-//! `cargo run --release --example bench_report -- --json PATH`
+//! `cargo run --release --example bench_report -- --json PATH [--peers FILE]`
+//!
+//! The targets are ratios of the peers' figures: BENCHMARKS.md's reference
+//! table, or what `peers.py` measured on this machine (`--peers FILE`, see
+//! `common/peers.rs`).
 //!
 //! Each figure is the median of 7 timed blocks of at least 0.2 s, after
 //! warm-up, with every call's result awaited; figures compared with each
@@ -9,6 +13,8 @@
 //! fresh processes: this binary re-invokes itself with `--w5-child w2`.
 //! Every workload W1-W8 is measured.
 
+#[path = "common/peers.rs"]
+mod peers;
 #[path = "common/w3.rs"]
 mod w3;
 
@@ -23,19 +29,6 @@ const BLOCKS: usize = 7;
 const BLOCK_TIME: Duration = Duration::from_millis(200);
 const W5_PROCESSES: usize = 3;
 const W5_CHILD_FLAG: &str = "--w5-child";
-
-/// Peer figures (BENCHMARKS.md, median on the reference machine kind).
-mod peer {
-    pub const W1_JAX_JIT_US: f64 = 6.87;
-    pub const W2_JAX_JIT_US: f64 = 98.5;
-    pub const W4_JAX_JIT_US: f64 = 165.0;
-    pub const W5_W2_JAX_JIT_MS: f64 = 144.0;
-    pub const W3_JAX_JIT_US: f64 = 1017.0;
-    pub const W5_W3_JAX_JIT_MS: f64 = 472.0;
-    pub const W6_JAX_JIT_MS: f64 = 2826.0;
-    pub const W7_JAX_JIT_GFLOPS: f64 = 181.0;
-    pub const W8_TF_JIT_GBPS: f64 = 22.8;
-}
 
 /// Median over timed blocks of the per-call time of `f`, in microseconds.
 /// Each block runs `f` until at least 0.2 s have passed.
@@ -433,11 +426,17 @@ fn main() -> xlafn::Result<()> {
         let workload = args.get(i + 1).map_or("w2", String::as_str);
         return w5_child(workload);
     }
-    let json_path = args
-        .iter()
-        .position(|a| a == "--json")
-        .and_then(|i| args.get(i + 1))
-        .cloned();
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let json_path = value_of("--json");
+    let peer = match value_of("--peers") {
+        Some(path) => peers::Peers::from_file(&path)?,
+        None => peers::Peers::reference(),
+    };
 
     // Everything in this process compiles cold; only W5's cached figure
     // uses the on-disk compile cache (in its child processes).
@@ -526,21 +525,21 @@ fn main() -> xlafn::Result<()> {
         ),
         Check::at_most(
             "W1",
-            format!("function_us <= 0.5 x JAX jit ({})", peer::W1_JAX_JIT_US),
+            format!("function_us <= 0.5 x JAX jit ({})", peer.w1_jax_jit_us),
             w1.function_us,
-            0.5 * peer::W1_JAX_JIT_US,
+            0.5 * peer.w1_jax_jit_us.value,
         ),
         Check::at_most(
             "W2",
-            format!("function_us <= 1.0 x JAX jit ({})", peer::W2_JAX_JIT_US),
+            format!("function_us <= 1.0 x JAX jit ({})", peer.w2_jax_jit_us),
             w2_function,
-            peer::W2_JAX_JIT_US,
+            peer.w2_jax_jit_us.value,
         ),
         Check::at_most(
             "W4",
-            format!("function_us <= 1.0 x JAX jit ({})", peer::W4_JAX_JIT_US),
+            format!("function_us <= 1.0 x JAX jit ({})", peer.w4_jax_jit_us),
             w4_function,
-            peer::W4_JAX_JIT_US,
+            peer.w4_jax_jit_us.value,
         ),
         Check::at_least(
             "W2",
@@ -552,25 +551,25 @@ fn main() -> xlafn::Result<()> {
             "W5",
             format!(
                 "w2_first_call_ms <= 0.7 x JAX jit ({})",
-                peer::W5_W2_JAX_JIT_MS
+                peer.w5_w2_jax_jit_ms
             ),
             w5_w2,
-            0.7 * peer::W5_W2_JAX_JIT_MS,
+            0.7 * peer.w5_w2_jax_jit_ms.value,
         ),
         Check::at_most(
             "W3",
-            format!("function_us <= 1.0 x JAX jit ({})", peer::W3_JAX_JIT_US),
+            format!("function_us <= 1.0 x JAX jit ({})", peer.w3_jax_jit_us),
             w3_function,
-            peer::W3_JAX_JIT_US,
+            peer.w3_jax_jit_us.value,
         ),
         Check::at_most(
             "W5",
             format!(
                 "w3_first_call_ms <= 0.7 x JAX jit ({})",
-                peer::W5_W3_JAX_JIT_MS
+                peer.w5_w3_jax_jit_ms
             ),
             w5_w3,
-            0.7 * peer::W5_W3_JAX_JIT_MS,
+            0.7 * peer.w5_w3_jax_jit_ms.value,
         ),
         Check::exactly(
             "W6",
@@ -592,31 +591,31 @@ fn main() -> xlafn::Result<()> {
     ] {
         checks.push(Check::at_most(
             "W6",
-            format!("{name} total_ms <= 0.5 x JAX jit ({})", peer::W6_JAX_JIT_MS),
+            format!("{name} total_ms <= 0.5 x JAX jit ({})", peer.w6_jax_jit_ms),
             w.total_ms,
-            0.5 * peer::W6_JAX_JIT_MS,
+            0.5 * peer.w6_jax_jit_ms.value,
         ));
     }
     checks.push(Check::at_least(
         "W7",
-        format!("gflops >= 0.9 x JAX jit ({})", peer::W7_JAX_JIT_GFLOPS),
+        format!("gflops >= 0.9 x JAX jit ({})", peer.w7_jax_jit_gflops),
         w7_gflops,
-        0.9 * peer::W7_JAX_JIT_GFLOPS,
+        0.9 * peer.w7_jax_jit_gflops.value,
     ));
     checks.push(Check::at_least(
         "W8",
-        format!("gbps >= 1.0 x TF jit_compile ({})", peer::W8_TF_JIT_GBPS),
+        format!("gbps >= 1.0 x TF jit_compile ({})", peer.w8_tf_jit_gbps),
         w8_gbps,
-        peer::W8_TF_JIT_GBPS,
+        peer.w8_tf_jit_gbps.value,
     ));
 
     println!(
-        "\n{:<5} {:<48} {:>10} {:>10}  {:<4} margin",
+        "\n{:<5} {:<60} {:>10} {:>10}  {:<4} margin",
         "work", "target", "value", "bound", "met"
     );
     for c in &checks {
         println!(
-            "{:<5} {:<48} {:>10.2} {:>10.2}  {:<4} {:.2}x",
+            "{:<5} {:<60} {:>10.2} {:>10.2}  {:<4} {:.2}x",
             c.work,
             c.what,
             c.value,
