@@ -272,8 +272,8 @@ impl Plugin {
 /// `XLAFN_SPIN_WAIT_US` (0 turns polling off). Read once per process.
 ///
 /// Polling costs at most this much of one core per wait, and it yields the
-/// core between polls; programs that take longer than this end up asleep
-/// in `PJRT_Event_Await` as before.
+/// core between polls; a wait for a program that runs longer ends asleep in
+/// `PJRT_Event_Await`.
 fn spin_wait() -> Duration {
     static BUDGET: OnceLock<Duration> = OnceLock::new();
     *BUDGET.get_or_init(|| {
