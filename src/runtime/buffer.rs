@@ -11,6 +11,7 @@ use super::client::{Client, Device, Platform};
 use super::element::{Element, as_bytes, from_bytes};
 use super::recycle;
 use super::sys;
+use super::wait::WaitHistory;
 use crate::dtype::ArraySpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -30,6 +31,8 @@ pub struct Buffer {
     raw: *mut sys::PJRT_Buffer,
     dtype: DType,
     dims: Vec<i64>,
+    /// For a program's result: how waits for that program went.
+    wait_history: Option<Arc<WaitHistory>>,
 }
 
 // SAFETY: PJRT buffers are thread-safe handles; all access goes through PJRT
@@ -146,6 +149,7 @@ impl Buffer {
         plugin.await_event(
             args.done_with_host_buffer,
             "PJRT_Client_BufferFromHostBuffer",
+            None,
         )?;
         Ok(Self::adopt(
             client.clone(),
@@ -168,7 +172,15 @@ impl Buffer {
             raw,
             dtype,
             dims,
+            wait_history: None,
         }
+    }
+
+    /// Marks this buffer as a result of the program whose waits `history`
+    /// records (see `runtime::wait`).
+    pub(crate) fn with_wait_history(mut self, history: Arc<WaitHistory>) -> Buffer {
+        self.wait_history = Some(history);
+        self
     }
 
     pub(crate) fn raw(&self) -> *mut sys::PJRT_Buffer {
@@ -205,7 +217,11 @@ impl Buffer {
         )?;
         // SAFETY: live buffer; the returned event is owned and awaited below.
         plugin.check(unsafe { f(&mut args) }, "PJRT_Buffer_ReadyEvent")?;
-        plugin.await_event(args.event, "PJRT_Buffer_ReadyEvent")
+        plugin.await_event(
+            args.event,
+            "PJRT_Buffer_ReadyEvent",
+            self.wait_history.as_deref(),
+        )
     }
 
     /// Copies the whole buffer into host memory, as raw bytes.
@@ -283,7 +299,11 @@ impl Buffer {
         // SAFETY: `out` holds the full dense size of the buffer and stays
         // borrowed until the copy's event has been awaited below.
         plugin.check(unsafe { f(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
-        plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")
+        plugin.await_event(
+            args.event,
+            "PJRT_Buffer_ToHostBuffer",
+            self.wait_history.as_deref(),
+        )
     }
 
     /// A buffer of `spec` for an output slot: a recycled one when the pool

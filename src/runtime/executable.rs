@@ -11,6 +11,7 @@ use super::buffer::{Buffer, dtype_of};
 use super::client::Client;
 use super::options::CompileOptions;
 use super::sys;
+use super::wait::WaitHistory;
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use std::ffi::c_char;
@@ -24,6 +25,8 @@ pub struct Executable {
     outputs: Vec<ArraySpec>,
     /// How many trailing parameters are output slots (see `recycle`).
     output_slots: usize,
+    /// How the waits for this program's results went (see `wait`).
+    wait_history: Arc<WaitHistory>,
 }
 
 // SAFETY: PJRT loaded executables are immutable after compilation and
@@ -89,6 +92,7 @@ impl Executable {
             params,
             outputs: Vec::new(),
             output_slots: 0,
+            wait_history: Arc::default(),
         };
         exe.outputs = exe.query_outputs()?;
         Ok(exe)
@@ -189,6 +193,7 @@ impl Executable {
             params,
             outputs: Vec::new(),
             output_slots: 0,
+            wait_history: Arc::default(),
         };
         exe.outputs = exe.query_outputs()?;
         Ok(exe)
@@ -285,6 +290,7 @@ impl Executable {
             .zip(&self.outputs)
             .map(|(raw, spec)| {
                 Buffer::adopt(self.client.clone(), raw, spec.dtype, spec.dims.clone())
+                    .with_wait_history(self.wait_history.clone())
             })
             .collect())
     }

@@ -22,6 +22,7 @@ mod options;
 mod plugin;
 pub mod recycle;
 pub(crate) mod sys;
+mod wait;
 
 pub use crate::dtype::ArraySpec;
 pub use buffer::{Buffer, live_buffer_count};

@@ -10,7 +10,6 @@ use crate::error::{Error, ErrorCode, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 /// A loaded plugin: its function table, valid for the life of the process.
 pub struct Plugin {
@@ -181,7 +180,7 @@ impl Plugin {
         (status, message)
     }
 
-    fn destroy_error(&self, err: *mut sys::PJRT_Error) {
+    pub(super) fn destroy_error(&self, err: *mut sys::PJRT_Error) {
         let mut args = sys::PJRT_Error_Destroy_Args {
             struct_size: sys::PJRT_Error_Destroy_Args_STRUCT_SIZE as usize,
             error: err,
@@ -190,67 +189,6 @@ impl Plugin {
         if let Some(f) = self.api.PJRT_Error_Destroy {
             // SAFETY: `err` came from this plugin and is destroyed exactly once.
             unsafe { f(&mut args) };
-        }
-    }
-
-    /// Blocks until `event` is ready, then destroys it. Returns its status.
-    ///
-    /// The wait first polls the event for a short while (`spin_wait`) and
-    /// only then sleeps in `PJRT_Event_Await`. A program that runs on the
-    /// plugin's worker threads finishes in tens of microseconds when it is
-    /// small, and waking a sleeping thread costs about as much again on a
-    /// virtual machine: W2 took 60 µs sleeping and 30 µs polling.
-    pub(crate) fn await_event(
-        &self,
-        event: *mut sys::PJRT_Event,
-        call: &'static str,
-    ) -> Result<()> {
-        if event.is_null() {
-            return Ok(());
-        }
-        self.poll_until_ready(event, spin_wait());
-        let mut args = sys::PJRT_Event_Await_Args {
-            struct_size: sys::PJRT_Event_Await_Args_STRUCT_SIZE as usize,
-            event,
-            ..Default::default()
-        };
-        let result = match self.func(self.api.PJRT_Event_Await, "PJRT_Event_Await") {
-            // SAFETY: `event` is a live event owned by us.
-            Ok(f) => self.check(unsafe { f(&mut args) }, call),
-            Err(e) => Err(e),
-        };
-        self.destroy_event(event);
-        result
-    }
-
-    /// Polls `event` until it is ready or `budget` has passed. Between
-    /// polls the thread yields, so a worker thread that wants this core
-    /// (XLA's pools have one thread per core) gets it.
-    fn poll_until_ready(&self, event: *mut sys::PJRT_Event, budget: Duration) {
-        let Some(is_ready) = self.api.PJRT_Event_IsReady else {
-            return;
-        };
-        if budget.is_zero() {
-            return;
-        }
-        let start = Instant::now();
-        loop {
-            let mut args = sys::PJRT_Event_IsReady_Args {
-                struct_size: sys::PJRT_Event_IsReady_Args_STRUCT_SIZE as usize,
-                event,
-                ..Default::default()
-            };
-            // SAFETY: `event` is a live event owned by the caller.
-            let err = unsafe { is_ready(&mut args) };
-            if !err.is_null() {
-                // The await that follows reports what is wrong.
-                self.destroy_error(err);
-                return;
-            }
-            if args.is_ready || start.elapsed() >= budget {
-                return;
-            }
-            std::thread::yield_now();
         }
     }
 
@@ -266,23 +204,6 @@ impl Plugin {
             let _ = self.check(err, "PJRT_Event_Destroy");
         }
     }
-}
-
-/// How long a wait for a result polls before it sleeps: 200 µs, or
-/// `XLAFN_SPIN_WAIT_US` (0 turns polling off). Read once per process.
-///
-/// Polling costs at most this much of one core per wait, and it yields the
-/// core between polls; a wait for a program that runs longer ends asleep in
-/// `PJRT_Event_Await`.
-fn spin_wait() -> Duration {
-    static BUDGET: OnceLock<Duration> = OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        let micros = std::env::var("XLAFN_SPIN_WAIT_US")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(200);
-        Duration::from_micros(micros)
-    })
 }
 
 /// Drops the misleading trailer the plugin appends to every MLIR parse error
