@@ -1,7 +1,10 @@
 //! Waiting for PJRT events: poll briefly, then sleep.
 //!
-//! XLA runs every program that is not trivial on its worker threads, so a
-//! wait for a result is a hand-off between threads. On a virtual machine,
+//! XLA's CPU client runs a program inside `Execute` only when its cost
+//! analysis counts fewer than 1000 flops (transcendentals such as `tanh`
+//! are counted apart, so they do not count); every other program runs on
+//! its worker threads, and a wait for its result is a hand-off between
+//! threads. On a virtual machine,
 //! waking a thread that went to sleep in `PJRT_Event_Await` (and the idle
 //! core under it) costs tens of microseconds, as long as a small program
 //! takes to run: W2's 150-op function took 60 µs sleeping and 30 µs polling.
