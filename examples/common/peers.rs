@@ -81,52 +81,54 @@ impl Peers {
         let doc: Value = serde_json::from_str(json)
             .map_err(|e| Error::Value(format!("{path} is not peers.py JSON: {e}")))?;
         let mut peers = Peers::reference();
+        let fresh = &doc["fresh"];
         let steady = |cell: &str| doc["results"][cell]["median_s"].as_f64();
-        let set = |figure: &mut Figure, value: Option<f64>| {
+        let figures: [(&mut Figure, Option<f64>); 9] = [
+            (
+                &mut peers.w1_jax_jit_us,
+                steady("W1/jax_jit").map(|s| s * 1e6),
+            ),
+            (
+                &mut peers.w2_jax_jit_us,
+                steady("W2/jax_jit").map(|s| s * 1e6),
+            ),
+            (
+                &mut peers.w3_jax_jit_us,
+                steady("W3/jax_jit").map(|s| s * 1e6),
+            ),
+            (
+                &mut peers.w4_jax_jit_us,
+                steady("W4/jax_jit").map(|s| s * 1e6),
+            ),
+            (
+                &mut peers.w7_jax_jit_gflops,
+                steady("W7/jax_jit").map(|s| W7_FLOPS / s / 1e9),
+            ),
+            (
+                &mut peers.w8_tf_jit_gbps,
+                steady("W8/tf_xla").map(|s| W8_BYTES / s / 1e9),
+            ),
+            (
+                &mut peers.w5_w2_jax_jit_ms,
+                fresh["W5"]["w2/jax_jit"]["first_ms_median"].as_f64(),
+            ),
+            (
+                &mut peers.w5_w3_jax_jit_ms,
+                fresh["W5"]["w3/jax_jit"]["first_ms_median"].as_f64(),
+            ),
+            (
+                &mut peers.w6_jax_jit_ms,
+                fresh["W6"]["jax_jit"]["total_ms_median"].as_f64(),
+            ),
+        ];
+        for (figure, value) in figures {
             if let Some(value) = value.filter(|v| v.is_finite() && *v > 0.0) {
                 *figure = Figure {
                     value,
                     measured_here: true,
                 };
             }
-        };
-        set(
-            &mut peers.w1_jax_jit_us,
-            steady("W1/jax_jit").map(|s| s * 1e6),
-        );
-        set(
-            &mut peers.w2_jax_jit_us,
-            steady("W2/jax_jit").map(|s| s * 1e6),
-        );
-        set(
-            &mut peers.w3_jax_jit_us,
-            steady("W3/jax_jit").map(|s| s * 1e6),
-        );
-        set(
-            &mut peers.w4_jax_jit_us,
-            steady("W4/jax_jit").map(|s| s * 1e6),
-        );
-        set(
-            &mut peers.w7_jax_jit_gflops,
-            steady("W7/jax_jit").map(|s| W7_FLOPS / s / 1e9),
-        );
-        set(
-            &mut peers.w8_tf_jit_gbps,
-            steady("W8/tf_xla").map(|s| W8_BYTES / s / 1e9),
-        );
-        let fresh = &doc["fresh"];
-        set(
-            &mut peers.w5_w2_jax_jit_ms,
-            fresh["W5"]["w2/jax_jit"]["first_ms_median"].as_f64(),
-        );
-        set(
-            &mut peers.w5_w3_jax_jit_ms,
-            fresh["W5"]["w3/jax_jit"]["first_ms_median"].as_f64(),
-        );
-        set(
-            &mut peers.w6_jax_jit_ms,
-            fresh["W6"]["jax_jit"]["total_ms_median"].as_f64(),
-        );
+        }
         Ok(peers)
     }
 }

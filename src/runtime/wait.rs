@@ -4,10 +4,9 @@
 //! analysis counts fewer than 1000 flops (transcendentals such as `tanh`
 //! are counted apart, so they do not count); every other program runs on
 //! its worker threads, and a wait for its result is a hand-off between
-//! threads. On a virtual machine,
-//! waking a thread that went to sleep in `PJRT_Event_Await` (and the idle
-//! core under it) costs tens of microseconds, as long as a small program
-//! takes to run: W2's 150-op function took 60 µs sleeping and 30 µs polling.
+//! threads. On a virtual machine, waking a thread that went to sleep in
+//! `PJRT_Event_Await` (and the idle core under it) costs tens of
+//! microseconds, as long as a small program takes to run: W2's 150-op function took 60 µs sleeping and 30 µs polling.
 //! Polling a long program, though, takes a core from XLA's thread pool
 //! (W3's training step ran 10% slower, W7's matmul 5%), so each executable
 //! remembers how long the last wait for its results took (`WaitHistory`),
@@ -48,9 +47,13 @@ impl WaitHistory {
         self.last_wait_ns.load(Ordering::Relaxed) <= budget.as_nanos() as u64
     }
 
+    /// Skips the store when nothing changed: every call of an inline
+    /// program records zero, and the executable is shared by threads.
     fn record(&self, waited: Duration) {
         let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-        self.last_wait_ns.store(ns, Ordering::Relaxed);
+        if self.last_wait_ns.load(Ordering::Relaxed) != ns {
+            self.last_wait_ns.store(ns, Ordering::Relaxed);
+        }
     }
 }
 
@@ -68,22 +71,19 @@ impl Plugin {
         if event.is_null() {
             return Ok(());
         }
-        if !self.is_ready(event) {
-            let start = Instant::now();
+        // `None`: ready at once (inline programs, the hot path).
+        let start = (!self.is_ready(event)).then(Instant::now);
+        if let Some(start) = start {
             let budget = poll_budget();
             if history.is_none_or(|h| h.worth_polling(budget)) {
                 self.poll_until_ready(event, start, budget);
             }
-            let result = self.sleep_until_ready(event, call);
-            if let Some(h) = history {
-                h.record(start.elapsed());
-            }
-            return result;
         }
+        let result = self.sleep_until_ready(event, call);
         if let Some(h) = history {
-            h.record(Duration::ZERO);
+            h.record(start.map_or(Duration::ZERO, |s| s.elapsed()));
         }
-        self.sleep_until_ready(event, call)
+        result
     }
 
     /// Whether `event` has completed (with or without an error). A failed
