@@ -179,6 +179,12 @@ impl ArraySpec {
         self.dims.iter().product()
     }
 
+    /// Errors unless XLA can hold an array of this type (see
+    /// [`check_array_size`]).
+    pub fn check_size(&self) -> Result<()> {
+        check_array_size(self.dtype, &self.dims)
+    }
+
     /// The same dims with another dtype.
     pub fn with_dtype(&self, dtype: DType) -> ArraySpec {
         ArraySpec {
@@ -186,6 +192,39 @@ impl ArraySpec {
             dims: self.dims.clone(),
         }
     }
+}
+
+/// The largest array xlafn hands to XLA, in bytes: 2^62. XLA computes
+/// sizes in `int64` and aborts the process (an exception thrown through the
+/// C API) on a shape whose element count or byte size overflows; no machine
+/// holds an array this large, so the bound costs nothing real.
+pub const MAX_ARRAY_BYTES: u64 = 1 << 62;
+
+/// Errors unless an array of `dtype` with `dims` is representable: every
+/// dimension non-negative, and the product of the dimensions (a zero
+/// dimension counted as 1, so `[0, 2^62]` is refused like `[2^62]`: XLA
+/// multiplies the extents it is given) times the element size within
+/// [`MAX_ARRAY_BYTES`]. Checked with overflow-safe arithmetic. This is the
+/// one size rule: ops' result types, parameters, host arrays and loaded
+/// programs all go through it before anything reaches XLA.
+pub fn check_array_size(dtype: DType, dims: &[i64]) -> Result<()> {
+    let width = dtype.size_in_bytes().unwrap_or(1) as u64;
+    let mut bytes = width;
+    for &d in dims {
+        let extent = u64::try_from(d).map_err(|_| {
+            Error::Value(format!(
+                "dimension {d} of shape {dims:?} is negative; dimensions must be >= 0"
+            ))
+        })?;
+        bytes = bytes.saturating_mul(extent.max(1));
+    }
+    if bytes > MAX_ARRAY_BYTES {
+        return Err(Error::Value(format!(
+            "a {dtype} array of shape {dims:?} is too large: XLA holds arrays of at most 2^62 \
+             bytes (dimensions multiplied, zero counted as one)"
+        )));
+    }
+    Ok(())
 }
 
 impl fmt::Display for ArraySpec {
