@@ -36,6 +36,10 @@ fn main() {
         "cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN={}",
         located.plugin.display()
     );
+    println!(
+        "cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN_SHA256={}",
+        located.wheel_sha256.as_deref().unwrap_or("")
+    );
     generate_bindings(&located.header);
 }
 

@@ -23,6 +23,10 @@ const HEADER_IN_WHEEL: &str = "xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h";
 pub struct Located {
     pub plugin: PathBuf,
     pub header: PathBuf,
+    /// The pinned wheel's sha256 when the plugin came from it: the plugin
+    /// build's identity, which the compile cache binds its entries to
+    /// without hashing a large library at run time.
+    pub wheel_sha256: Option<String>,
 }
 
 /// Finds the plugin and header, fetching the wheel if nothing usable exists.
@@ -39,12 +43,17 @@ pub fn locate(manifest_dir: &Path) -> Result<Located, String> {
             Some(h) => h,
             None => cached_wheel(manifest_dir)?.join(HEADER_IN_WHEEL),
         };
-        return Ok(Located { plugin, header });
+        return Ok(Located {
+            plugin,
+            header,
+            wheel_sha256: None,
+        });
     }
     let root = cached_wheel(manifest_dir)?;
     Ok(Located {
         plugin: root.join(PLUGIN_IN_WHEEL),
         header: root.join(HEADER_IN_WHEEL),
+        wheel_sha256: Some(pinned_sha256(manifest_dir)?),
     })
 }
 
@@ -152,16 +161,21 @@ fn single_wheel(dir: &Path) -> Result<PathBuf, String> {
     })
 }
 
-fn verify_checksum(manifest_dir: &Path, wheel: &Path) -> Result<(), String> {
-    use sha2::{Digest, Sha256};
+/// The wheel's sha256 pinned in `third_party/xla-cpu-pjrt.sha256`.
+fn pinned_sha256(manifest_dir: &Path) -> Result<String, String> {
     let pin_file = manifest_dir.join("third_party/xla-cpu-pjrt.sha256");
     let pinned = std::fs::read_to_string(&pin_file)
         .map_err(|e| format!("cannot read {}: {e}", pin_file.display()))?;
-    let pinned = pinned
+    Ok(pinned
         .split_whitespace()
         .next()
         .unwrap_or_default()
-        .to_lowercase();
+        .to_lowercase())
+}
+
+fn verify_checksum(manifest_dir: &Path, wheel: &Path) -> Result<(), String> {
+    use sha2::{Digest, Sha256};
+    let pinned = pinned_sha256(manifest_dir)?;
     let bytes = std::fs::read(wheel).map_err(|e| e.to_string())?;
     let actual: String = Sha256::digest(&bytes)
         .iter()

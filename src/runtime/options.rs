@@ -8,14 +8,16 @@
 //! and `xla/xla.proto`.
 
 use prost::Message;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 #[derive(Clone, PartialEq, Message)]
 struct CompileOptionsProto {
     #[prost(message, optional, tag = "3")]
     executable_build_options: Option<ExecutableBuildOptionsProto>,
-    #[prost(map = "string, message", tag = "7")]
-    env_option_overrides: HashMap<String, OptionOverrideProto>,
+    /// Ordered, so that equal options encode to equal bytes: the bytes are
+    /// part of the compile cache's key.
+    #[prost(btree_map = "string, message", tag = "7")]
+    env_option_overrides: BTreeMap<String, OptionOverrideProto>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -209,7 +211,7 @@ impl CompileOptions {
         proto.encode_to_vec()
     }
 
-    fn overrides(&self) -> HashMap<String, OptionOverrideProto> {
+    fn overrides(&self) -> BTreeMap<String, OptionOverrideProto> {
         let strings = self.string_flags.iter().map(|(k, v)| {
             (
                 k.clone(),
@@ -255,6 +257,25 @@ mod tests {
         expected.push(0x01);
         expected.extend([0x20, 0x01, 0x28, 0x01]);
         assert_eq!(bytes, expected);
+    }
+
+    #[test]
+    fn equal_options_encode_to_equal_bytes_whatever_the_flag_order() {
+        let flags = [
+            ("a", "1"),
+            ("b", "x"),
+            ("c", "true"),
+            ("d", "2"),
+            ("e", "y"),
+        ];
+        let mut forward = CompileOptions::default();
+        forward.add_flags(flags);
+        let mut backward = CompileOptions::default();
+        backward.add_flags(flags.into_iter().rev());
+        assert_eq!(forward.encode(), backward.encode());
+        for _ in 0..20 {
+            assert_eq!(forward.clone().encode(), forward.encode());
+        }
     }
 
     #[test]
