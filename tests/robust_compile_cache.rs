@@ -4,10 +4,13 @@
 //! variable) against a folder it prepares, with a timeout: a hang or an
 //! abort fails one test, not the run.
 
+#[path = "common/child.rs"]
+mod child;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 use xlafn::prelude::*;
 use xlafn::runtime::{
     ArraySpec, Buffer, Client, CompileOptions, Executable, Platform, ProgramTraits,
@@ -44,9 +47,10 @@ fn expected(op: &str) -> Vec<f32> {
 /// options' encoding order matters, and prints what happened.
 #[test]
 fn child() {
-    let Ok(ops) = std::env::var(CHILD_VAR) else {
+    if !child::is_child("child") {
         return;
-    };
+    }
+    let ops = std::env::var(CHILD_VAR).unwrap();
     let client = Client::default_client().unwrap();
     let options = CompileOptions::for_program(
         Platform::Cpu,
@@ -87,38 +91,15 @@ struct Outcome {
 /// Runs the `child` test in a new process with `ops` and the cache in
 /// `dir`; fails if it takes longer than 60 s or does not finish cleanly.
 fn run_child(dir: &Path, ops: &str, env: &[(&str, &str)]) -> Outcome {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_VAR, ops)
-        .env("XLAFN_COMPILE_CACHE_DIR", dir)
-        .env_remove("XLAFN_COMPILE_CACHE")
-        .env_remove("XLAFN_COMPILE_CACHE_MAX_BYTES")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("the child compiling {ops} hung (killed after 60 s)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "child failed: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout
+    let dir = dir.to_string_lossy();
+    let mut all = vec![(CHILD_VAR, ops), ("XLAFN_COMPILE_CACHE_DIR", &*dir)];
+    all.extend_from_slice(env);
+    let out = child::assert_child_passes("child", &all, Duration::from_secs(60));
+    let line = out
+        .stdout
         .lines()
         .find_map(|l| l.split_once("CHILD ").map(|(_, rest)| rest))
-        .unwrap_or_else(|| panic!("no CHILD line in {stdout}"))
+        .unwrap_or_else(|| panic!("no CHILD line in {}", out.stdout))
         .to_string();
     let field = |name: &str| -> u64 {
         line.split_whitespace()

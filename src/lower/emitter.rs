@@ -133,6 +133,10 @@ pub struct Emitter {
     next_id: usize,
     indent: usize,
     size: ProgramSize,
+    /// The first array type too large for XLA (`dtype::check_array_size`),
+    /// found while emitting; `lower` refuses the program before its text
+    /// can reach the compiler, which would abort the process.
+    oversized: Option<Error>,
 }
 
 /// How much work a program does, roughly: the elements all its ops
@@ -174,6 +178,7 @@ impl Emitter {
             next_id: 0,
             indent: 1,
             size: ProgramSize::default(),
+            oversized: None,
         }
     }
 
@@ -185,11 +190,30 @@ impl Emitter {
 
     /// A function parameter value named `%argN`.
     pub fn param(&mut self, index: usize, ty: ArraySpec) -> Val {
-        let elements = ty.dims.iter().product::<i64>().max(1) as u64;
+        let elements = self.count(&ty);
         self.size.largest_array = self.size.largest_array.max(elements);
         Val {
             name: format!("%arg{index}"),
             ty,
+        }
+    }
+
+    /// The elements of one array (at least 1), noting the first type too
+    /// large for XLA.
+    fn count(&mut self, ty: &ArraySpec) -> u64 {
+        if self.oversized.is_none() {
+            self.oversized = ty.check_size().err();
+        }
+        ty.dims
+            .iter()
+            .fold(1u64, |n, &d| n.saturating_mul(d.max(1) as u64))
+    }
+
+    /// Errors if any array emitted so far is too large for XLA.
+    pub fn check_sizes(&self) -> Result<()> {
+        match &self.oversized {
+            Some(e) => Err(Error::Value(format!("cannot compile the program: {e}"))),
+            None => Ok(()),
         }
     }
 
@@ -203,8 +227,8 @@ impl Emitter {
         results: &[ArraySpec],
     ) -> Vec<Val> {
         for r in results {
-            let elements = r.dims.iter().product::<i64>().max(1) as u64;
-            self.size.result_elements += elements;
+            let elements = self.count(r);
+            self.size.result_elements = self.size.result_elements.saturating_add(elements);
             self.size.largest_array = self.size.largest_array.max(elements);
         }
         let base = self.fresh();

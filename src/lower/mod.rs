@@ -107,6 +107,7 @@ pub fn lower_with_slots(
         aliases.push((all_params.len(), r));
         all_params.push(result_types[r].clone());
     }
+    cx.check_sizes()?;
     let size = cx.size();
     let text = cx.finish_with_aliases(&all_params, &aliases, &results);
     Ok(Lowered {

@@ -85,7 +85,9 @@ macro_rules! op_catalog {
                 match self { $(Op::$variant(o) => o.name()),* }
             }
             fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-                match self { $(Op::$variant(o) => o.infer(inputs)),* }
+                let outputs = match self { $(Op::$variant(o) => o.infer(inputs)),* }?;
+                check_result_sizes(self.name(), &outputs)?;
+                Ok(outputs)
             }
             fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
                 match self { $(Op::$variant(o) => o.lower(cx, inputs, outputs)),* }
@@ -149,6 +151,27 @@ op_catalog! {
 }
 
 // ---- helpers shared by op definitions ----
+
+/// Errors if a result type is too large for XLA, which would abort the
+/// process on it: every op's results pass here, eagerly and while tracing,
+/// so no op needs its own size rule. Unknown dimensions count as 1 (the
+/// known ones already bound the size from below).
+fn check_result_sizes(op: &str, outputs: &[TensorType]) -> Result<()> {
+    for t in outputs {
+        let Some(dims) = t.shape.dims() else {
+            continue;
+        };
+        let known: Vec<i64> = dims.iter().map(|d| d.unwrap_or(1)).collect();
+        crate::dtype::check_array_size(t.dtype, &known).map_err(|e| {
+            let message = match e {
+                Error::Value(m) => m,
+                other => other.to_string(),
+            };
+            Error::invalid(op, message)
+        })?;
+    }
+    Ok(())
+}
 
 /// Checks the operand count.
 pub(crate) fn expect_arity(op: &str, inputs: &[TensorType], n: usize) -> Result<()> {

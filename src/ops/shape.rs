@@ -83,7 +83,11 @@ impl OpDef for Reshape {
         let x = &inputs[0];
         x.dtype.check_compilable()?;
         let hole = self.hole()?;
-        let known: i64 = self.dims.iter().filter(|&&d| d != -1).product();
+        let known = self
+            .dims
+            .iter()
+            .filter(|&&d| d != -1)
+            .fold(1i64, |n, &d| n.saturating_mul(d));
         let mut out: Vec<Dim> = self.dims.iter().map(|&d| Some(d)).collect();
         let to = list(&self.dims);
         let fail = |m: String| Err(Error::invalid("reshape", m));

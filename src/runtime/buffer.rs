@@ -112,6 +112,7 @@ impl Buffer {
         dims: &[i64],
     ) -> Result<Buffer> {
         let ty = pjrt_type(dtype)?;
+        crate::dtype::check_array_size(dtype, dims)?;
         let expected = element_count(dims)? * dtype.size_in_bytes()?;
         if bytes.len() != expected {
             return Err(Error::Value(format!(

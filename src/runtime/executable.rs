@@ -56,6 +56,7 @@ impl Executable {
         params: Vec<ArraySpec>,
         options: &CompileOptions,
     ) -> Result<Executable> {
+        options.check()?;
         let plugin = client.plugin();
         if mlir.contains(super::ffi::HOST_CALLBACK_TARGET) && !super::ffi::has_handler(plugin) {
             return Err(Error::Plugin(format!(
@@ -106,6 +107,7 @@ impl Executable {
         params: Vec<ArraySpec>,
         options: &CompileOptions,
     ) -> Result<Executable> {
+        options.check()?;
         let encoded = options.encode();
         let key = super::disk_cache::key(client, mlir, &encoded);
         if let Some(bytes) = key.as_ref().and_then(super::disk_cache::load) {

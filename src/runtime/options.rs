@@ -7,6 +7,7 @@
 //! `device_ordinal = -1`. Field numbers follow `xla/pjrt/compile_options.proto`
 //! and `xla/xla.proto`.
 
+use crate::error::{Error, Result};
 use prost::Message;
 use std::collections::BTreeMap;
 
@@ -189,7 +190,29 @@ fn cpu_has_avx512() -> bool {
     }
 }
 
+/// Integer XLA flags with values that abort the process instead of failing
+/// the compile (an exception the C API does not catch), with the least value
+/// XLA accepts. Found by trying each flag's edge values on the pinned
+/// plugin: unknown names, mistyped values and out-of-range values of other
+/// flags come back as compile errors, so only these need refusing here.
+const INT_FLAG_MINIMUMS: &[(&str, i64)] = &[("xla_cpu_parallel_codegen_split_count", 0)];
+
 impl CompileOptions {
+    /// Errors on flag values known to abort the plugin; every compile
+    /// checks its options first.
+    pub fn check(&self) -> Result<()> {
+        for (name, value) in &self.int_flags {
+            let min = INT_FLAG_MINIMUMS.iter().find(|(n, _)| n == name);
+            if let Some((_, min)) = min.filter(|(_, min)| value < min) {
+                return Err(Error::Value(format!(
+                    "XLA flag {name}={value} is refused: values below {min} abort XLA \
+                     (check XLAFN_XLA_FLAGS)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Serialises to `CompileOptionsProto` bytes; never empty.
     pub fn encode(&self) -> Vec<u8> {
         let device_assignment = self.device_id.map(|id| DeviceAssignmentProto {
@@ -276,6 +299,18 @@ mod tests {
         for _ in 0..20 {
             assert_eq!(forward.clone().encode(), forward.encode());
         }
+    }
+
+    #[test]
+    fn flag_values_known_to_abort_xla_are_refused() {
+        let mut o = CompileOptions::default();
+        o.add_flags([("xla_cpu_parallel_codegen_split_count", "8")]);
+        assert!(o.check().is_ok());
+        o.add_flags([("xla_cpu_parallel_codegen_split_count", "-5")]);
+        let e = o.check().unwrap_err().to_string();
+        assert!(e.contains("xla_cpu_parallel_codegen_split_count=-5"), "{e}");
+        o.add_flags([("xla_cpu_parallel_codegen_split_count", "-1")]);
+        assert!(o.check().is_err());
     }
 
     #[test]

@@ -1,0 +1,84 @@
+//! Runs one test of the current test binary in a child process, with a
+//! timeout, for cases that used to abort or hang the process: a regression
+//! then fails the one test that runs the child, not the whole run.
+//!
+//! The child test starts with `if !is_child("name") { return; }`, so in a
+//! normal run it passes at once; the parent runs it with the marker set.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MARKER: &str = "XLAFN_TEST_CHILD";
+
+/// Is this process the child started for test `name`?
+#[allow(dead_code)]
+pub fn is_child(name: &str) -> bool {
+    std::env::var(MARKER).is_ok_and(|v| v == name)
+}
+
+/// What a child printed and how it ended.
+#[allow(dead_code)]
+pub struct ChildRun {
+    pub success: bool,
+    pub status: String,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs test `name` of this binary in a new process with `env` set, and
+/// fails the calling test if it takes longer than `timeout`.
+#[allow(dead_code)]
+pub fn run_child(name: &str, env: &[(&str, &str)], timeout: Duration) -> ChildRun {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(MARKER, name)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    // Drain the pipes on threads so a chatty child cannot block on them.
+    let mut out_pipe = child.stdout.take().unwrap();
+    let mut err_pipe = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out_pipe, &mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err_pipe, &mut s);
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child running {name} hung: killed after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    ChildRun {
+        success: status.success(),
+        status: status.to_string(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Runs test `name` in a child and fails unless it passed.
+#[allow(dead_code)]
+pub fn assert_child_passes(name: &str, env: &[(&str, &str)], timeout: Duration) -> ChildRun {
+    let run = run_child(name, env, timeout);
+    assert!(
+        run.success,
+        "the child running {name} failed ({}):\n{}\n{}",
+        run.status, run.stdout, run.stderr
+    );
+    run
+}
