@@ -101,6 +101,19 @@ impl DType {
         })
     }
 
+    /// The least and greatest value of an integer dtype; `None` for
+    /// floats, bool and strings.
+    pub fn int_range(self) -> Option<(i128, i128)> {
+        if !self.is_int() {
+            return None;
+        }
+        let bits = 8 * self.size_in_bytes().ok()? as u32;
+        Some(match self.is_unsigned_int() {
+            true => (0, (1i128 << bits) - 1),
+            false => (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1),
+        })
+    }
+
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }

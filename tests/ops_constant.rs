@@ -17,9 +17,15 @@ fn fill_zeros_ones_for_several_dtypes() -> Result<()> {
         vec![1.75; 2]
     );
     assert_eq!(
-        Tensor::fill(&[2], 3.9, DType::U8)?.to_vec::<u8>()?,
+        Tensor::fill(&[2], 3.0, DType::U8)?.to_vec::<u8>()?,
         vec![3, 3]
     );
+    // A value the dtype cannot hold is TensorFlow's TypeError, not a
+    // truncation (tests/robust_conversions.rs has the rest).
+    assert!(matches!(
+        Tensor::fill(&[2], 3.9, DType::U8),
+        Err(Error::Type(m)) if m.contains("Cannot convert 3.9")
+    ));
     assert_eq!(
         Tensor::fill(&[2], u64::MAX, DType::U64)?.to_vec::<u64>()?,
         vec![u64::MAX; 2]

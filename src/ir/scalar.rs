@@ -4,6 +4,7 @@
 //! be hashed (floats by their bit pattern) for the eager op cache.
 
 use crate::dtype::DType;
+use crate::error::{Error, Result};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -58,6 +59,39 @@ impl Scalar {
             Scalar::U64(v) => v as i64,
             Scalar::Bool(v) => i64::from(v),
         }
+    }
+
+    /// Converts a host value given by the user to `dtype`, refusing what
+    /// the dtype cannot hold, as TensorFlow does (`tf.constant([1],
+    /// tf.uint8) + 1000` is a TypeError, not 233): integers take only
+    /// whole values in their range (no NaN), bools only 0 and 1. Floats
+    /// take every number; one beyond the dtype's range becomes infinite,
+    /// as NumPy's conversion does.
+    pub fn convert_exact(self, dtype: DType) -> Result<Scalar> {
+        dtype.check_compilable()?;
+        let fits = match (self, dtype.int_range()) {
+            _ if dtype.is_float() => true,
+            (Scalar::Bool(_), _) => true,
+            (v, _) if dtype == DType::Bool => v.as_f64() == 0.0 || v.as_f64() == 1.0,
+            (v, Some((lo, hi))) => {
+                let exact = match v {
+                    Scalar::I64(i) => Some(i128::from(i)),
+                    Scalar::U64(u) => Some(i128::from(u)),
+                    Scalar::F64(f) if f.fract() == 0.0 && f.abs() < 2f64.powi(100) => {
+                        Some(f as i128)
+                    }
+                    _ => None,
+                };
+                exact.is_some_and(|i| lo <= i && i <= hi)
+            }
+            _ => false,
+        };
+        if !fits {
+            return Err(Error::Type(format!(
+                "Cannot convert {self} to EagerTensor of dtype {dtype}"
+            )));
+        }
+        Ok(self.cast(dtype))
     }
 
     /// Converts to the value `dtype` would hold (as `static_cast` does).

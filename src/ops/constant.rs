@@ -368,14 +368,6 @@ fn seed_state(seed: u64) -> Result<Tensor> {
 }
 
 /// The closed range of values an integer dtype holds.
-fn int_bounds(dtype: DType) -> Result<(i128, i128)> {
-    let bits = 8 * dtype.size_in_bytes()? as u32;
-    Ok(match dtype.is_unsigned_int() {
-        true => (0, (1i128 << bits) - 1),
-        false => (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1),
-    })
-}
-
 /// Element count of `range(start, limit, delta)` as `tf.range` computes it,
 /// with the values already truncated for integer dtypes; empty when the
 /// range runs the wrong way.
@@ -383,7 +375,9 @@ fn range_len(start: f64, limit: f64, delta: f64, dtype: DType) -> Result<i64> {
     if !dtype.is_int() {
         return Ok(((limit - start) / delta).ceil().max(0.0) as i64);
     }
-    let (lo, hi) = int_bounds(dtype)?;
+    let (lo, hi) = dtype
+        .int_range()
+        .ok_or_else(|| dtype.unsupported("not an integer dtype"))?;
     let (s, l, d) = (start as i128, limit as i128, delta as i128);
     if d == 0 {
         return Err(Error::invalid(
@@ -411,7 +405,7 @@ impl Tensor {
     /// converted to `dtype` (`tf.fill`).
     pub fn fill(dims: &[i64], value: impl Into<Scalar>, dtype: DType) -> Result<Tensor> {
         let op = Constant {
-            value: value.into().cast(dtype),
+            value: value.into().convert_exact(dtype)?,
             dims: dims.to_vec(),
             dtype,
         };
@@ -456,7 +450,7 @@ impl Tensor {
             Some(dims) => Self::fill(&dims, value, self.dtype()),
             None => apply1(
                 FillLike {
-                    value: value.into().cast(self.dtype()),
+                    value: value.into().convert_exact(self.dtype())?,
                 },
                 &[self],
             ),

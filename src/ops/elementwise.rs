@@ -552,16 +552,49 @@ unary_methods! {
     is_finite => IsFinite,
 }
 
+/// TensorFlow refuses integers to negative integer powers. Eagerly, and
+/// for a host exponent (a known value), the exponent is checked; a tensor
+/// exponent inside a compiled function cannot be, and gets XLA's answer:
+/// 1 for base 1, else 0 (also for base -1).
+fn check_int_power(kind: Binary, exponent: &Tensor) -> Result<()> {
+    if kind != Binary::Pow || !exponent.dtype().is_signed_int() || exponent.is_symbolic() {
+        return Ok(());
+    }
+    let values = exponent.cast(DType::I64)?.to_vec::<i64>()?;
+    refuse_negative_int_power(values.iter().any(|v| *v < 0))
+}
+
+/// [`check_int_power`] for a host exponent.
+fn check_int_power_scalar(kind: Binary, exponent: Scalar, dtype: DType) -> Result<()> {
+    refuse_negative_int_power(
+        kind == Binary::Pow && dtype.is_signed_int() && exponent.as_f64() < 0.0,
+    )
+}
+
+fn refuse_negative_int_power(negative: bool) -> Result<()> {
+    if negative {
+        return Err(Error::invalid(
+            "pow",
+            "Integers to negative integer powers are not allowed",
+        ));
+    }
+    Ok(())
+}
+
 macro_rules! binary_methods {
     ($($(#[$doc:meta])* $method:ident, $scalar:ident => $kind:ident),* $(,)?) => {
         impl Tensor {$(
             $(#[$doc])*
             pub fn $method(&self, other: &Tensor) -> Result<Tensor> {
+                check_int_power(Binary::$kind, other)?;
                 apply1(Binary::$kind, &[self, other])
             }
-            /// The same op with a host number, converted to this tensor's dtype.
+            /// The same op with a host number, converted to this tensor's
+            /// dtype (a TypeError if the dtype cannot hold it).
             pub fn $scalar(&self, other: impl Into<Scalar>) -> Result<Tensor> {
-                let s = scalar_as(other.into(), self.dtype())?;
+                let value = other.into();
+                check_int_power_scalar(Binary::$kind, value, self.dtype())?;
+                let s = scalar_as(value, self.dtype())?;
                 apply1(Binary::$kind, &[self, &s])
             }
         )*}

@@ -46,13 +46,28 @@ impl HostArray {
         }
     }
 
-    /// The elements, if `T` matches the dtype.
+    /// The elements, if `T` matches the dtype and the bytes are exactly
+    /// the elements `dims` calls for (the fields are public, so a
+    /// hand-made array may disagree with itself).
     pub fn to_vec<T: super::Element>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype {
             return Err(Error::Type(format!(
                 "cannot read a {} array as {}",
                 self.dtype,
                 T::DTYPE
+            )));
+        }
+        let elements = self.dims.iter().try_fold(1usize, |n, &d| {
+            usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+        });
+        let expected = elements.and_then(|n| n.checked_mul(std::mem::size_of::<T>()));
+        if expected != Some(self.bytes.len()) {
+            return Err(Error::Value(format!(
+                "a {} host array of shape {:?} needs {} bytes, but holds {}",
+                self.dtype,
+                self.dims,
+                expected.map_or("more than addressable".to_string(), |n| n.to_string()),
+                self.bytes.len()
             )));
         }
         Ok(super::element::from_bytes(&self.bytes))

@@ -217,6 +217,7 @@ pub(crate) fn apply1(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Tensor> {
 /// dtype).
 /// While tracing it becomes a constant node rather than a captured buffer.
 pub(crate) fn scalar_as(value: Scalar, dtype: DType) -> Result<Tensor> {
+    let value = value.convert_exact(dtype)?;
     if trace::is_tracing() {
         return Tensor::fill(&[], value, dtype);
     }
