@@ -91,12 +91,56 @@ impl Plugin {
         }
         // The library must outlive the table, which lives for the process.
         std::mem::forget(lib);
-        // SAFETY: non-null and static (the library is never unloaded).
-        let api: &'static sys::PJRT_Api = unsafe { &*api };
+        let api = Self::copy_table(path, api)?;
         Ok(Plugin {
             api,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Copies the plugin's function table into a table of this build's
+    /// layout, as far as the plugin declares it (`struct_size`): the slots
+    /// an older plugin lacks stay empty (`func` then names the missing
+    /// function) instead of being read past the end of its table. Refuses a
+    /// table too short to hold the version, and another major version.
+    fn copy_table(path: &Path, api: *const sys::PJRT_Api) -> Result<&'static sys::PJRT_Api> {
+        // SAFETY: every PJRT table starts with its `struct_size`, and `api`
+        // is non-null and points into the loaded (never unloaded) library.
+        let declared = unsafe { std::ptr::read_unaligned(api.cast::<usize>()) };
+        let version_end = std::mem::offset_of!(sys::PJRT_Api, pjrt_api_version)
+            + std::mem::size_of::<sys::PJRT_Api_Version>();
+        if declared < version_end {
+            return Err(Error::Plugin(format!(
+                "{}: its PJRT function table is {declared} bytes, too short to hold even its version; \
+                 the plugin is too old or not a PJRT plugin (xlafn needs PJRT C API {}.{})",
+                path.display(),
+                sys::PJRT_API_MAJOR,
+                sys::PJRT_API_MINOR
+            )));
+        }
+        let mut table = sys::PJRT_Api::default();
+        let len = declared.min(std::mem::size_of::<sys::PJRT_Api>());
+        // SAFETY: the plugin declares `declared` readable bytes at `api`; we
+        // copy at most that many, and at most the size of `table`, whose
+        // fields (integers, raw pointers and optional function pointers)
+        // accept any bit pattern the plugin's matching fields hold, and
+        // zero for the slots past its table.
+        unsafe {
+            std::ptr::copy_nonoverlapping(api.cast::<u8>(), (&raw mut table).cast::<u8>(), len);
+        }
+        let version = &table.pjrt_api_version;
+        if version.major_version != sys::PJRT_API_MAJOR as i32 {
+            return Err(Error::Plugin(format!(
+                "{}: the plugin speaks PJRT C API {}.{}, but xlafn was built for {}.{}: \
+                 a different major version cannot be driven",
+                path.display(),
+                version.major_version,
+                version.minor_version,
+                sys::PJRT_API_MAJOR,
+                sys::PJRT_API_MINOR
+            )));
+        }
+        Ok(Box::leak(Box::new(table)))
     }
 
     fn initialize(&self) -> Result<()> {
@@ -127,7 +171,23 @@ impl Plugin {
     /// Returns the function pointer or a clear error if the plugin lacks it
     /// (an older plugin whose table ends before this slot).
     pub(crate) fn func<F>(&self, f: Option<F>, name: &'static str) -> Result<F> {
-        f.ok_or_else(|| Error::Plugin(format!("the plugin does not implement {name}")))
+        f.ok_or_else(|| {
+            let (major, minor) = self.version();
+            let older = (major, minor) < (sys::PJRT_API_MAJOR as i32, sys::PJRT_API_MINOR as i32);
+            let hint = match older {
+                true => format!(
+                    " (it speaks PJRT C API {major}.{minor}, older than the {}.{} xlafn was \
+                     built for: the plugin is too old)",
+                    sys::PJRT_API_MAJOR,
+                    sys::PJRT_API_MINOR
+                ),
+                false => String::new(),
+            };
+            Error::Plugin(format!(
+                "the plugin {} does not implement {name}{hint}",
+                self.path.display()
+            ))
+        })
     }
 
     /// Converts a returned `PJRT_Error*` into a `Result`, destroying it.
