@@ -1,5 +1,6 @@
 //! Eager execution: every op runs as a one-op program, compiled once per
-//! (op, attributes, input types) and kept in a process-wide cache.
+//! (op, attributes, input types) and kept in a process-wide cache bounded
+//! by `XLAFN_EAGER_CACHE_ENTRIES` (least recently used out first).
 //!
 //! This is the only place outside `function` that wires lowering to the
 //! runtime; it sees ops only through `Graph::single_op` and `lower::lower`.
@@ -22,9 +23,51 @@ struct Key {
     inputs: Vec<ArraySpec>,
 }
 
-static CACHE: LazyLock<RwLock<HashMap<Key, Arc<Executable>>>> = LazyLock::new(Default::default);
+/// A compiled op and when it was last used: the value of `CLOCK` at its
+/// last hit. The clock ticks only when an entry is added, so a hit writes
+/// only if the entry was not already used since the last miss (no shared
+/// write on the hot path); eviction, which happens only on a miss, drops
+/// the entry with the oldest tick: least recently used, to the resolution
+/// of one miss.
+struct Entry {
+    exe: Arc<Executable>,
+    last_used: AtomicU64,
+}
+
+static CACHE: LazyLock<RwLock<HashMap<Key, Entry>>> = LazyLock::new(Default::default);
+static CLOCK: AtomicU64 = AtomicU64::new(0);
 static HITS: AtomicU64 = AtomicU64::new(0);
 static COMPILES: AtomicU64 = AtomicU64::new(0);
+static EVICTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// How many compiled ops the cache keeps by default. Each holds an
+/// executable (about 140 KiB of code and buffers on the CPU plugin), so
+/// the default bounds the cache near 150 MiB; an eager model with more
+/// distinct (op, shape) pairs than this recompiles the least recently
+/// used ones.
+pub const DEFAULT_EAGER_CACHE_ENTRIES: usize = 1024;
+
+/// The bound: `XLAFN_EAGER_CACHE_ENTRIES` (at least 1), read once, else
+/// [`DEFAULT_EAGER_CACHE_ENTRIES`]. A value that is not a positive integer
+/// is ignored with a warning.
+fn capacity() -> usize {
+    static CAPACITY: LazyLock<usize> = LazyLock::new(|| {
+        let Ok(raw) = std::env::var("XLAFN_EAGER_CACHE_ENTRIES") else {
+            return DEFAULT_EAGER_CACHE_ENTRIES;
+        };
+        match raw.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                tracing::warn!(
+                    "XLAFN_EAGER_CACHE_ENTRIES={raw:?} is not a positive integer; keeping \
+                     {DEFAULT_EAGER_CACHE_ENTRIES} compiled ops"
+                );
+                DEFAULT_EAGER_CACHE_ENTRIES
+            }
+        }
+    });
+    *CAPACITY
+}
 
 /// Counters of the eager op cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +78,8 @@ pub struct EagerCacheStats {
     pub compiles: u64,
     /// Programs in the cache.
     pub entries: usize,
+    /// Programs dropped to keep the cache within its bound.
+    pub evictions: u64,
 }
 
 /// Reads the eager cache counters (process-wide).
@@ -43,6 +88,7 @@ pub fn eager_cache_stats() -> EagerCacheStats {
         hits: HITS.load(Ordering::Relaxed),
         compiles: COMPILES.load(Ordering::Relaxed),
         entries: CACHE.read().map(|c| c.len()).unwrap_or(0),
+        evictions: EVICTIONS.load(Ordering::Relaxed),
     }
 }
 
@@ -60,12 +106,7 @@ pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {
             .map(|b| ArraySpec::new(b.dtype(), b.dims()))
             .collect(),
     };
-    let cached = CACHE
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .cloned();
-    let exe = match cached {
+    let exe = match lookup(&key) {
         Some(exe) => {
             HITS.fetch_add(1, Ordering::Relaxed);
             exe
@@ -73,15 +114,50 @@ pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {
         None => {
             let exe = Arc::new(compile(&client, &key)?);
             COMPILES.fetch_add(1, Ordering::Relaxed);
-            CACHE
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(key)
-                .or_insert(exe)
-                .clone()
+            insert(key, exe)
         }
     };
     exe.execute(inputs)
+}
+
+/// The cached program for `key`, marking it used.
+fn lookup(key: &Key) -> Option<Arc<Executable>> {
+    let cache = CACHE.read().unwrap_or_else(|e| e.into_inner());
+    let entry = cache.get(key)?;
+    let now = CLOCK.load(Ordering::Relaxed);
+    if entry.last_used.load(Ordering::Relaxed) != now {
+        entry.last_used.store(now, Ordering::Relaxed);
+    }
+    Some(entry.exe.clone())
+}
+
+/// Adds a compiled program (keeping one another thread added first),
+/// evicting the least recently used entries beyond the bound.
+fn insert(key: Key, exe: Arc<Executable>) -> Arc<Executable> {
+    let mut cache = CACHE.write().unwrap_or_else(|e| e.into_inner());
+    let now = CLOCK.fetch_add(1, Ordering::Relaxed) + 1;
+    if let Some(entry) = cache.get(&key) {
+        return entry.exe.clone();
+    }
+    while cache.len() >= capacity() {
+        let Some(oldest) = cache
+            .iter()
+            .min_by_key(|(_, e)| e.last_used.load(Ordering::Relaxed))
+            .map(|(k, _)| k.clone())
+        else {
+            break;
+        };
+        cache.remove(&oldest);
+        EVICTIONS.fetch_add(1, Ordering::Relaxed);
+    }
+    cache.insert(
+        key,
+        Entry {
+            exe: exe.clone(),
+            last_used: AtomicU64::new(now),
+        },
+    );
+    exe
 }
 
 fn compile(client: &Arc<Client>, key: &Key) -> Result<Executable> {
