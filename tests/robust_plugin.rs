@@ -40,7 +40,7 @@ fn fake_plugin(name: &str, struct_size: usize, major: i32, minor: i32) -> PathBu
     library
 }
 
-fn load_error(path: &PathBuf) -> String {
+fn load_error(path: &std::path::Path) -> String {
     match Plugin::load(path) {
         Ok(p) => panic!("a fake plugin loaded: {p:?}"),
         Err(e) => e.to_string(),

@@ -212,6 +212,7 @@ impl Emitter {
     /// Errors if any array emitted so far is too large for XLA.
     pub fn check_sizes(&self) -> Result<()> {
         match &self.oversized {
+            Some(Error::Value(m)) => Err(Error::Value(format!("cannot compile the program: {m}"))),
             Some(e) => Err(Error::Value(format!("cannot compile the program: {e}"))),
             None => Ok(()),
         }
