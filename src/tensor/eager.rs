@@ -10,6 +10,7 @@ use crate::ir::{Graph, TensorType};
 use crate::lower;
 use crate::ops::Op;
 use crate::runtime::{Buffer, Client, CompileOptions, Executable, ProgramTraits};
+use crate::single_flight::SingleFlight;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
@@ -23,6 +24,7 @@ struct Key {
 }
 
 static CACHE: LazyLock<RwLock<HashMap<Key, Arc<Executable>>>> = LazyLock::new(Default::default);
+static COMPILING: LazyLock<SingleFlight<Key, Arc<Executable>>> = LazyLock::new(SingleFlight::new);
 static HITS: AtomicU64 = AtomicU64::new(0);
 static COMPILES: AtomicU64 = AtomicU64::new(0);
 
@@ -70,16 +72,16 @@ pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {
             HITS.fetch_add(1, Ordering::Relaxed);
             exe
         }
-        None => {
+        // Single flight: threads missing on one new op compile it once.
+        None => COMPILING.run(key.clone(), "compiling an eager op", || {
+            if let Some(exe) = CACHE.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
+                return Ok(exe.clone());
+            }
             let exe = Arc::new(compile(&client, &key)?);
             COMPILES.fetch_add(1, Ordering::Relaxed);
-            CACHE
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(key)
-                .or_insert(exe)
-                .clone()
-        }
+            let mut cache = CACHE.write().unwrap_or_else(|e| e.into_inner());
+            Ok(cache.entry(key.clone()).or_insert(exe).clone())
+        })?,
     };
     exe.execute(inputs)
 }
