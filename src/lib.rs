@@ -37,7 +37,7 @@ pub use control::{TensorArray, cond, for_range, while_loop};
 pub use debug::{disable_check_numerics, enable_check_numerics};
 pub use dtype::{ArraySpec, DType};
 pub use error::{Error, ErrorCode, Result};
-pub use export::{LoadedFunction, load};
+pub use export::{LoadedFunction, load, load_with_callbacks};
 pub use function::{
     ConcreteFunction, Function, FunctionOptions, TensorSpec, function, run_functions_eagerly,
 };
