@@ -11,10 +11,9 @@
 //! debugging aid). Programs traced before enabling it are not checked;
 //! ops run or traced while it is on are.
 
-use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ops::callback::HostCallback;
-use crate::runtime::{HostArray, register_host_callback};
+use crate::runtime::{CallbackKind, HostArray, HostCallbackFn};
 use crate::tensor::Tensor;
 use crate::trace;
 use std::sync::Arc;
@@ -127,21 +126,20 @@ pub(crate) fn check_results(op: &str, results: &[Tensor]) -> Result<()> {
         return Ok(());
     }
     for t in floats {
-        let what = what.clone();
-        let id = register_host_callback(Arc::new(move |values: &[HostArray]| {
-            match bad_value(&host_values(&values[0])) {
-                Some(bad) => Err(format!("check_numerics: {what} produced {bad}")),
-                None => Ok(Vec::new()),
-            }
-        }));
-        let _: Vec<Tensor> = trace::add_op(
-            HostCallback {
-                id,
-                results: Vec::<ArraySpec>::new(),
-            }
-            .into(),
-            &[t],
-        )?;
+        let kind = CallbackKind::CheckNumerics { what: what.clone() };
+        let op = HostCallback::register(numerics_checker(what.clone()), kind, Vec::new());
+        let _: Vec<Tensor> = trace::add_op(op.into(), &[t])?;
     }
     Ok(())
+}
+
+/// The closure a traced `check_numerics` probe runs; a loader binds a
+/// fresh one for an exported probe.
+pub(crate) fn numerics_checker(what: String) -> Arc<HostCallbackFn> {
+    Arc::new(
+        move |values: &[HostArray]| match bad_value(&host_values(&values[0])) {
+            Some(bad) => Err(format!("check_numerics: {what} produced {bad}")),
+            None => Ok(Vec::new()),
+        },
+    )
 }

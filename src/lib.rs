@@ -27,6 +27,7 @@ pub mod lower;
 pub mod ops;
 pub mod optimizers;
 pub mod runtime;
+pub(crate) mod single_flight;
 pub mod tensor;
 pub mod trace;
 pub mod variable;
@@ -36,11 +37,13 @@ pub use control::{TensorArray, cond, for_range, while_loop};
 pub use debug::{disable_check_numerics, enable_check_numerics};
 pub use dtype::{ArraySpec, DType};
 pub use error::{Error, ErrorCode, Result};
-pub use export::{LoadedFunction, load};
+pub use export::{LoadedFunction, load, load_with_callbacks};
 pub use function::{
     ConcreteFunction, Function, FunctionOptions, TensorSpec, function, run_functions_eagerly,
 };
-pub use ops::callback::{host_callback, print, reset_print_output, set_print_output};
+pub use ops::callback::{
+    host_callback, named_host_callback, print, reset_print_output, set_print_output,
+};
 pub use ops::elementwise::where_;
 pub use tensor::Tensor;
 pub use variable::Variable;
@@ -58,7 +61,7 @@ pub mod prelude {
         ConcreteFunction, Function, FunctionOptions, TensorSpec, function, run_functions_eagerly,
     };
     pub use crate::ir::Shape;
-    pub use crate::ops::callback::host_callback;
+    pub use crate::ops::callback::{host_callback, named_host_callback};
     pub use crate::ops::elementwise::where_;
     pub use crate::optimizers::{Adam, Optimizer, Sgd};
     pub use crate::tensor::Tensor;

@@ -24,7 +24,7 @@ use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::trace;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 static NEXT_VARIABLE: AtomicU64 = AtomicU64::new(1);
 
@@ -46,6 +46,28 @@ pub(crate) struct VariableInner {
 impl VariableInner {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Arc<Buffer>> {
         self.value.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Locks the value for a read, an assignment or a whole call. Inside a
+    /// host callback a variable that is locked gives an error instead of a
+    /// wait: the call holding it may be the very call running the callback
+    /// (its program reads the variable before and writes it after), which
+    /// would then wait forever, and the callback may run on an XLA worker
+    /// thread, so the holder cannot be told apart by thread.
+    pub(crate) fn lock_for_call(&self) -> Result<MutexGuard<'_, Arc<Buffer>>> {
+        if !crate::runtime::in_host_callback() {
+            return Ok(self.lock());
+        }
+        match self.value.try_lock() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(Error::FailedPrecondition(format!(
+                "variable '{}' is in use by a running function call (perhaps the one running \
+                 this host callback), so a host callback cannot read or assign it: pass its \
+                 value in as a callback input and return the new value as a result instead",
+                self.name
+            ))),
+        }
     }
 
     pub(crate) fn tensor_type(&self) -> TensorType {
@@ -251,7 +273,7 @@ impl Variable {
             trace::read_variable(&self.inner)?
         } else {
             self.check_not_stand_in()?;
-            Tensor::from_shared_buffer(self.inner.lock().clone())
+            Tensor::from_shared_buffer(self.inner.lock_for_call()?.clone())
         };
         if crate::autodiff::recording() {
             crate::autodiff::record_variable_read(self.inner.id, &value);
@@ -269,7 +291,7 @@ impl Variable {
         let buffer = value
             .eager_buffer()
             .ok_or_else(|| trace::out_of_scope_tensor(value))?;
-        *self.inner.lock() = buffer;
+        *self.inner.lock_for_call()? = buffer;
         Ok(())
     }
 
@@ -326,7 +348,7 @@ impl Variable {
             let next = f(&self.try_read()?)?;
             return self.assign(&next);
         }
-        let mut guard = self.inner.lock();
+        let mut guard = self.inner.lock_for_call()?;
         let next = f(&Tensor::from_shared_buffer(guard.clone()))?;
         self.inner.check_value(&next, "assign")?;
         *guard = next

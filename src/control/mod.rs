@@ -333,12 +333,17 @@ where
     let dtype = limit.dtype();
     let start = start.into_arg()?.cast(dtype)?;
     let delta = delta.into_arg()?.cast(dtype)?;
+    let moving = check_step(&delta)?;
     let ascending = delta.gt_scalar(0)?;
     let (_, state) = while_loop(
         |(i, _): &(Tensor, S)| -> Result<Tensor> {
             let below = i.lt(&limit)?;
             let above = i.gt(&limit)?;
-            ascending.where_(&below, &above)
+            let more = ascending.where_(&below, &above)?;
+            match &moving {
+                Some(moving) => more.logical_and(moving),
+                None => Ok(more),
+            }
         },
         |(i, state): (Tensor, S)| -> Result<(Tensor, S)> {
             let next = body(i.clone(), state).into_output()?;
@@ -347,4 +352,29 @@ where
         (start, init),
     )?;
     Ok(state)
+}
+
+/// A zero step never reaches `limit` (or never leaves `start`): an error,
+/// as `tf.range` gives. A step known now (a host number or an eager
+/// tensor) is checked at once. A step only known when the program runs is
+/// checked then by a host callback where the plugin has them; in any case
+/// the returned condition (`step != 0`) joins the loop's, so a zero step
+/// runs the body zero times rather than forever.
+fn check_step(delta: &Tensor) -> Result<Option<Tensor>> {
+    let zero_step = || {
+        Error::invalid(
+            "for_range",
+            "delta (the step) must not be zero: the loop would never reach its limit",
+        )
+    };
+    if !delta.is_symbolic() {
+        if delta.to_f64_vec()?.contains(&0.0) {
+            return Err(zero_step());
+        }
+        return Ok(None);
+    }
+    if crate::runtime::Client::default_client()?.supports_host_callbacks() {
+        crate::ops::callback::assert_nonzero(delta, &zero_step().to_string())?;
+    }
+    Ok(Some(delta.ne_scalar(0)?))
 }

@@ -16,7 +16,10 @@
 //! Loading checks the version, every checksum and every shape before any
 //! byte reaches XLA, so damaged exports give errors, not crashes.
 
+mod callbacks;
 pub mod npy;
+
+pub use callbacks::SuppliedCallbacks;
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -94,6 +97,10 @@ struct Manifest {
     variables: Vec<TensorFileJson>,
     captures: Vec<CaptureJson>,
     updates: Vec<UpdateJson>,
+    /// The host callbacks the programs call; their `callback_id`s are
+    /// indices into this list (see `callbacks`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    callbacks: Vec<callbacks::CallbackJson>,
 }
 
 fn checksum(bytes: &[u8]) -> String {
@@ -233,6 +240,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
             shapes.to_vec()
         };
         let mut programs = Vec::new();
+        let mut declared = callbacks::Declared::default();
         for (k, set) in shape_sets.iter().enumerate() {
             if set.len() != inputs.len() {
                 return Err(Error::Value(format!(
@@ -249,7 +257,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
             specs.extend(capture_specs.iter().cloned());
             let aliases = core.variable_aliases(inputs.len());
             let lowered = lower::lower_with_slots(&core.graph, &specs, &aliases, |_| false)?;
-            let text = lowered.text;
+            let text = declared.rewrite(&lowered.text)?;
             let traits = program_traits(&lowered.size);
             let file = format!("program_{k}.mlir");
             std::fs::write(dir.join(&file), &text).map_err(|e| io(&dir.join(&file), e))?;
@@ -289,6 +297,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
             variables: variables.into_iter().map(|(_, f)| f).collect(),
             captures,
             updates,
+            callbacks: declared.into_json(),
         };
         let text =
             serde_json::to_string_pretty(&manifest).map_err(|e| Error::Value(e.to_string()))?;
@@ -308,6 +317,8 @@ pub struct LoadedFunction {
     variables: Vec<Variable>,
     captures: Vec<CaptureJson>,
     updates: Vec<UpdateJson>,
+    /// This process's callbacks bound for the programs (freed with them).
+    _callbacks: callbacks::Bound,
 }
 
 fn read_checked(dir: &Path, file: &str, sum: &str) -> Result<Vec<u8>> {
@@ -342,8 +353,19 @@ fn parse_spec(s: &SpecJson) -> Result<(DType, Shape)> {
 }
 
 /// Loads an export folder written by `ConcreteFunction::export`, compiling
-/// its programs for the default device.
+/// its programs for the default device. Built-in callbacks (`print`,
+/// `check_numerics`) are bound to this process's; an export that calls a
+/// user callback needs [`load_with_callbacks`].
 pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
+    load_with_callbacks(dir, &[])
+}
+
+/// [`load`], binding each host callback the export declares under a name
+/// (`named_host_callback`) to the closure `callbacks` supply for it.
+pub fn load_with_callbacks(
+    dir: impl AsRef<Path>,
+    callbacks: SuppliedCallbacks,
+) -> Result<LoadedFunction> {
     let dir = dir.as_ref();
     let text =
         std::fs::read_to_string(dir.join(MANIFEST)).map_err(|e| io(&dir.join(MANIFEST), e))?;
@@ -397,6 +419,7 @@ pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
         return Err(Error::Value("export: update of an unknown variable".into()));
     }
     let client = Client::default_client()?;
+    let bound = callbacks::Bound::bind(&m.callbacks, callbacks)?;
     let mut programs = Vec::new();
     for p in &m.programs {
         if p.input_shapes.len() != input_specs.len() {
@@ -413,12 +436,18 @@ pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
         params.extend(capture_specs.iter().cloned());
         let text = String::from_utf8(read_checked(dir, &p.file, &p.checksum)?)
             .map_err(|_| Error::Value(format!("export: {} is not text", p.file)))?;
+        let text = bound.rewrite(&text, &p.file)?;
         let traits = ProgramTraits {
             light: p.light,
             small_array_graph: p.small_array_graph,
         };
         let options = CompileOptions::for_program(client.platform(), traits);
-        let exe = Executable::compile_cached(&client, &text, params, &options)?;
+        // Bound callback ids are fresh per load: no disk cache entry.
+        let exe = if bound.is_empty() {
+            Executable::compile_cached(&client, &text, params, &options)?
+        } else {
+            Executable::compile(&client, &text, params, &options)?
+        };
         programs.push((p.input_shapes.clone(), Arc::new(exe)));
     }
     Ok(LoadedFunction {
@@ -432,6 +461,7 @@ pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
         variables,
         captures: m.captures,
         updates: m.updates,
+        _callbacks: bound,
     })
 }
 

@@ -47,26 +47,43 @@ thread_local! {
 /// variable arguments, so each stand-in knows the variable it first stood
 /// for (optimizers key their slot variables by it).
 pub(crate) fn with_actual_variables<R>(variables: &[Variable], f: impl FnOnce() -> R) -> R {
-    let saved = ACTUAL.with(|a| a.replace(variables.to_vec()));
-    let out = f();
-    ACTUAL.with(|a| *a.borrow_mut() = saved);
-    out
+    scoped(&ACTUAL, variables.to_vec(), f)
 }
 
 /// Runs `f` with a fresh aliasing scope (one per argument list).
 pub(crate) fn alias_scope<R>(f: impl FnOnce() -> R) -> R {
-    let saved = ALIASES.with(|a| a.replace(Some(Vec::new())));
-    let out = f();
-    ALIASES.with(|a| *a.borrow_mut() = saved);
-    out
+    scoped(&ALIASES, Some(Vec::new()), f)
 }
 
 /// Runs `f` with a fresh set of variable stand-ins (one per trace).
 pub(crate) fn stand_in_scope<R>(f: impl FnOnce() -> R) -> R {
-    let saved = STAND_INS.with(|a| a.replace(Some(Vec::new())));
-    let out = f();
-    STAND_INS.with(|a| *a.borrow_mut() = saved);
-    out
+    scoped(&STAND_INS, Some(Vec::new()), f)
+}
+
+/// Runs `f` with the thread-local `key` set to `value`, restoring the old
+/// value on every exit, a panic in user code (a custom `Arg`) included.
+fn scoped<T: 'static, R>(
+    key: &'static std::thread::LocalKey<RefCell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Restore<T: 'static> {
+        key: &'static std::thread::LocalKey<RefCell<T>>,
+        saved: Option<T>,
+    }
+    impl<T> Drop for Restore<T> {
+        fn drop(&mut self) {
+            if let Some(v) = self.saved.take() {
+                self.key.with(|k| *k.borrow_mut() = v);
+            }
+        }
+    }
+    let saved = key.with(|k| k.replace(value));
+    let _restore = Restore {
+        key,
+        saved: Some(saved),
+    };
+    f()
 }
 
 /// A variable is typed by dtype, shape and aliasing pattern; while tracing

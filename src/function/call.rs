@@ -12,7 +12,9 @@ use crate::ir::Graph;
 use crate::lower;
 use crate::ops::Op;
 use crate::ops::control::{Call, CallVjp};
-use crate::runtime::{Buffer, Client, CompileOptions, Executable, ProgramTraits, recycle};
+use crate::runtime::{
+    Buffer, Client, CompileOptions, Executable, HOST_CALLBACK_TARGET, ProgramTraits, recycle,
+};
 use crate::tensor::Tensor;
 use crate::trace::{self, CaptureSource};
 use crate::variable::{Variable, VariableInner};
@@ -34,12 +36,8 @@ impl ConcreteCore {
         // Lock every variable the call reads or writes, in id order, from
         // reading its buffer until its new value is written back.
         let vars = self.variables(var_args)?;
-        let mut guards: Vec<MutexGuard<'_, Arc<Buffer>>> = vars.iter().map(|v| v.lock()).collect();
-        let slot = |v: &Arc<VariableInner>| {
-            vars.iter()
-                .position(|x| x.id == v.id)
-                .expect("locked above")
-        };
+        let mut guards = lock_all(&vars)?;
+        let slot = |v: &Arc<VariableInner>| slot_of(&vars, v);
         let mut outs = {
             let mut buffers: Vec<&Buffer> = Vec::with_capacity(args.len() + self.captures.len());
             for t in args {
@@ -136,13 +134,25 @@ impl ConcreteCore {
 
     /// Under an eager gradient tape: runs the compiled program and records
     /// the whole call as one op, whose gradient is a compiled backward
-    /// function (TensorFlow records a function call the same way).
+    /// function (TensorFlow records a function call the same way). The
+    /// variables are locked from their reads to the write-back, as in
+    /// `call_flat`, so concurrent taped calls never lose updates.
     fn call_on_tape(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
-        let inputs: Vec<Tensor> = args
-            .iter()
-            .cloned()
-            .chain(self.capture_values(var_args)?)
-            .collect();
+        let vars = self.variables(var_args)?;
+        let mut guards = lock_all(&vars)?;
+        let mut inputs: Vec<Tensor> = args.to_vec();
+        for c in &self.captures {
+            inputs.push(match &c.source {
+                CaptureSource::Variable(r) => {
+                    let var = r.resolve(var_args, &self.name)?;
+                    let value = Tensor::from_shared_buffer(guards[slot_of(&vars, &var)].clone());
+                    // The tape watches variables through their reads.
+                    crate::autodiff::record_variable_read(var.id, &value);
+                    value
+                }
+                _ => trace::capture_inputs(std::slice::from_ref(c))?.remove(0),
+            });
+        }
         let buffers: Vec<&Buffer> = inputs.iter().map(Tensor::buffer).collect::<Result<_>>()?;
         let exe = self.executable_for(&buffers)?;
         // The tape keeps every input, so none may be donated to a result.
@@ -154,7 +164,17 @@ impl ConcreteCore {
             .collect();
         let refs: Vec<&Tensor> = inputs.iter().collect();
         crate::autodiff::record_op(&self.tape_op(), &refs, &outs[..self.num_outputs]);
-        self.finish_outputs(outs, var_args)
+        for (r, result) in &self.updates {
+            let var = r.resolve(var_args, &self.name)?;
+            let value = outs[*result]
+                .eager_buffer()
+                .ok_or_else(|| trace::out_of_scope_tensor(&outs[*result]))?;
+            *guards[slot_of(&vars, &var)] = value;
+        }
+        drop(guards);
+        let mut outs = outs;
+        outs.truncate(self.num_outputs);
+        Ok(outs)
     }
 
     fn tape_op(&self) -> Op {
@@ -170,8 +190,14 @@ impl ConcreteCore {
     }
 
     /// (parameter, result) pairs: each variable both read and assigned is
-    /// updated in place (its input buffer donated to its new value).
+    /// updated in place (its input buffer donated to its new value). Not
+    /// when the program calls host callbacks: a callback can fail the run
+    /// after XLA has taken the donated buffers, which would leave the
+    /// variables without a value; their updates are copied instead.
     pub(crate) fn variable_aliases(&self, num_args: usize) -> Vec<(usize, usize)> {
+        if calls_host(&self.graph) {
+            return Vec::new();
+        }
         let mut pairs = Vec::new();
         for (i, c) in self.captures.iter().enumerate() {
             let CaptureSource::Variable(r) = &c.source else {
@@ -227,7 +253,13 @@ impl ConcreteCore {
             .map_err(|e| self.frame(e))?;
         let slots = lowered.output_slots.len();
         let options = CompileOptions::for_program(client.platform(), program_traits(&lowered.size));
-        let exe = Executable::compile_cached(&client, &lowered.text, lowered.params, &options)?;
+        // Host callback ids are drawn afresh per registration, so a program
+        // that calls one is never met again: not worth a disk cache entry.
+        let exe = if lowered.text.contains(HOST_CALLBACK_TARGET) {
+            Executable::compile(&client, &lowered.text, lowered.params, &options)?
+        } else {
+            Executable::compile_cached(&client, &lowered.text, lowered.params, &options)?
+        };
         let exe = Arc::new(exe.with_output_slots(slots));
         self.compiles.fetch_add(1, Ordering::Relaxed);
         self.executables
@@ -244,6 +276,30 @@ impl ConcreteCore {
             .get(specs)
             .cloned()
     }
+}
+
+/// Does `graph` (or a region or function inside it) call a host callback?
+fn calls_host(graph: &Graph) -> bool {
+    graph.nodes().iter().any(|n| match &n.op {
+        Op::HostCallback(_) => true,
+        Op::Cond(c) => calls_host(&c.then_branch.graph) || calls_host(&c.else_branch.graph),
+        Op::While(w) => calls_host(&w.cond.graph) || calls_host(&w.body.graph),
+        Op::Call(c) => calls_host(&c.graph),
+        _ => false,
+    })
+}
+
+/// Locks `vars` (sorted by id, so concurrent calls cannot deadlock) for
+/// the length of a call.
+fn lock_all(vars: &[Arc<VariableInner>]) -> Result<Vec<MutexGuard<'_, Arc<Buffer>>>> {
+    vars.iter().map(|v| v.lock_for_call()).collect()
+}
+
+/// The position of `v` among the locked `vars`.
+fn slot_of(vars: &[Arc<VariableInner>], v: &Arc<VariableInner>) -> usize {
+    vars.iter()
+        .position(|x| x.id == v.id)
+        .expect("every variable a call uses is locked")
 }
 
 /// The compiled backward of a function's graph, for the op a call records

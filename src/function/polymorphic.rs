@@ -14,14 +14,14 @@ use super::output::{IntoOutput, Output};
 use super::signature::Signature;
 use super::trace_type::{TensorSpec, TraceType};
 use crate::error::{Error, Result};
+use crate::single_flight::SingleFlight;
 use crate::tensor::Tensor;
 use crate::trace::{FinishedTrace, TraceGuard};
 use crate::variable::Variable;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 static RUN_EAGERLY: AtomicBool = AtomicBool::new(false);
 static NEXT_FUNCTION: AtomicU64 = AtomicU64::new(1);
@@ -152,16 +152,8 @@ impl<Out> Clone for Traced<Out> {
     }
 }
 
-/// A trace in progress, which other callers of the same type wait for.
-#[derive(Default)]
-struct InFlight {
-    done: Mutex<bool>,
-    cv: Condvar,
-}
-
 struct State<Out> {
     table: DispatchTable<Traced<Out>>,
-    in_flight: HashMap<FunctionType, Arc<InFlight>>,
 }
 
 struct Inner<Args, Out> {
@@ -173,6 +165,8 @@ struct Inner<Args, Out> {
     reduce_retracing: bool,
     body: Body<Args, Out>,
     state: Mutex<State<Out>>,
+    /// Traces in progress by type: other callers of that type wait.
+    flights: SingleFlight<FunctionType, Traced<Out>>,
     traces: AtomicUsize,
     /// Set after the first successful call: later traces may not create
     /// variables (B20).
@@ -195,6 +189,15 @@ impl<Args, Out> Clone for Function<Args, Out> {
         }
     }
 }
+
+/// How many traces of functions may nest on one thread (B24). Python stops
+/// at 1000 frames, but one level of recursion through tracing (call →
+/// dispatch → trace → closure → call) takes about 3.5 KiB of stack in a
+/// debug build (measured by `tests/robust_concurrency.rs`), so 1000 levels
+/// would overflow the default 2 MiB of a spawned (or test) thread. 256
+/// levels take under 1 MiB, leaving the rest of a 2 MiB stack (and most of
+/// the main thread's 8 MiB) for the closures' own frames.
+pub const MAX_TRACE_DEPTH: usize = 256;
 
 thread_local! {
     /// (function id, function type) of the traces running on this thread,
@@ -227,8 +230,8 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
             body: Box::new(move |args| body.call_with(args).into_output()),
             state: Mutex::new(State {
                 table: DispatchTable::new(),
-                in_flight: HashMap::new(),
             }),
+            flights: SingleFlight::new(),
             traces: AtomicUsize::new(0),
             called: AtomicBool::new(false),
         };
@@ -333,40 +336,48 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
             Some(sig) => sig.bind(&call_type)?,
             None => call_type,
         };
-        loop {
-            let (trace_type, flight) = {
-                let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some((_, traced)) = state.table.lookup(&call_type) {
-                    return Ok(traced.clone());
-                }
-                let trace_type = if self.inner.reduce_retracing {
-                    state.table.generalize(&call_type)
-                } else {
-                    call_type.clone()
-                };
-                self.check_recursion(&trace_type)?;
-                match state.in_flight.get(&trace_type) {
-                    Some(f) => (trace_type, Err(f.clone())),
-                    None => {
-                        let f = Arc::new(InFlight::default());
-                        state.in_flight.insert(trace_type.clone(), f.clone());
-                        (trace_type, Ok(f))
-                    }
-                }
-            };
-            match flight {
-                Err(other) => wait_for(&other),
-                Ok(mine) => return self.trace_and_insert(trace_type, mine, variables),
+        let trace_type = {
+            let state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, traced)) = state.table.lookup(&call_type) {
+                return Ok(traced.clone());
             }
-        }
+            if self.inner.reduce_retracing {
+                state.table.generalize(&call_type)
+            } else {
+                call_type.clone()
+            }
+        };
+        self.check_recursion(&trace_type)?;
+        let what = format!("tracing function '{}'", self.inner.name);
+        self.inner.flights.run(trace_type.clone(), &what, || {
+            // A flight for this type may have landed since the lookup above.
+            let state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, traced)) = state.table.lookup(&call_type) {
+                return Ok(traced.clone());
+            }
+            drop(state);
+            self.trace_and_insert(trace_type, variables)
+        })
     }
 
+    /// B24: re-entering a trace of the same type never ends, and a chain
+    /// of nested traces that never repeats a type (a literal counting down
+    /// from 20 000) would overflow the thread's stack and abort the process;
+    /// both are a RecursionError naming the function.
     fn check_recursion(&self, ty: &FunctionType) -> Result<()> {
-        let recursing = TRACING.with(|t| {
-            t.borrow()
-                .iter()
-                .any(|(id, t)| *id == self.inner.id && t == ty)
+        let (recursing, depth) = TRACING.with(|t| {
+            let t = t.borrow();
+            let recursing = t.iter().any(|(id, t)| *id == self.inner.id && t == ty);
+            (recursing, t.len())
         });
+        if depth >= MAX_TRACE_DEPTH {
+            return Err(Error::Recursion(format!(
+                "function '{}' was called inside {depth} nested traces, the most xlafn allows \
+                 (MAX_TRACE_DEPTH, so that tracing fits a 2 MiB thread stack); recursion \
+                 through tracing must end sooner. Use a while_loop for deep iteration",
+                self.inner.name
+            )));
+        }
         if recursing {
             return Err(Error::Recursion(format!(
                 "function '{}' called itself while being traced with the same input types ({}); \
@@ -379,25 +390,15 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         Ok(())
     }
 
-    fn trace_and_insert(
-        &self,
-        ty: FunctionType,
-        flight: Arc<InFlight>,
-        variables: &[Variable],
-    ) -> Result<Traced<Out>> {
-        TRACING.with(|t| t.borrow_mut().push((self.inner.id, ty.clone())));
-        let result = self.trace(&ty, variables);
-        TRACING.with(|t| t.borrow_mut().pop());
+    fn trace_and_insert(&self, ty: FunctionType, variables: &[Variable]) -> Result<Traced<Out>> {
+        let traced = {
+            let _mark = TracingMark::push(self.inner.id, ty.clone());
+            self.trace(&ty, variables)?
+        };
         let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.in_flight.remove(&ty);
-        if let Ok(traced) = &result {
-            self.warn_if_retracing(&state.table, &ty);
-            state.table.insert(ty, traced.clone());
-        }
-        drop(state);
-        *flight.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        flight.cv.notify_all();
-        result
+        self.warn_if_retracing(&state.table, &ty);
+        state.table.insert(ty, traced.clone());
+        Ok(traced)
     }
 
     /// Runs the closure on placeholders of `ty` and records the graph.
@@ -483,10 +484,21 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
     }
 }
 
-fn wait_for(flight: &InFlight) {
-    let mut done = flight.done.lock().unwrap_or_else(|e| e.into_inner());
-    while !*done {
-        done = flight.cv.wait(done).unwrap_or_else(|e| e.into_inner());
+/// This thread's entry in `TRACING` while a trace runs; popped on every
+/// exit, a panic in the traced closure included (otherwise every later
+/// call of that type on this thread would be a spurious RecursionError).
+struct TracingMark;
+
+impl TracingMark {
+    fn push(function: u64, ty: FunctionType) -> TracingMark {
+        TRACING.with(|t| t.borrow_mut().push((function, ty)));
+        TracingMark
+    }
+}
+
+impl Drop for TracingMark {
+    fn drop(&mut self) {
+        TRACING.with(|t| t.borrow_mut().pop());
     }
 }
 

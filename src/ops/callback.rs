@@ -17,17 +17,58 @@ use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::TensorType;
 use crate::lower::{Emitter, Val};
-use crate::runtime::{HOST_CALLBACK_TARGET, HostArray, HostCallbackFn, register_host_callback};
+use crate::runtime::{
+    CallbackKind, CallbackRegistration, HOST_CALLBACK_TARGET, HostArray, HostCallbackFn,
+    register_host_callback,
+};
 use crate::tensor::{Tensor, apply, render_array};
 use crate::trace;
 use std::io::Write;
 use std::sync::{Arc, LazyLock, Mutex};
 
 /// A call into a registered Rust closure, with declared result types.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// The op owns its registration: the closure lives exactly as long as some
+/// graph (and so some program) holds the op, and is freed with the last
+/// one. Equality and hashing go by id, which is unique per registration.
+#[derive(Clone, Debug)]
 pub struct HostCallback {
-    pub id: i64,
+    registration: Arc<CallbackRegistration>,
     pub results: Vec<ArraySpec>,
+}
+
+impl HostCallback {
+    /// Registers `f` as a callback of `kind` returning `results`.
+    pub(crate) fn register(
+        f: Arc<HostCallbackFn>,
+        kind: CallbackKind,
+        results: Vec<ArraySpec>,
+    ) -> HostCallback {
+        HostCallback {
+            registration: register_host_callback(f, kind),
+            results,
+        }
+    }
+
+    /// The id the program passes to the FFI handler.
+    pub fn id(&self) -> i64 {
+        self.registration.id()
+    }
+}
+
+impl PartialEq for HostCallback {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id() && self.results == other.results
+    }
+}
+
+impl Eq for HostCallback {}
+
+impl std::hash::Hash for HostCallback {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id().hash(state);
+        self.results.hash(state);
+    }
 }
 
 impl OpDef for HostCallback {
@@ -49,7 +90,7 @@ impl OpDef for HostCallback {
 
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
         let operands: Vec<&Val> = inputs.iter().collect();
-        Ok(cx.custom_call(HOST_CALLBACK_TARGET, &operands, self.id, outputs, true))
+        Ok(cx.custom_call(HOST_CALLBACK_TARGET, &operands, self.id(), outputs, true))
     }
 
     fn has_side_effects(&self) -> bool {
@@ -92,6 +133,37 @@ pub fn host_callback(
     results: &[ArraySpec],
     f: impl Fn(&[HostArray]) -> std::result::Result<Vec<HostArray>, String> + Send + Sync + 'static,
 ) -> Result<Vec<Tensor>> {
+    traced_callback(
+        inputs,
+        results,
+        Arc::new(f),
+        CallbackKind::Host { name: None },
+    )
+}
+
+/// [`host_callback`] under a `name`, so that an exported program that uses
+/// it can be loaded again: `xlafn::load_with_callbacks` binds the closure
+/// the loading process supplies under that name (an unnamed callback
+/// cannot be bound, so such an export does not load).
+pub fn named_host_callback(
+    name: &str,
+    inputs: &[&Tensor],
+    results: &[ArraySpec],
+    f: impl Fn(&[HostArray]) -> std::result::Result<Vec<HostArray>, String> + Send + Sync + 'static,
+) -> Result<Vec<Tensor>> {
+    let kind = CallbackKind::Host {
+        name: Some(name.to_string()),
+    };
+    traced_callback(inputs, results, Arc::new(f), kind)
+}
+
+/// Runs `f` now (eagerly) or adds a callback op of `kind` to the trace.
+pub(crate) fn traced_callback(
+    inputs: &[&Tensor],
+    results: &[ArraySpec],
+    f: Arc<HostCallbackFn>,
+    kind: CallbackKind,
+) -> Result<Vec<Tensor>> {
     if !trace::is_tracing() {
         let args: Vec<HostArray> = inputs.iter().map(|t| to_host(t)).collect::<Result<_>>()?;
         let outs = f(&args).map_err(|m| Error::Value(format!("host callback failed: {m}")))?;
@@ -106,15 +178,7 @@ pub fn host_callback(
             client.platform_name()
         )));
     }
-    let f: Arc<HostCallbackFn> = Arc::new(f);
-    let id = register_host_callback(f);
-    apply(
-        HostCallback {
-            id,
-            results: results.to_vec(),
-        },
-        inputs,
-    )
+    apply(HostCallback::register(f, kind, results.to_vec()), inputs)
 }
 
 fn check_results(outs: &[HostArray], declared: &[ArraySpec]) -> Result<()> {
@@ -176,10 +240,49 @@ fn print_line(message: &str, values: &[HostArray]) -> std::result::Result<(), St
 /// # Ok::<(), xlafn::Error>(())
 /// ```
 pub fn print(message: &str, tensors: &[&Tensor]) -> Result<()> {
+    let kind = CallbackKind::Print {
+        message: message.to_string(),
+    };
+    traced_callback(tensors, &[], print_callback(message), kind)?;
+    Ok(())
+}
+
+/// The closure behind `print(message, ..)`; a loader binds a fresh one for
+/// an exported print.
+pub(crate) fn print_callback(message: &str) -> Arc<HostCallbackFn> {
     let message = message.to_string();
-    host_callback(tensors, &[], move |values| {
+    Arc::new(move |values: &[HostArray]| {
         print_line(&message, values)?;
         Ok(Vec::new())
-    })?;
+    })
+}
+
+/// Fails the running program with `message` when any element of `t` is
+/// zero (a run-time check for values only known then, like a loop step).
+pub(crate) fn assert_nonzero(t: &Tensor, message: &str) -> Result<()> {
+    let kind = CallbackKind::NonZero {
+        message: message.to_string(),
+    };
+    traced_callback(&[t], &[], nonzero_check(message), kind)?;
     Ok(())
+}
+
+/// The closure behind [`assert_nonzero`]. It reads the bytes directly (no
+/// device work inside a running program): an element is zero when all its
+/// bytes are, ignoring a float's sign bit (so `-0.0` counts).
+pub(crate) fn nonzero_check(message: &str) -> Arc<HostCallbackFn> {
+    let message = message.to_string();
+    Arc::new(move |values: &[HostArray]| {
+        let v = values.first().ok_or("assert_nonzero takes one value")?;
+        let size = v.dtype.size_in_bytes().map_err(|e| e.to_string())?;
+        let sign_bit = if v.dtype.is_float() { 0x7f } else { 0xff };
+        let zero = v.bytes.chunks(size.max(1)).any(|element| {
+            let (last, rest) = element.split_last().unwrap_or((&0, &[]));
+            rest.iter().all(|b| *b == 0) && last & sign_bit == 0
+        });
+        if zero {
+            return Err(message.clone());
+        }
+        Ok(Vec::new())
+    })
 }

@@ -6,7 +6,15 @@
 //! plugin; each `custom_call` to it carries a `callback_id` attribute that
 //! selects a closure in a process-wide registry (the plugin's per-execution
 //! context is not used, because reading it from an executable run without
-//! one crashes the plugin). The handler answers XLA's registration-time
+//! one crashes the plugin).
+//!
+//! A program can name any id, and programs may come from files
+//! (`xlafn::load`), so ids are capabilities: random 64-bit values drawn
+//! from the process's keyed hasher (seeded from OS entropy), never small
+//! counters, so a crafted program cannot guess another program's
+//! callbacks. A registration is owned by the ops that use it
+//! ([`CallbackRegistration`]); when the last program holding it is dropped
+//! the id is removed and the closure freed. The handler answers XLA's registration-time
 //! metadata query (without it compiles fail later with "no handler"),
 //! copies argument buffers to host arrays, calls the closure under
 //! `catch_unwind` (a panic must not unwind into C), and copies the results
@@ -22,7 +30,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_void};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 /// The custom-call target every host callback uses.
@@ -78,18 +86,89 @@ impl HostArray {
 pub type HostCallbackFn =
     dyn Fn(&[HostArray]) -> std::result::Result<Vec<HostArray>, String> + Send + Sync;
 
-static NEXT_ID: AtomicI64 = AtomicI64::new(1);
-static REGISTRY: LazyLock<RwLock<HashMap<i64, Arc<HostCallbackFn>>>> =
-    LazyLock::new(Default::default);
+/// What a callback is, so that an export can declare it and a loader can
+/// bind the loading process's own equivalent (never the exporter's id).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CallbackKind {
+    /// `xlafn::print` with its message.
+    Print { message: String },
+    /// A `check_numerics` probe of the op `what` describes.
+    CheckNumerics { what: String },
+    /// A run-time check failing with `message` when a value is zero.
+    NonZero { message: String },
+    /// A user closure; only a named one can be supplied again at load time.
+    Host { name: Option<String> },
+}
 
-/// Registers a callback for the life of the process; returns its id.
-pub fn register_host_callback(f: Arc<HostCallbackFn>) -> i64 {
-    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+struct Entry {
+    f: Arc<HostCallbackFn>,
+    kind: CallbackKind,
+}
+
+static REGISTRY: LazyLock<RwLock<HashMap<i64, Entry>>> = LazyLock::new(Default::default);
+static DRAWS: AtomicU64 = AtomicU64::new(0);
+static KEYS: LazyLock<std::hash::RandomState> = LazyLock::new(std::hash::RandomState::new);
+
+/// An unpredictable id: a counter hashed with the process's secret
+/// SipHash keys (so distinct draws never repeat a counter value).
+fn draw_id() -> i64 {
+    use std::hash::BuildHasher;
+    KEYS.hash_one(DRAWS.fetch_add(1, Ordering::Relaxed)) as i64
+}
+
+/// A host callback's place in the registry. Dropping it (with the last
+/// program op holding it) unregisters the id and frees the closure.
+#[derive(Debug)]
+pub struct CallbackRegistration {
+    id: i64,
+}
+
+impl CallbackRegistration {
+    /// The id programs name in their `callback_id` attribute.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+impl Drop for CallbackRegistration {
+    fn drop(&mut self) {
+        let removed = REGISTRY
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+        // The closure may own anything (and run anything in its Drop):
+        // drop it after the registry lock is released.
+        drop(removed);
+    }
+}
+
+/// Registers a callback under a fresh unguessable id, for as long as the
+/// returned registration lives.
+pub fn register_host_callback(
+    f: Arc<HostCallbackFn>,
+    kind: CallbackKind,
+) -> Arc<CallbackRegistration> {
+    let mut registry = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    let mut id = draw_id();
+    while id == 0 || registry.contains_key(&id) {
+        id = draw_id();
+    }
+    registry.insert(id, Entry { f, kind });
+    Arc::new(CallbackRegistration { id })
+}
+
+/// The kind of the callback registered under `id`, if it is registered.
+pub fn host_callback_kind(id: i64) -> Option<CallbackKind> {
     REGISTRY
-        .write()
+        .read()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(id, f);
-    id
+        .get(&id)
+        .map(|e| e.kind.clone())
+}
+
+/// How many host callbacks are registered (to observe that they are freed).
+pub fn live_host_callbacks() -> usize {
+    REGISTRY.read().map(|r| r.len()).unwrap_or(0)
 }
 
 fn lookup(id: i64) -> Option<Arc<HostCallbackFn>> {
@@ -97,7 +176,34 @@ fn lookup(id: i64) -> Option<Arc<HostCallbackFn>> {
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .get(&id)
-        .cloned()
+        .map(|e| e.f.clone())
+}
+
+thread_local! {
+    /// How many host callbacks are running on this thread (nested ones
+    /// included): variables then refuse to wait for their locks.
+    static INSIDE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Is a host callback running on this thread?
+pub(crate) fn in_host_callback() -> bool {
+    INSIDE.with(|c| c.get() > 0)
+}
+
+/// Marks this thread as running a host callback until dropped.
+struct InsideCallback;
+
+impl InsideCallback {
+    fn enter() -> InsideCallback {
+        INSIDE.with(|c| c.set(c.get() + 1));
+        InsideCallback
+    }
+}
+
+impl Drop for InsideCallback {
+    fn drop(&mut self) {
+        INSIDE.with(|c| c.set(c.get() - 1));
+    }
 }
 
 // ------------------------------------------------------ XLA FFI C API
@@ -363,9 +469,17 @@ fn answer_metadata_query(frame: &mut CallFrame) -> bool {
 
 fn run_callback(frame: &mut CallFrame) -> std::result::Result<(), String> {
     let id = callback_id(&frame.attrs).ok_or("custom call without a callback_id attribute")?;
-    let callback = lookup(id).ok_or_else(|| format!("no host callback with id {id}"))?;
+    let callback = lookup(id).ok_or_else(|| {
+        format!(
+            "no host callback with id {id} is registered in this process (a program may only \
+             call the callbacks registered for it, and they end with it)"
+        )
+    })?;
     let args = read_args(&frame.args)?;
-    let results = callback(&args)?;
+    let results = {
+        let _inside = InsideCallback::enter();
+        callback(&args)?
+    };
     write_results(&frame.rets, &results)
 }
 

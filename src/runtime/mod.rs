@@ -30,6 +30,10 @@ pub use client::{Client, Device, OptionValue, Platform};
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
 pub use executable::Executable;
-pub use ffi::{HOST_CALLBACK_TARGET, HostArray, HostCallbackFn, register_host_callback};
+pub(crate) use ffi::in_host_callback;
+pub use ffi::{
+    CallbackKind, CallbackRegistration, HOST_CALLBACK_TARGET, HostArray, HostCallbackFn,
+    host_callback_kind, live_host_callbacks, register_host_callback,
+};
 pub use options::{CompileOptions, ProgramTraits};
 pub use plugin::{Plugin, default_plugin_path};

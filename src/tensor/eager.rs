@@ -11,6 +11,7 @@ use crate::ir::{Graph, TensorType};
 use crate::lower;
 use crate::ops::Op;
 use crate::runtime::{Buffer, Client, CompileOptions, Executable, ProgramTraits};
+use crate::single_flight::SingleFlight;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
@@ -36,6 +37,7 @@ struct Entry {
 
 static CACHE: LazyLock<RwLock<HashMap<Key, Entry>>> = LazyLock::new(Default::default);
 static CLOCK: AtomicU64 = AtomicU64::new(0);
+static COMPILING: LazyLock<SingleFlight<Key, Arc<Executable>>> = LazyLock::new(SingleFlight::new);
 static HITS: AtomicU64 = AtomicU64::new(0);
 static COMPILES: AtomicU64 = AtomicU64::new(0);
 static EVICTIONS: AtomicU64 = AtomicU64::new(0);
@@ -111,11 +113,15 @@ pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {
             HITS.fetch_add(1, Ordering::Relaxed);
             exe
         }
-        None => {
+        // Single flight: threads missing on one new op compile it once.
+        None => COMPILING.run(key.clone(), "compiling an eager op", || {
+            if let Some(exe) = lookup(&key) {
+                return Ok(exe);
+            }
             let exe = Arc::new(compile(&client, &key)?);
             COMPILES.fetch_add(1, Ordering::Relaxed);
-            insert(key, exe)
-        }
+            Ok(insert(key.clone(), exe))
+        })?,
     };
     exe.execute(inputs)
 }

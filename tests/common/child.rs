@@ -82,3 +82,21 @@ pub fn assert_child_passes(name: &str, env: &[(&str, &str)], timeout: Duration) 
     );
     run
 }
+
+/// In the child (started for `name`), runs `body`; in the parent, re-runs
+/// this binary filtered to `name` and asserts that it passes within
+/// `timeout`. `name` must be the calling test function's name.
+#[allow(dead_code)]
+pub fn isolated(name: &str, timeout: Duration, body: impl FnOnce()) {
+    if is_child(name) {
+        body();
+        return;
+    }
+    let run = assert_child_passes(name, &[], timeout);
+    assert!(
+        run.stdout.contains("1 passed"),
+        "{name} did not run in its child process:\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+}
