@@ -148,6 +148,8 @@ pub struct ProgramSize {
     /// The most elements of any one parameter or op result.
     pub largest_array: u64,
     pub has_loops: bool,
+    /// Calls back into Rust (`print`, host callbacks).
+    pub has_host_calls: bool,
 }
 
 impl ProgramSize {
@@ -165,9 +167,12 @@ impl ProgramSize {
         !self.has_loops && self.result_elements <= Self::LIGHT_ELEMENTS
     }
 
-    /// No loop, and no array over `SMALL_ARRAY_ELEMENTS`.
+    /// No loop, no call back into Rust, and no array over
+    /// `SMALL_ARRAY_ELEMENTS`. (The runtime runs such programs one at a
+    /// time, see `runtime::Executable`; a callback that ran another of them
+    /// would wait for itself.)
     pub fn has_only_small_arrays(&self) -> bool {
-        !self.has_loops && self.largest_array <= Self::SMALL_ARRAY_ELEMENTS
+        !self.has_loops && !self.has_host_calls && self.largest_array <= Self::SMALL_ARRAY_ELEMENTS
     }
 }
 
@@ -755,6 +760,7 @@ impl Emitter {
                 format!("{{callback_id = {callback_id} : i64}}"),
             ),
         ];
+        self.size.has_host_calls = true;
         self.op("stablehlo.custom_call", operands, &[], &attrs, results)
     }
 
