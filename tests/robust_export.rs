@@ -777,3 +777,47 @@ fn mutated_re_signed_exports_end_in_values_or_errors() {
         },
     );
 }
+
+/// The program check accepts what xlafn writes: a function using many
+/// kinds of ops (nested control flow, reductions, gathers, matmul, random
+/// bits, casts, a host callback) exports, loads, and computes what the
+/// original computes.
+#[test]
+fn functions_using_many_ops_load_and_agree_with_the_original() {
+    isolated(
+        "functions_using_many_ops_load_and_agree_with_the_original",
+        300,
+        || {
+            let m = Tensor::from_vec((0..8).map(|i| i as f32 * 0.25).collect(), &[4, 2]).unwrap();
+            let f = FunctionOptions::new()
+                .name("many")
+                .build(move |x: Tensor| -> Result<Tensor> {
+                    let y = x.matmul(&m)?.softmax(1)?.transpose(&[1, 0])?;
+                    let picked = y.gather(&Tensor::vector(&[1i32, 0]).unwrap(), 0)?;
+                    let big = Tensor::concat(&[picked.clone(), picked.square()?], 0)?;
+                    let s = big.strided_slice(&[0, 0], &[4, 3], &[2, 1])?;
+                    let noise = Tensor::random_normal(&[2, 3], 7, DType::F32)?;
+                    let z = s.add(&noise.mul_scalar(0.0)?)?.maximum(&s.neg()?)?;
+                    let n = Tensor::scalar(4i32);
+                    let z = for_range(0, &n, 1, z, |i, z: Tensor| -> Result<Tensor> {
+                        let odd = i.floormod_scalar(2.0)?.eq_scalar(1.0)?;
+                        cond(&odd, || z.tanh(), || z.mul_scalar(1.5))
+                    })?;
+                    let k = z.argmax(1)?.cast(DType::F32)?;
+                    xlafn::print("z", &[&z])?;
+                    let total = z.reduce_max(&[1], false)?.add(&k)?;
+                    total.abs()?.sqrt()?.exp()?.log()
+                });
+            let x = Tensor::from_vec((0..12).map(|i| i as f32 * 0.1).collect(), &[3, 4]).unwrap();
+            let expected = f.call((&x,)).unwrap().to_vec::<f32>().unwrap();
+            let dir = temp_dir("many");
+            f.get_concrete_function((&x,))
+                .unwrap()
+                .export(&dir, &[])
+                .unwrap();
+            let loaded = xlafn::load(&dir).unwrap();
+            let got = loaded.call(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+            assert_eq!(got, expected);
+        },
+    );
+}
