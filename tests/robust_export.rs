@@ -606,6 +606,33 @@ fn exports_and_the_cli_write_only_new_files() {
 // ------------------------------------------------------------------- CLI
 
 #[test]
+fn cli_inputs_must_be_regular_files() {
+    let dir = temp_dir("cli-inputs");
+    add_export(&dir);
+    let fifo = dir.join("fifo.npy");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for input in [fifo.as_path(), Path::new("/dev/zero")] {
+        let out = cli_str(&[
+            "run",
+            dir.to_str().unwrap(),
+            "--input",
+            &format!("x={}", input.display()),
+            "--output-dir",
+            dir.join("out").to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("not a regular file"), "{stderr}");
+    }
+}
+
+#[test]
 fn show_escapes_control_characters_from_the_manifest() {
     let dir = temp_dir("escape-show");
     add_export(&dir);
@@ -709,7 +736,15 @@ fn mutated_re_signed_exports_end_in_values_or_errors() {
             let (program, manifest) = (position("program_0.mlir"), position("xlafn_export.json"));
             let x = Tensor::vector(&[1f32, 2.0]).unwrap();
             let y = Tensor::scalar(3f32);
-            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            // Longer runs for hunting: XLAFN_MUTATION_ROUNDS, XLAFN_MUTATION_SEED.
+            let env = |name: &str, default: u64| {
+                std::env::var(name)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(default)
+            };
+            let rounds = env("XLAFN_MUTATION_ROUNDS", 300);
+            let mut seed = env("XLAFN_MUTATION_SEED", 0x9e37_79b9_7f4a_7c15) | 1;
             let mut next = || {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
@@ -717,7 +752,7 @@ fn mutated_re_signed_exports_end_in_values_or_errors() {
                 seed
             };
             let (mut loaded, mut checked, mut compiled) = (0, 0, 0);
-            for round in 0..300 {
+            for round in 0..rounds {
                 let dir = temp_dir("mutate");
                 for f in &files {
                     std::fs::copy(f, dir.join(f.file_name().unwrap())).unwrap();

@@ -130,6 +130,9 @@ impl Cursor<'_> {
         let start = self.at;
         while let Some(b) = self.text.get(self.at) {
             match b {
+                b'\'' if self.at - start > 64 => {
+                    return Err(bad("a header string is longer than 64 bytes"));
+                }
                 b'\'' => {
                     self.at += 1;
                     return Ok(String::from_utf8_lossy(&self.text[start..self.at - 1]).into());

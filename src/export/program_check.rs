@@ -179,15 +179,24 @@ enum Tok<'a> {
     Punct(&'static str),
 }
 
+/// At most 64 bytes of a token (all ASCII by construction), so an error
+/// about a huge token stays readable.
+fn short(s: &str) -> String {
+    match s.get(..64) {
+        Some(head) if s.len() > 64 => format!("{head}..."),
+        _ => s.to_string(),
+    }
+}
+
 impl std::fmt::Display for Tok<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Tok::Word(w) | Tok::Number(w) => write!(f, "'{w}'"),
-            Tok::Hash(w) => write!(f, "'#{w}'"),
-            Tok::Str(s) => write!(f, "\"{s}\""),
-            Tok::Value(v) => write!(f, "'%{v}'"),
-            Tok::Symbol(s) => write!(f, "'@{s}'"),
-            Tok::Block(b) => write!(f, "'^{b}'"),
+            Tok::Word(w) | Tok::Number(w) => write!(f, "'{}'", short(w)),
+            Tok::Hash(w) => write!(f, "'#{}'", short(w)),
+            Tok::Str(s) => write!(f, "\"{}\"", short(s)),
+            Tok::Value(v) => write!(f, "'%{}'", short(v)),
+            Tok::Symbol(s) => write!(f, "'@{}'", short(s)),
+            Tok::Block(b) => write!(f, "'^{}'", short(b)),
             Tok::Tensor(t) => write!(f, "'{t}'"),
             Tok::Punct(p) => write!(f, "'{p}'"),
         }
@@ -319,7 +328,7 @@ impl<'a> Lexer<'a> {
                     None => !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()),
                 };
                 if !ok || n.len() > 40 {
-                    return Err(self.err(format!("unsupported number '{n}'")));
+                    return Err(self.err(format!("unsupported number '{}'", short(n))));
                 }
                 Tok::Number(n)
             }
