@@ -206,6 +206,27 @@ fn check_digest(file: &str, sha: &str) -> Result<()> {
     Ok(())
 }
 
+/// The files a manifest lists, each checked once: a plain name, a
+/// well-formed digest, a size within its kind's limit, listed once.
+#[derive(Default)]
+struct FileList(HashSet<String>);
+
+impl FileList {
+    fn add(&mut self, name: &str, size: u64, sha: &str, ext: &str, limit: u64) -> Result<()> {
+        check_name(name, &[ext])?;
+        check_digest(name, sha)?;
+        if size > limit {
+            return Err(bad(format!(
+                "{name:?} is said to have {size} bytes, over {limit}"
+            )));
+        }
+        if !self.0.insert(name.to_string()) {
+            return Err(bad(format!("{name:?} is listed twice")));
+        }
+        Ok(())
+    }
+}
+
 impl Manifest {
     /// Everything that can be checked without reading another file.
     fn validate(&self) -> Result<()> {
@@ -218,26 +239,24 @@ impl Manifest {
         if let Some(dup) = self.inputs.iter().find(|s| !names.insert(&s.name)) {
             return Err(bad(format!("two inputs are named {:?}", dup.name)));
         }
-        let mut files = HashSet::new();
-        let mut file = |name: &str, size: u64, sha: &str, ext: &str, limit: u64| {
-            check_name(name, &[ext])?;
-            check_digest(name, sha)?;
-            if size > limit {
-                return Err(bad(format!(
-                    "{name:?} is said to have {size} bytes, over {limit}"
-                )));
-            }
-            if !files.insert(name.to_string()) {
-                return Err(bad(format!("{name:?} is listed twice")));
-            }
-            Ok(())
-        };
+        let mut files = FileList::default();
+        self.validate_programs(&inputs, &mut files)?;
+        for t in self.constants.iter().chain(&self.variables) {
+            files.add(&t.file, t.size, &t.sha256, "npy", MAX_NPY_BYTES)?;
+        }
+        self.validate_captures()?;
+        self.validate_updates()
+    }
+
+    /// One program per distinct set of input shapes, each fitting the
+    /// declared input specs.
+    fn validate_programs(&self, inputs: &[(DType, Shape)], files: &mut FileList) -> Result<()> {
         if self.programs.is_empty() {
             return Err(bad("it lists no programs"));
         }
         let mut shape_sets = HashSet::new();
         for p in &self.programs {
-            file(&p.file, p.size, &p.sha256, "mlir", MAX_PROGRAM_BYTES)?;
+            files.add(&p.file, p.size, &p.sha256, "mlir", MAX_PROGRAM_BYTES)?;
             if p.input_shapes.len() != inputs.len() {
                 return Err(bad(format!(
                     "{} has {} input shapes for {} inputs",
@@ -247,7 +266,7 @@ impl Manifest {
                 )));
             }
             for (dims, (spec, (dtype, shape))) in
-                p.input_shapes.iter().zip(self.inputs.iter().zip(&inputs))
+                p.input_shapes.iter().zip(self.inputs.iter().zip(inputs))
             {
                 check_array_size(*dtype, dims).map_err(|e| bad(format!("{}: {e}", p.file)))?;
                 if !crate::ir::shape_is_subtype(&Shape::known(dims), shape) {
@@ -264,9 +283,12 @@ impl Manifest {
                 )));
             }
         }
-        for t in self.constants.iter().chain(&self.variables) {
-            file(&t.file, t.size, &t.sha256, "npy", MAX_NPY_BYTES)?;
-        }
+        Ok(())
+    }
+
+    /// Captures name existing constants and variables, each once (a value
+    /// passed twice could be donated twice).
+    fn validate_captures(&self) -> Result<()> {
         let mut seen = HashSet::new();
         for c in &self.captures {
             let (index, count) = match c {
@@ -280,7 +302,15 @@ impl Manifest {
                 return Err(bad(format!("capture {c:?} is listed twice")));
             }
         }
+        Ok(())
+    }
+
+    /// Each update names an existing variable, once, and one of the
+    /// results after the outputs, once: `LoadedFunction::call` removes
+    /// those results by index and writes the variables by index.
+    fn validate_updates(&self) -> Result<()> {
         let outputs = self.outputs.len();
+        let range = outputs..outputs + self.updates.len();
         let mut variables = HashSet::new();
         let mut results = HashSet::new();
         for u in &self.updates {
@@ -290,7 +320,6 @@ impl Manifest {
             if !variables.insert(u.variable) {
                 return Err(bad(format!("variable {} is updated twice", u.variable)));
             }
-            let range = outputs..outputs + self.updates.len();
             if !range.contains(&u.result) {
                 return Err(bad(format!(
                     "update of variable {} by result {}, outside the update results {range:?}",

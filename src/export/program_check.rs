@@ -494,6 +494,72 @@ enum Pending {
     Version,
 }
 
+/// The state of the check over `@main`'s body: open brackets and a
+/// pending custom-call attribute.
+struct Body {
+    stack: Vec<&'static str>,
+    pending: Pending,
+}
+
+impl Body {
+    /// Checks one token of the body; the error text names it.
+    fn token(&mut self, tok: &Tok<'_>) -> std::result::Result<(), String> {
+        if self.stack.is_empty() {
+            return Err(format!("{tok} after the end of @main"));
+        }
+        self.pending = match (self.pending, tok) {
+            (Pending::None, _) => Pending::None,
+            (Pending::TargetEquals, Tok::Punct("=")) => Pending::Target,
+            (Pending::VersionEquals, Tok::Punct("=")) => Pending::Version,
+            (Pending::Target, Tok::Str(s)) if CUSTOM_CALL_TARGETS.contains(s) => {
+                // Checked here; the op-name rule below is not for it.
+                self.pending = Pending::None;
+                return Ok(());
+            }
+            (Pending::Target, _) => return Err(format!("custom_call target {tok}")),
+            (Pending::Version, Tok::Number("4")) => Pending::None,
+            (Pending::Version, _) => {
+                return Err("a custom_call that is not a typed FFI call (api_version = 4)".into());
+            }
+            (Pending::TargetEquals | Pending::VersionEquals, _) => {
+                return Err(format!(
+                    "expected '=' after a custom_call attribute, found {tok}"
+                ));
+            }
+        };
+        match tok {
+            Tok::Punct(open @ ("(" | "[" | "{" | "<")) => {
+                self.stack.push(match *open {
+                    "(" => ")",
+                    "[" => "]",
+                    "{" => "}",
+                    _ => ">",
+                });
+                if self.stack.len() > MAX_NESTING {
+                    return Err(format!("brackets nest deeper than {MAX_NESTING} levels"));
+                }
+            }
+            Tok::Punct(close @ (")" | "]" | "}" | ">")) => {
+                if self.stack.pop() != Some(*close) {
+                    return Err(format!("unbalanced {tok}"));
+                }
+            }
+            Tok::Punct(_) | Tok::Number(_) | Tok::Tensor(_) | Tok::Value(_) => {}
+            Tok::Str(s) if OPS.contains(s) => {}
+            Tok::Str(_) => return Err(format!("op {tok}")),
+            Tok::Word("call_target_name") => self.pending = Pending::TargetEquals,
+            Tok::Word("api_version") => self.pending = Pending::VersionEquals,
+            Tok::Word(w) if WORDS.contains(w) => {}
+            Tok::Hash(h) if HASH_WORDS.contains(h) => {}
+            Tok::Block("bb0") => {}
+            Tok::Word(_) | Tok::Hash(_) | Tok::Block(_) | Tok::Symbol(_) => {
+                return Err(format!("{tok}"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Checks the program text `text` of export file `file` (see the module
 /// docs) and returns its `@main` signature.
 pub fn check_program(file: &str, text: &str) -> Result<Signature> {
@@ -517,63 +583,14 @@ pub fn check_program(file: &str, text: &str) -> Result<Signature> {
     let mut lexer = header.lexer;
     // The header's own brackets are balanced by construction; the body
     // opens at depth 1 with its '{' and must close exactly at the end.
-    let mut stack: Vec<&str> = vec!["}"];
-    let mut pending = Pending::None;
+    let mut body = Body {
+        stack: vec!["}"],
+        pending: Pending::None,
+    };
     while let Some(tok) = lexer.next()? {
-        let err = |what: String| lexer.err(what);
-        if stack.is_empty() {
-            return Err(err(format!("{tok} after the end of @main")));
-        }
-        pending = match (pending, &tok) {
-            (Pending::None, _) => Pending::None,
-            (Pending::TargetEquals, Tok::Punct("=")) => Pending::Target,
-            (Pending::VersionEquals, Tok::Punct("=")) => Pending::Version,
-            (Pending::Target, Tok::Str(s)) if CUSTOM_CALL_TARGETS.contains(s) => {
-                // Checked here; the op-name rule below is not for it.
-                pending = Pending::None;
-                continue;
-            }
-            (Pending::Target, _) => return Err(err(format!("custom_call target {tok}"))),
-            (Pending::Version, Tok::Number("4")) => Pending::None,
-            _ => {
-                return Err(err(
-                    "a custom_call that is not a typed FFI call (api_version = 4)".into(),
-                ));
-            }
-        };
-        match &tok {
-            Tok::Punct(open @ ("(" | "[" | "{" | "<")) => {
-                stack.push(match *open {
-                    "(" => ")",
-                    "[" => "]",
-                    "{" => "}",
-                    _ => ">",
-                });
-                if stack.len() > MAX_NESTING {
-                    return Err(err(format!(
-                        "brackets nest deeper than {MAX_NESTING} levels"
-                    )));
-                }
-            }
-            Tok::Punct(close @ (")" | "]" | "}" | ">")) => {
-                if stack.pop() != Some(*close) {
-                    return Err(err(format!("unbalanced {tok}")));
-                }
-            }
-            Tok::Punct(_) | Tok::Number(_) | Tok::Tensor(_) | Tok::Value(_) => {}
-            Tok::Str(s) if OPS.contains(s) => {}
-            Tok::Str(_) => return Err(err(format!("op {tok}"))),
-            Tok::Word("call_target_name") => pending = Pending::TargetEquals,
-            Tok::Word("api_version") => pending = Pending::VersionEquals,
-            Tok::Word(w) if WORDS.contains(w) => {}
-            Tok::Hash(h) if HASH_WORDS.contains(h) => {}
-            Tok::Block("bb0") => {}
-            Tok::Word(_) | Tok::Hash(_) | Tok::Block(_) | Tok::Symbol(_) => {
-                return Err(err(format!("{tok}")));
-            }
-        }
+        body.token(&tok).map_err(|what| lexer.err(what))?;
     }
-    if !stack.is_empty() || pending != Pending::None {
+    if !body.stack.is_empty() || body.pending != Pending::None {
         return Err(lexer.err("the text ends before @main is closed"));
     }
     Ok(signature)
