@@ -241,18 +241,30 @@ fn custom_calls_to_xla_targets_are_refused() {
 #[test]
 fn infeed_and_outfeed_are_refused() {
     isolated("infeed_and_outfeed_are_refused", 120, || {
-        for op in [
-            "%t = \"stablehlo.create_token\"() : () -> !stablehlo.token",
-            "%i:2 = \"stablehlo.infeed\"(%t) : (!stablehlo.token) -> (tensor<3xf32>, !stablehlo.token)",
-            "%o = \"stablehlo.outfeed\"(%arg0, %t) : (tensor<3xf32>, !stablehlo.token) -> !stablehlo.token",
-            "%o = stablehlo.outfeed %arg0, %t : (tensor<3xf32>, !stablehlo.token) -> !stablehlo.token",
+        for (op, named) in [
+            (
+                "%t = \"stablehlo.create_token\"() : () -> !stablehlo.token",
+                "op \"stablehlo.create_token\"",
+            ),
+            (
+                "%i:2 = \"stablehlo.infeed\"(%t) : (!stablehlo.token) -> (tensor<3xf32>, !stablehlo.token)",
+                "op \"stablehlo.infeed\"",
+            ),
+            (
+                "%o = \"stablehlo.outfeed\"(%arg0, %t) : (tensor<3xf32>, !stablehlo.token) -> !stablehlo.token",
+                "op \"stablehlo.outfeed\"",
+            ),
+            (
+                "%o = stablehlo.outfeed %arg0, %t : (tensor<3xf32>, !stablehlo.token) -> !stablehlo.token",
+                "'stablehlo.outfeed'",
+            ),
         ] {
             let dir = temp_dir("feed");
             add_export(&dir);
             insert_op(&dir, op);
             let e = load_err(&dir);
             assert!(
-                e.contains("xlafn loads only the StableHLO it writes"),
+                e.contains(named) && e.contains("xlafn loads only the StableHLO it writes"),
                 "{e}"
             );
         }
@@ -569,18 +581,23 @@ fn export_files_must_be_regular_files_in_the_folder() {
 fn exports_and_the_cli_write_only_new_files() {
     let victim = temp_dir("victim").join("precious");
     std::fs::write(&victim, "keep me").unwrap();
-    // A symlink planted where export writes a constant.
-    let dir = temp_dir("planted");
-    std::os::unix::fs::symlink(&victim, dir.join("constant_0.npy")).unwrap();
+    // A symlink planted where export writes a file: refused, the victim
+    // untouched, and the files written before it removed again.
     let c = Tensor::vector(&[10f32, 20., 30.]).unwrap();
     let f = function(move |x: Tensor| &x + &c);
-    let e = f
-        .get_concrete_function((&x3(),))
-        .unwrap()
-        .export(&dir, &[])
-        .unwrap_err();
-    assert!(e.to_string().contains("already exists"), "{e}");
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    let cf = f.get_concrete_function((&x3(),)).unwrap();
+    for planted in ["constant_0.npy", "program_0.mlir", "xlafn_export.json"] {
+        let dir = temp_dir("planted");
+        std::os::unix::fs::symlink(&victim, dir.join(planted)).unwrap();
+        let e = cf.export(&dir, &[]).unwrap_err();
+        assert!(e.to_string().contains("already exists"), "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from(planted)]);
+    }
     // And where `xlafn run` writes its output.
     let dir = temp_dir("planted-cli");
     add_export(&dir);
