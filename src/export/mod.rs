@@ -1,23 +1,48 @@
 //! Layer: export (B27, the counterpart of SavedModel for concrete
 //! functions). `ConcreteFunction::export(dir)` writes a self-describing
 //! folder; `xlafn::load(dir)` runs it in any process, with no closure.
+//! Imports the function, lowering, runtime, tensor and variable layers.
 //!
-//! Layout of an export folder:
+//! Layout of an export folder (format version 2, see `manifest`):
 //! - `xlafn_export.json`: the manifest: format name and version, the
 //!   function's name and parameter names, input and output specs, one
-//!   program per specialization (StableHLO text files, with checksums), the
-//!   captured constants and variables (`.npy` files, with checksums), and
-//!   which results update which variable.
+//!   program per specialization (StableHLO text files), the captured
+//!   constants and variables (`.npy` files), each file with its size and
+//!   sha256, and which results update which variable.
+//! - `xlafn_export.json.sha256`: the manifest's sha256 (`sha256sum` format).
 //! - `program_N.mlir`: StableHLO for one set of concrete input shapes
 //!   (XLA compiles static shapes; unknown dims export one specialization
 //!   per requested shape).
 //! - `constant_N.npy`, `variable_N.npy`: captured values.
 //!
-//! Loading checks the version, every checksum and every shape before any
-//! byte reaches XLA, so damaged exports give errors, not crashes.
+//! An export folder is untrusted input: XLA aborts the process (or hangs)
+//! on some programs it is handed, and nothing in Rust can catch that. So
+//! loading checks everything before a byte reaches XLA, and damaged or
+//! crafted exports give errors, not crashes:
+//! - `files`: only regular files inside the folder, read with the sizes
+//!   the manifest promises; exports write only new files;
+//! - `manifest`: the digests (manifest included), then every index, name
+//!   and shape in the manifest;
+//! - `program_check`: each program uses only what xlafn emits, within
+//!   bounded size and nesting, every type within `dtype::check_array_size`;
+//!   here its `@main` signature is matched against the manifest's inputs,
+//!   captured values, outputs and updates;
+//! - `npy`: the `.npy` reader returns errors for any bytes.
+//!
+//! What a loaded export can still do is what any function can: compute
+//! for long (a `while` loop), use memory up to its types' sizes, and run
+//! host callbacks registered in the loading process (see SECURITY in the
+//! README).
 
 mod callbacks;
+mod files;
+mod manifest;
 pub mod npy;
+pub mod program_check;
+#[doc(hidden)]
+pub mod testing;
+
+pub use manifest::{FORMAT, SpecJson, VERSION};
 
 pub use callbacks::SuppliedCallbacks;
 
@@ -31,87 +56,27 @@ use crate::runtime::{Buffer, Client, CompileOptions, Executable, HostArray, Prog
 use crate::tensor::Tensor;
 use crate::trace::CaptureSource;
 use crate::variable::{VarRef, Variable};
-use serde::{Deserialize, Serialize};
+use files::io;
+use manifest::{
+    CaptureJson, DIGEST, MANIFEST, Manifest, ProgramJson, TensorFileJson, UpdateJson, parse_spec,
+    sha256_hex,
+};
+use program_check::Signature;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The manifest's format name and the version this build writes and reads.
-pub const FORMAT: &str = "xlafn.export";
-pub const VERSION: u32 = 1;
-const MANIFEST: &str = "xlafn_export.json";
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct SpecJson {
-    pub name: String,
-    pub dtype: String,
-    /// Dimensions (`null` = unknown); `None` for unknown rank.
-    pub shape: Option<Vec<Option<i64>>>,
+/// Reads the regular file at `path` (a final symlink is followed: this is
+/// for files a user names, such as the CLI's `--input`), refusing FIFOs,
+/// devices and files over `limit` bytes instead of hanging or filling
+/// memory.
+pub fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    files::read_limited(path, limit, true)
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct ProgramJson {
-    input_shapes: Vec<Vec<i64>>,
-    file: String,
-    checksum: String,
-    /// The traits its compile options follow, so that a loaded copy
-    /// computes bit for bit what the original did (absent in older
-    /// exports, which compiled with the defaults).
-    #[serde(default)]
-    light: bool,
-    #[serde(default)]
-    small_array_graph: bool,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct TensorFileJson {
-    name: String,
-    file: String,
-    checksum: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum CaptureJson {
-    Constant { index: usize },
-    Variable { index: usize },
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct UpdateJson {
-    variable: usize,
-    result: usize,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Manifest {
-    format: String,
-    version: u32,
-    name: String,
-    /// `FunctionOptions::implements` (absent in older exports).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    implements: Option<String>,
-    inputs: Vec<SpecJson>,
-    outputs: Vec<SpecJson>,
-    programs: Vec<ProgramJson>,
-    constants: Vec<TensorFileJson>,
-    variables: Vec<TensorFileJson>,
-    captures: Vec<CaptureJson>,
-    updates: Vec<UpdateJson>,
-    /// The host callbacks the programs call; their `callback_id`s are
-    /// indices into this list (see `callbacks`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    callbacks: Vec<callbacks::CallbackJson>,
-}
-
-fn checksum(bytes: &[u8]) -> String {
-    let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{h:016x}")
-}
-
-fn io(path: &Path, e: std::io::Error) -> Error {
-    Error::Value(format!("{}: {e}", path.display()))
+/// Writes `bytes` to a new file at `path`: an existing file or symlink
+/// there is an error, never overwritten or followed.
+pub fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    files::write_new(path, bytes)
 }
 
 fn spec_json(name: &str, spec: &TensorSpec) -> SpecJson {
@@ -131,14 +96,29 @@ fn host_of(t: &Tensor) -> Result<HostArray> {
     })
 }
 
-fn write_tensor(dir: &Path, file: String, name: String, t: &Tensor) -> Result<TensorFileJson> {
-    let bytes = npy::encode(&host_of(t)?)?;
-    std::fs::write(dir.join(&file), &bytes).map_err(|e| io(&dir.join(&file), e))?;
-    Ok(TensorFileJson {
-        name,
-        file,
-        checksum: checksum(&bytes),
-    })
+/// The files of an export, kept in memory until everything is computed,
+/// so an export that fails writes nothing (or removes what it wrote).
+#[derive(Default)]
+struct Pending {
+    files: Vec<(String, Vec<u8>)>,
+}
+
+impl Pending {
+    fn add(&mut self, file: String, bytes: Vec<u8>) -> (String, u64, String) {
+        let entry = (file.clone(), bytes.len() as u64, sha256_hex(&bytes));
+        self.files.push((file, bytes));
+        entry
+    }
+
+    fn tensor(&mut self, file: String, name: String, t: &Tensor) -> Result<TensorFileJson> {
+        let (file, size, sha256) = self.add(file, npy::encode(&host_of(t)?)?);
+        Ok(TensorFileJson {
+            name,
+            file,
+            size,
+            sha256,
+        })
+    }
 }
 
 impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
@@ -147,11 +127,13 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
     /// for (one program each); empty means the function's own input shapes,
     /// which must then be fully known. Parameters must be tensors or host
     /// literals (literals are baked in); variables are saved with their
-    /// current values and stay variables when loaded.
+    /// current values and stay variables when loaded. Files are created
+    /// new, so `dir` must not hold an earlier export: a file (or a planted
+    /// symlink) already there is an error, never overwritten.
     pub fn export(&self, dir: impl AsRef<Path>, shapes: &[Vec<Vec<i64>>]) -> Result<()> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let core = &self.core;
+        let mut pending = Pending::default();
         let mut inputs = Vec::new();
         for (name, ty) in core.arg_names.iter().zip(&core.function_type) {
             match ty {
@@ -173,8 +155,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
                 CaptureSource::Eager(b) => {
                     let t = Tensor::from_shared_buffer(b.clone());
                     let i = constants.len();
-                    constants.push(write_tensor(
-                        dir,
+                    constants.push(pending.tensor(
                         format!("constant_{i}.npy"),
                         format!("constant_{i}"),
                         &t,
@@ -185,8 +166,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
                 CaptureSource::Variable(r @ VarRef::Captured(_)) => {
                     let var = Variable::from_inner(r.resolve(&[], &core.name)?);
                     let i = variables.len();
-                    let file = write_tensor(
-                        dir,
+                    let file = pending.tensor(
                         format!("variable_{i}.npy"),
                         var.name().to_string(),
                         &var.try_read()?,
@@ -209,8 +189,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
                 None => {
                     let var = Variable::from_inner(r.resolve(&[], &core.name)?);
                     let i = variables.len();
-                    let file = write_tensor(
-                        dir,
+                    let file = pending.tensor(
                         format!("variable_{i}.npy"),
                         var.name().to_string(),
                         &var.try_read()?,
@@ -258,13 +237,16 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
             let aliases = core.variable_aliases(inputs.len());
             let lowered = lower::lower_with_slots(&core.graph, &specs, &aliases, |_| false)?;
             let text = declared.rewrite(&lowered.text)?;
+            // What `load` would refuse is refused now, with the same words,
+            // rather than in another process later.
+            program_check::check_program(&format!("program_{k}.mlir"), &text)?;
             let traits = program_traits(&lowered.size);
-            let file = format!("program_{k}.mlir");
-            std::fs::write(dir.join(&file), &text).map_err(|e| io(&dir.join(&file), e))?;
+            let (file, size, sha256) = pending.add(format!("program_{k}.mlir"), text.into_bytes());
             programs.push(ProgramJson {
                 input_shapes: set.clone(),
                 file,
-                checksum: checksum(text.as_bytes()),
+                size,
+                sha256,
                 light: traits.light,
                 small_array_graph: traits.small_array_graph,
             });
@@ -301,7 +283,25 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
         };
         let text =
             serde_json::to_string_pretty(&manifest).map_err(|e| Error::Value(e.to_string()))?;
-        std::fs::write(dir.join(MANIFEST), text).map_err(|e| io(&dir.join(MANIFEST), e))
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        // The manifest and its digest last: a folder without them is an
+        // unfinished export, refused by `load`.
+        let digest = manifest::digest_line(text.as_bytes());
+        pending.files.push((MANIFEST.into(), text.into_bytes()));
+        pending.files.push((DIGEST.into(), digest.into_bytes()));
+        let mut written = Vec::new();
+        for (file, bytes) in &pending.files {
+            let path = dir.join(file);
+            if let Err(e) = files::write_new(&path, bytes) {
+                // Only files this call created (`create_new`) are removed.
+                for p in written {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
+            written.push(path);
+        }
+        Ok(())
     }
 }
 
@@ -321,41 +321,100 @@ pub struct LoadedFunction {
     _callbacks: callbacks::Bound,
 }
 
-fn read_checked(dir: &Path, file: &str, sum: &str) -> Result<Vec<u8>> {
-    if file.contains('/') || file.contains("..") {
+/// Reads `file` of the export, which must have the size and sha256 the
+/// manifest gives.
+fn read_signed(dir: &Path, file: &str, size: u64, sha256: &str) -> Result<Vec<u8>> {
+    let bytes = files::read_exact_size(dir, file, size)?;
+    if sha256_hex(&bytes) != sha256 {
         return Err(Error::Value(format!(
-            "export: file name {file:?} leaves the export folder"
-        )));
-    }
-    let path = dir.join(file);
-    let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
-    if checksum(&bytes) != sum {
-        return Err(Error::Value(format!(
-            "export: {} is damaged (checksum mismatch)",
-            path.display()
+            "export: {} is damaged or was changed (sha256 mismatch)",
+            dir.join(file).display()
         )));
     }
     Ok(bytes)
 }
 
 fn load_tensor(dir: &Path, f: &TensorFileJson) -> Result<Tensor> {
-    let a = npy::decode(&read_checked(dir, &f.file, &f.checksum)?)?;
+    let a = npy::decode(&read_signed(dir, &f.file, f.size, &f.sha256)?)
+        .map_err(|e| Error::Value(format!("export: {}: {e}", f.file)))?;
     Tensor::from_host_bytes(a.dtype, &a.dims, &a.bytes)
 }
 
-fn parse_spec(s: &SpecJson) -> Result<(DType, Shape)> {
-    let dtype = DType::from_name(&s.dtype)?.check_compilable()?;
-    let shape = match &s.shape {
-        Some(d) => Shape::from_dims(d.clone()),
-        None => Shape::unknown_rank(),
-    };
-    Ok((dtype, shape))
+/// Errors unless a program's `@main` signature is the one the manifest
+/// implies: XLA's execute checks only byte sizes, so a program whose
+/// parameter is `f32` where the manifest says `i32` (or `[3, 1]` where it
+/// says `[3]`) would run and reinterpret the bits.
+fn check_signature(
+    p: &ProgramJson,
+    sig: &Signature,
+    params: &[ArraySpec],
+    m: &Manifest,
+    outputs: &[(DType, Shape)],
+    variables: &[Variable],
+) -> Result<()> {
+    let bad = |what: String| Error::Value(format!("export: {}: {what}", p.file));
+    if sig.params.len() != params.len() {
+        return Err(bad(format!(
+            "@main takes {} parameters; the manifest has {} inputs and captures",
+            sig.params.len(),
+            params.len()
+        )));
+    }
+    let inputs = m.inputs.len();
+    for (i, ((got, alias), want)) in sig.params.iter().zip(params).enumerate() {
+        if got != want {
+            return Err(bad(format!(
+                "parameter {i} of @main is {got}; the manifest and its files say {want}"
+            )));
+        }
+        if let Some(r) = alias {
+            let updated = match i.checked_sub(inputs).and_then(|c| m.captures.get(c)) {
+                Some(CaptureJson::Variable { index }) => m
+                    .updates
+                    .iter()
+                    .any(|u| u.variable == *index && u.result == *r),
+                _ => false,
+            };
+            if !updated {
+                return Err(bad(format!(
+                    "parameter {i} of @main is aliased to result {r}, which does not update it"
+                )));
+            }
+        }
+    }
+    if sig.results.len() != outputs.len() + m.updates.len() {
+        return Err(bad(format!(
+            "@main has {} results; the manifest has {} outputs and {} updates",
+            sig.results.len(),
+            outputs.len(),
+            m.updates.len()
+        )));
+    }
+    for (i, (got, (dtype, shape))) in sig.results.iter().zip(outputs).enumerate() {
+        if got.dtype != *dtype || !crate::ir::shape_is_subtype(&Shape::known(&got.dims), shape) {
+            return Err(bad(format!(
+                "result {i} of @main is {got}; the manifest says {dtype}{shape}"
+            )));
+        }
+    }
+    for u in &m.updates {
+        let v = &variables[u.variable];
+        let want = ArraySpec::new(v.dtype(), v.dims());
+        if sig.results[u.result] != want {
+            return Err(bad(format!(
+                "result {} of @main is {} but updates variable {} of type {want}",
+                u.result, sig.results[u.result], u.variable
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Loads an export folder written by `ConcreteFunction::export`, compiling
-/// its programs for the default device. Built-in callbacks (`print`,
-/// `check_numerics`) are bound to this process's; an export that calls a
-/// user callback needs [`load_with_callbacks`].
+/// its programs for the default device. Every check in the module docs
+/// runs first; only programs that pass them reach XLA. Built-in callbacks
+/// (`print`, `check_numerics`) are bound to this process's; an export that
+/// calls a user callback needs [`load_with_callbacks`].
 pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
     load_with_callbacks(dir, &[])
 }
@@ -367,28 +426,11 @@ pub fn load_with_callbacks(
     callbacks: SuppliedCallbacks,
 ) -> Result<LoadedFunction> {
     let dir = dir.as_ref();
-    let text =
-        std::fs::read_to_string(dir.join(MANIFEST)).map_err(|e| io(&dir.join(MANIFEST), e))?;
-    let m: Manifest = serde_json::from_str(&text)
-        .map_err(|e| Error::Value(format!("export: bad manifest: {e}")))?;
-    if m.format != FORMAT {
-        return Err(Error::Value(format!(
-            "export: format {:?} is not {FORMAT:?}",
-            m.format
-        )));
-    }
-    if m.version != VERSION {
-        return Err(Error::Value(format!(
-            "export: version {} cannot be loaded by this xlafn, which reads version {VERSION}",
-            m.version
-        )));
-    }
+    let m = manifest::read(dir)?;
     let input_specs: Vec<(DType, Shape)> =
         m.inputs.iter().map(parse_spec).collect::<Result<_>>()?;
-    m.outputs
-        .iter()
-        .map(parse_spec)
-        .collect::<Result<Vec<_>>>()?;
+    let output_specs: Vec<(DType, Shape)> =
+        m.outputs.iter().map(parse_spec).collect::<Result<_>>()?;
     let constants: Vec<Tensor> = m
         .constants
         .iter()
@@ -399,43 +441,35 @@ pub fn load_with_callbacks(
         .iter()
         .map(|f| Ok(Variable::try_new(load_tensor(dir, f)?)?.named(f.name.clone())))
         .collect::<Result<_>>()?;
+    // In range: `manifest::read` checked every index.
     let capture_specs: Vec<ArraySpec> = m
         .captures
         .iter()
-        .map(|c| {
-            let t = match c {
-                CaptureJson::Constant { index } => {
-                    constants.get(*index).map(|t| (t.dtype(), t.dims()))
-                }
-                CaptureJson::Variable { index } => variables
-                    .get(*index)
-                    .map(|v| (v.dtype(), v.dims().to_vec())),
-            };
-            t.map(|(d, dims)| ArraySpec::new(d, &dims))
-                .ok_or_else(|| Error::Value("export: capture index out of range".into()))
+        .map(|c| match c {
+            CaptureJson::Constant { index } => {
+                let t = &constants[*index];
+                ArraySpec::new(t.dtype(), &t.dims())
+            }
+            CaptureJson::Variable { index } => {
+                let v = &variables[*index];
+                ArraySpec::new(v.dtype(), v.dims())
+            }
         })
-        .collect::<Result<_>>()?;
-    if m.updates.iter().any(|u| u.variable >= variables.len()) {
-        return Err(Error::Value("export: update of an unknown variable".into()));
-    }
+        .collect();
     let client = Client::default_client()?;
     let bound = callbacks::Bound::bind(&m.callbacks, callbacks)?;
     let mut programs = Vec::new();
     for p in &m.programs {
-        if p.input_shapes.len() != input_specs.len() {
-            return Err(Error::Value(format!(
-                "export: {} has the wrong number of input shapes",
-                p.file
-            )));
-        }
         let mut params: Vec<ArraySpec> = input_specs
             .iter()
             .zip(&p.input_shapes)
             .map(|((d, _), dims)| ArraySpec::new(*d, dims))
             .collect();
         params.extend(capture_specs.iter().cloned());
-        let text = String::from_utf8(read_checked(dir, &p.file, &p.checksum)?)
+        let text = String::from_utf8(read_signed(dir, &p.file, p.size, &p.sha256)?)
             .map_err(|_| Error::Value(format!("export: {} is not text", p.file)))?;
+        let sig = program_check::check_program(&p.file, &text)?;
+        check_signature(p, &sig, &params, &m, &output_specs, &variables)?;
         let text = bound.rewrite(&text, &p.file)?;
         let traits = ProgramTraits {
             light: p.light,

@@ -3,7 +3,7 @@
 //! raw 16-bit values with the descriptor `<V2`-free name `bfloat16`
 //! (NumPy itself has no bf16; ml_dtypes reads such files).
 
-use crate::dtype::DType;
+use crate::dtype::{DType, check_array_size};
 use crate::error::{Error, Result};
 use crate::runtime::HostArray;
 
@@ -32,7 +32,7 @@ fn dtype_of(descr: &str) -> Result<DType> {
     DType::NUMERIC_AND_BOOL
         .into_iter()
         .find(|d| self::descr(*d).ok() == Some(descr))
-        .ok_or_else(|| Error::Value(format!("unsupported .npy dtype {descr:?}")))
+        .ok_or_else(|| bad(&format!("unsupported dtype {descr:?}")))
 }
 
 /// Encodes an array as `.npy` bytes.
@@ -65,18 +65,163 @@ pub fn encode(a: &HostArray) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn field<'a>(header: &'a str, key: &str) -> Result<&'a str> {
-    let start = header
-        .find(&format!("'{key}':"))
-        .ok_or_else(|| bad(&format!("no '{key}' in the header")))?;
-    Ok(header[start + key.len() + 3..].trim_start())
-}
-
 fn bad(why: &str) -> Error {
     Error::Value(format!("not a valid .npy file: {why}"))
 }
 
+/// The longest header accepted; NumPy itself refuses headers over 10 000
+/// bytes unless told otherwise, so this costs real files nothing.
+const MAX_HEADER: usize = 1 << 16;
+
+/// The values of an `.npy` header: the three keys NumPy writes.
+#[derive(Default)]
+struct Header {
+    descr: Option<String>,
+    fortran_order: Option<bool>,
+    shape: Option<Vec<i64>>,
+}
+
+/// A cursor over the header, a Python dict literal such as
+/// `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`. Written
+/// as a small parser rather than string searches so that any byte sequence
+/// ends in a value or an error naming what was expected, never a panic.
+struct Cursor<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn skip_space(&mut self) {
+        while self
+            .text
+            .get(self.at)
+            .is_some_and(|b| *b == b' ' || *b == b'\n')
+        {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_space();
+        self.text.get(self.at).copied()
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        if self.peek() == Some(b) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, b: u8) -> Result<()> {
+        if self.eat(b) {
+            Ok(())
+        } else {
+            Err(bad(&format!("expected '{}' in the header", b as char)))
+        }
+    }
+
+    /// A single-quoted string without escapes (NumPy's keys and dtype
+    /// descriptors never need them).
+    fn string(&mut self) -> Result<String> {
+        self.expect(b'\'')?;
+        let start = self.at;
+        while let Some(b) = self.text.get(self.at) {
+            match b {
+                b'\'' if self.at - start > 64 => {
+                    return Err(bad("a header string is longer than 64 bytes"));
+                }
+                b'\'' => {
+                    self.at += 1;
+                    return Ok(String::from_utf8_lossy(&self.text[start..self.at - 1]).into());
+                }
+                b'\\' => return Err(bad("escapes in header strings are not supported")),
+                _ => self.at += 1,
+            }
+        }
+        Err(bad("unterminated string in the header"))
+    }
+
+    fn word(&mut self) -> &[u8] {
+        self.skip_space();
+        let start = self.at;
+        while self
+            .text
+            .get(self.at)
+            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        {
+            self.at += 1;
+        }
+        &self.text[start..self.at]
+    }
+
+    fn boolean(&mut self) -> Result<bool> {
+        match self.word() {
+            b"True" => Ok(true),
+            b"False" => Ok(false),
+            _ => Err(bad("expected True or False in the header")),
+        }
+    }
+
+    /// `()`, `(3,)`, `(2, 3)`: non-negative decimal dimensions.
+    fn shape(&mut self) -> Result<Vec<i64>> {
+        self.expect(b'(')?;
+        let mut dims = Vec::new();
+        loop {
+            if self.eat(b')') {
+                return Ok(dims);
+            }
+            let digits = self.word();
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return Err(bad(
+                    "a dimension of the shape is not a non-negative integer",
+                ));
+            }
+            let d = std::str::from_utf8(digits)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+                .ok_or_else(|| bad("a dimension of the shape is too large"))?;
+            dims.push(d);
+            if dims.len() > 64 {
+                return Err(bad("the shape has more than 64 dimensions"));
+            }
+            if !self.eat(b',') && self.peek() != Some(b')') {
+                return Err(bad("expected ',' or ')' in the shape"));
+            }
+        }
+    }
+
+    fn header(&mut self) -> Result<Header> {
+        let mut h = Header::default();
+        self.expect(b'{')?;
+        while !self.eat(b'}') {
+            let key = self.string()?;
+            self.expect(b':')?;
+            let repeated = match key.as_str() {
+                "descr" => h.descr.replace(self.string()?).is_some(),
+                "fortran_order" => h.fortran_order.replace(self.boolean()?).is_some(),
+                "shape" => h.shape.replace(self.shape()?).is_some(),
+                other => return Err(bad(&format!("unknown header key {other:?}"))),
+            };
+            if repeated {
+                return Err(bad(&format!("header key {key:?} appears twice")));
+            }
+            if !self.eat(b',') && self.peek() != Some(b'}') {
+                return Err(bad("expected ',' or '}' in the header"));
+            }
+        }
+        if self.peek().is_some() {
+            return Err(bad("text after the header's closing '}'"));
+        }
+        Ok(h)
+    }
+}
+
 /// Decodes `.npy` bytes, checking the header against the data length.
+/// Any input gives an array or an error, never a panic (a proptest checks
+/// it), because `.npy` files come from exports and command lines.
 pub fn decode(bytes: &[u8]) -> Result<HostArray> {
     let rest = bytes
         .strip_prefix(MAGIC)
@@ -93,32 +238,38 @@ pub fn decode(bytes: &[u8]) -> Result<HostArray> {
         }
         v => return Err(bad(&format!("unknown version {v}"))),
     };
+    if len > MAX_HEADER {
+        return Err(bad(&format!(
+            "the header has {len} bytes, over {MAX_HEADER}"
+        )));
+    }
     let (header, data) = rest
         .split_at_checked(len)
         .ok_or_else(|| bad("truncated header"))?;
-    let header = std::str::from_utf8(header).map_err(|_| bad("header is not text"))?;
-    let descr = field(header, "descr")?.trim_start_matches('\'');
-    let dtype = dtype_of(&descr[..descr.find('\'').ok_or_else(|| bad("bad descr"))?])?;
-    if field(header, "fortran_order")?.starts_with("True") {
+    if !header.is_ascii() {
+        return Err(bad("the header is not ASCII text"));
+    }
+    let h = Cursor {
+        text: header,
+        at: 0,
+    }
+    .header()?;
+    let descr = h.descr.ok_or_else(|| bad("no 'descr' in the header"))?;
+    let dtype = dtype_of(&descr)?;
+    if h.fortran_order
+        .ok_or_else(|| bad("no 'fortran_order' in the header"))?
+    {
         return Err(bad("Fortran-ordered arrays are not supported"));
     }
-    let shape = field(header, "shape")?;
-    let shape = &shape[1..shape.find(')').ok_or_else(|| bad("bad shape"))?];
-    let dims: Vec<i64> = shape
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<i64>().map_err(|_| bad("bad shape")))
-        .collect::<Result<_>>()?;
-    if dims.iter().any(|d| *d < 0) {
-        return Err(bad("negative dimension"));
-    }
-    let count = dims
+    let dims = h.shape.ok_or_else(|| bad("no 'shape' in the header"))?;
+    check_array_size(dtype, &dims).map_err(|e| bad(&e.to_string()))?;
+    let size = dims
         .iter()
-        .try_fold(1i64, |a, d| a.checked_mul(*d))
+        .try_fold(dtype.size_in_bytes()? as u64, |a, d| {
+            a.checked_mul(*d as u64)
+        })
         .ok_or_else(|| bad("shape too large"))?;
-    let size = (count as u128) * dtype.size_in_bytes()? as u128;
-    if size != data.len() as u128 {
+    if size != data.len() as u64 {
         return Err(bad(&format!(
             "shape {dims:?} of {dtype} needs {size} bytes, the file has {}",
             data.len()
@@ -134,6 +285,7 @@ pub fn decode(bytes: &[u8]) -> Result<HostArray> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn round_trips_and_rejects_damage() {
@@ -146,7 +298,86 @@ mod tests {
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode(b"garbage").is_err());
         for cut in 0..80 {
-            let _ = decode(&bytes[..cut.min(bytes.len())]);
+            assert!(decode(&bytes[..cut.min(bytes.len())]).is_err());
+        }
+    }
+
+    /// `.npy` bytes with `header` as the (version 1) header and `data`.
+    fn with_header(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend([1u8, 0]);
+        out.extend((header.len() as u16).to_le_bytes());
+        out.extend(header.as_bytes());
+        out.extend(data);
+        out
+    }
+
+    #[test]
+    fn malformed_headers_are_errors() {
+        for header in [
+            "{'descr': '<f4', 'fortran_order': False, 'shape': )3,(, }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (\u{e9}3,), }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\u{2603}",
+            "{'descr': '<f\u{e9}', 'fortran_order': False, 'shape': (3,), }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (-3,), }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'shape': (3,)}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)",
+            "{'descr': '<f4', 'fortran_order': False}",
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (3,), }",
+            "{'descr: '<f4', 'fortran_order': False, 'shape': (3,), }",
+            "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }",
+            "",
+        ] {
+            let e = decode(&with_header(header, &[0; 12])).unwrap_err();
+            assert!(
+                e.to_string().contains("not a valid .npy file"),
+                "{header:?}: {e}"
+            );
+        }
+        let ok = "{'shape': (3,), 'fortran_order': False, 'descr': '<f4'}   \n";
+        assert_eq!(decode(&with_header(ok, &[0; 12])).unwrap().dims, vec![3]);
+    }
+
+    fn dtypes() -> impl Strategy<Value = DType> {
+        proptest::sample::select(DType::NUMERIC_AND_BOOL.to_vec())
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_decode_to_a_value_or_an_error(
+            bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let _ = decode(&bytes);
+        }
+
+        #[test]
+        fn any_header_text_decodes_to_a_value_or_an_error(
+            header in "[{}()',: 0-9a-z_<>TF\u{e9}\u{2603}-]{0,80}",
+            data in proptest::collection::vec(any::<u8>(), 0..32),
+        ) {
+            let _ = decode(&with_header(&header, &data));
+        }
+
+        #[test]
+        fn damaged_valid_files_decode_to_a_value_or_an_error(
+            dtype in dtypes(),
+            dims in proptest::collection::vec(0i64..4, 0..4),
+            at in any::<usize>(),
+            to in any::<u8>(),
+        ) {
+            let n: i64 = dims.iter().product();
+            let width = dtype.size_in_bytes().unwrap();
+            let a = HostArray { dtype, dims, bytes: vec![1; n as usize * width] };
+            let mut bytes = encode(&a).unwrap();
+            prop_assert_eq!(decode(&bytes).unwrap(), a);
+            let i = at % bytes.len();
+            bytes[i] = to;
+            if let Ok(b) = decode(&bytes) {
+                let n: i64 = b.dims.iter().product();
+                prop_assert_eq!(b.bytes.len(), n as usize * b.dtype.size_in_bytes().unwrap());
+            }
         }
     }
 }

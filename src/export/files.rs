@@ -1,0 +1,172 @@
+//! Layer: export (file access). Every byte an export is read from or
+//! written to goes through here, so the rules that keep a hostile folder
+//! from reaching outside itself live in one place:
+//!
+//! - names are plain file names of the shapes export writes (no `/`, no
+//!   `..`, no hidden files), so a manifest cannot point at `/etc/passwd`;
+//! - files are opened without following a final symlink and without
+//!   blocking (`O_NOFOLLOW | O_NONBLOCK`), then `fstat`ed to be regular
+//!   files, so a link to `/dev/zero` or a FIFO is refused instead of read
+//!   forever or waited on;
+//! - reads are bounded by the size the manifest promises (plus one byte to
+//!   notice a longer file), so a damaged size cannot exhaust memory;
+//! - writes create new files (`create_new`), so a symlink planted where an
+//!   output will go cannot redirect the write onto a victim file.
+
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// The error for an I/O failure on `path`.
+pub(crate) fn io(path: &Path, e: std::io::Error) -> Error {
+    Error::Value(format!("{}: {e}", path.display()))
+}
+
+/// Errors unless `name` is a file name export could have written:
+/// letters, digits, `_` and `-`, then one of the given extensions. The
+/// narrow shape is the point: nothing that resolves outside the folder or
+/// to a hidden or special name passes.
+pub(crate) fn check_name(name: &str, extensions: &[&str]) -> Result<()> {
+    let ok = name.len() <= 128
+        && name.split_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && stem
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                && extensions.contains(&ext)
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Value(format!(
+            "export: file name {name:?} is not a plain file name ending in .{}",
+            extensions.join(" or .")
+        )))
+    }
+}
+
+/// Opens `path` for reading without following a final symlink and
+/// without blocking on a FIFO, and checks that it is a regular file.
+/// `follow` allows a final symlink (for files a user names on the command
+/// line, where a link is their own choice; the regular-file check stays).
+fn open_regular(path: &Path, follow: bool) -> Result<(File, u64)> {
+    let mut flags = libc::O_NONBLOCK;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::Value(format!(
+                "{}: is a symbolic link; export files must be regular files inside the folder",
+                path.display()
+            )),
+            _ => io(path, e),
+        })?;
+    // `File::metadata` is an fstat of the open descriptor: it describes the
+    // file we will read, not whatever the name points at by now.
+    let meta = file.metadata().map_err(|e| io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Value(format!(
+            "{}: is not a regular file",
+            path.display()
+        )));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Reads at most `limit + 1` bytes, so a file that grows while read (or
+/// lies about its size) is noticed without reading all of it.
+fn read_bounded(path: &Path, file: File, limit: u64) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(path, e))?;
+    Ok(bytes)
+}
+
+/// Reads the regular file `dir/name` that must be exactly `size` bytes.
+pub(crate) fn read_exact_size(dir: &Path, name: &str, size: u64) -> Result<Vec<u8>> {
+    let path = dir.join(name);
+    let (file, len) = open_regular(&path, false)?;
+    if len != size {
+        return Err(Error::Value(format!(
+            "export: {} is damaged: it has {len} bytes, the manifest says {size}",
+            path.display()
+        )));
+    }
+    let bytes = read_bounded(&path, file, size)?;
+    if bytes.len() as u64 != size {
+        return Err(Error::Value(format!(
+            "export: {} changed size while it was read",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Reads the regular file `path` of at most `limit` bytes.
+pub(crate) fn read_limited(path: &Path, limit: u64, follow: bool) -> Result<Vec<u8>> {
+    let (file, len) = open_regular(path, follow)?;
+    let too_big = || {
+        Error::Value(format!(
+            "{}: is larger than the {limit} bytes allowed here",
+            path.display()
+        ))
+    };
+    if len > limit {
+        return Err(too_big());
+    }
+    let bytes = read_bounded(path, file, limit)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(bytes)
+}
+
+/// Writes `bytes` to a new file at `path`; an existing file (or a symlink)
+/// there is an error, never overwritten or followed.
+pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => Error::Value(format!(
+                "{}: already exists; xlafn writes only new files (choose an empty folder)",
+                path.display()
+            )),
+            _ => io(path, e),
+        })?;
+    file.write_all(bytes).map_err(|e| io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_plain_file_names() {
+        for good in ["program_0.mlir", "constant_12.npy", "a-b.npy"] {
+            check_name(good, &["mlir", "npy"]).unwrap();
+        }
+        for bad in [
+            "",
+            ".npy",
+            "../x.npy",
+            "/etc/passwd",
+            "a/b.npy",
+            "x.npy.npy",
+            "x.txt",
+            "x",
+            "x .npy",
+            "é.npy",
+        ] {
+            assert!(check_name(bad, &["mlir", "npy"]).is_err(), "{bad:?}");
+        }
+    }
+}

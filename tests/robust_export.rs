@@ -1,0 +1,875 @@
+//! Hostile export folders: every way a crafted or damaged export crashed,
+//! hung or misled the loader and the `xlafn` tool (issue 13) ends in an
+//! error here. Cases that aborted or hung the process run in a child
+//! process with a timeout (the test binary re-run on one test, or the
+//! `xlafn` binary), so a regression fails one test instead of the run.
+//!
+//! Crafted folders are re-signed with `xlafn::export::testing::resign`, so
+//! the damage reaches the checks behind the digests.
+
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use xlafn::export::npy;
+use xlafn::export::testing::{mutable_files, mutate, resign};
+use xlafn::prelude::*;
+use xlafn::runtime::HostArray;
+
+const CHILD: &str = "XLAFN_ROBUST_CHILD";
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xlafn-robust-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `cmd` to completion or kills it after `secs`; panics (failing the
+/// test) on a timeout, with what it printed so far.
+fn run_with_timeout(cmd: &mut Command, secs: u64) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} did not finish in {secs} s (hang?); stderr: {}",
+                String::from_utf8_lossy(&err.join().unwrap())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Runs `body` in a child process (this test binary, filtered to the test
+/// `name`) with a timeout, and fails unless the child passes: an abort, a
+/// stack overflow or a hang inside XLA fails this test only.
+fn isolated(name: &str, secs: u64, body: impl FnOnce()) {
+    if std::env::var(CHILD).as_deref() == Ok(name) {
+        body();
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = run_with_timeout(
+        Command::new(exe)
+            .args([name, "--exact", "--test-threads=1", "--nocapture"])
+            .env(CHILD, name),
+        secs,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child for {name} failed ({:?}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `xlafn ARGS` with a timeout.
+fn cli(args: &[&std::ffi::OsStr]) -> Output {
+    run_with_timeout(Command::new(env!("CARGO_BIN_EXE_xlafn")).args(args), 60)
+}
+
+fn cli_str(args: &[&str]) -> Output {
+    cli(&args.iter().map(std::ffi::OsStr::new).collect::<Vec<_>>())
+}
+
+/// A function `x + c` with a captured constant `c = [10, 20, 30]`, for
+/// `x: f32[3]`.
+fn add_export(dir: &Path) {
+    let c = Tensor::vector(&[10f32, 20., 30.]).unwrap();
+    let f = FunctionOptions::new()
+        .name("add")
+        .arg_names(&["x"])
+        .build(move |x: Tensor| &x + &c);
+    let x = Tensor::vector(&[1f32, 2., 3.]).unwrap();
+    f.get_concrete_function((&x,))
+        .unwrap()
+        .export(dir, &[])
+        .unwrap();
+}
+
+/// A training step with a variable `w` and a while loop, for `x: f32[2]`,
+/// `y: f32[]`: results are the loss, then `w`'s update.
+fn train_export(dir: &Path) {
+    let w = Variable::new(Tensor::vector(&[0.5f32, -0.5]).unwrap());
+    let step = FunctionOptions::new()
+        .name("step")
+        .arg_names(&["x", "y"])
+        .build(move |x: Tensor, y: Tensor| -> Result<Tensor> {
+            let tape = GradientTape::new();
+            let loss = x
+                .mul(&w.read())?
+                .reduce_sum(&[], false)?
+                .sub(&y)?
+                .square()?;
+            let g = tape.gradient(&loss, &[(&w).into()])?;
+            w.assign_sub(&g[0].clone().unwrap().mul_scalar(0.1)?)?;
+            let n = Tensor::scalar(3i32);
+            for_range(0, &n, 1, loss, |_i, l: Tensor| &l * 0.5)
+        });
+    let x = Tensor::vector(&[1f32, 2.0]).unwrap();
+    let y = Tensor::scalar(3f32);
+    step.get_concrete_function((&x, &y))
+        .unwrap()
+        .export(dir, &[])
+        .unwrap();
+}
+
+fn x3() -> Tensor {
+    Tensor::vector(&[1f32, 2., 3.]).unwrap()
+}
+
+/// Replaces the first `from` in `dir/file` with `to` (which must change
+/// it) and re-signs the folder.
+fn edit(dir: &Path, file: &str, from: &str, to: &str) {
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{from:?} not in {file}:\n{text}");
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    resign(dir).unwrap();
+}
+
+/// Inserts `line` into the body of `program_0.mlir` (before its return)
+/// and re-signs.
+fn insert_op(dir: &Path, line: &str) {
+    edit(
+        dir,
+        "program_0.mlir",
+        "  \"func.return\"",
+        &format!("  {line}\n  \"func.return\""),
+    );
+}
+
+fn load_err(dir: &Path) -> String {
+    match xlafn::load(dir) {
+        Ok(_) => panic!("{} loaded", dir.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+// ------------------------------------------------------- programs (XLA)
+
+#[test]
+fn huge_types_in_programs_are_refused_before_xla() {
+    isolated("huge_types_in_programs_are_refused_before_xla", 120, || {
+        let dir = temp_dir("huge");
+        add_export(&dir);
+        let huge = "tensor<2305843009213693952xf32>";
+        insert_op(
+            &dir,
+            &format!(
+                "%big = \"stablehlo.constant\"() {{value = dense<0x00000000> : {huge}}} : () -> {huge}"
+            ),
+        );
+        let e = load_err(&dir);
+        assert!(
+            e.contains("too large") && e.contains("program_0.mlir"),
+            "{e}"
+        );
+        // The same type in the signature, manifest unchanged.
+        let dir = temp_dir("huge-sig");
+        add_export(&dir);
+        edit(
+            &dir,
+            "program_0.mlir",
+            "%arg0: tensor<3xf32>",
+            &format!("%arg0: {huge}"),
+        );
+        assert!(load_err(&dir).contains("too large"));
+        // And in the manifest's own shapes.
+        let dir = temp_dir("huge-manifest");
+        add_export(&dir);
+        edit(
+            &dir,
+            "xlafn_export.json",
+            "[\n        3\n      ]",
+            "[2305843009213693952]",
+        );
+        let e = load_err(&dir);
+        assert!(e.contains("too large"), "{e}");
+    });
+}
+
+#[test]
+fn custom_calls_to_xla_targets_are_refused() {
+    isolated("custom_calls_to_xla_targets_are_refused", 120, || {
+        for target in ["TopK", "SliceToDynamic"] {
+            let dir = temp_dir(target);
+            add_export(&dir);
+            insert_op(
+                &dir,
+                &format!(
+                    "%cc:2 = \"stablehlo.custom_call\"(%arg0) {{call_target_name = \"{target}\", \
+                     api_version = 4 : i32, has_side_effect = false, backend_config = \
+                     {{callback_id = 0 : i64}}}} : (tensor<3xf32>) -> (tensor<1xf32>, tensor<1xi32>)"
+                ),
+            );
+            let e = load_err(&dir);
+            assert!(
+                e.contains("custom_call target") && e.contains(target),
+                "{e}"
+            );
+        }
+    });
+}
+
+#[test]
+fn infeed_and_outfeed_are_refused() {
+    isolated("infeed_and_outfeed_are_refused", 120, || {
+        for (op, named) in [
+            (
+                "%t = \"stablehlo.create_token\"() : () -> !stablehlo.token",
+                "op \"stablehlo.create_token\"",
+            ),
+            (
+                "%i:2 = \"stablehlo.infeed\"(%t) : (!stablehlo.token) -> (tensor<3xf32>, !stablehlo.token)",
+                "op \"stablehlo.infeed\"",
+            ),
+            (
+                "%o = \"stablehlo.outfeed\"(%arg0, %t) : (tensor<3xf32>, !stablehlo.token) -> !stablehlo.token",
+                "op \"stablehlo.outfeed\"",
+            ),
+            (
+                "%o = stablehlo.outfeed %arg0, %t : (tensor<3xf32>, !stablehlo.token) -> !stablehlo.token",
+                "'stablehlo.outfeed'",
+            ),
+        ] {
+            let dir = temp_dir("feed");
+            add_export(&dir);
+            insert_op(&dir, op);
+            let e = load_err(&dir);
+            assert!(
+                e.contains(named) && e.contains("xlafn loads only the StableHLO it writes"),
+                "{e}"
+            );
+        }
+    });
+}
+
+#[test]
+fn deep_nesting_is_refused() {
+    isolated("deep_nesting_is_refused", 120, || {
+        let dir = temp_dir("nest");
+        add_export(&dir);
+        let path = dir.join("program_0.mlir");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let nested = format!(
+            "{}{text}{}",
+            "module {\n".repeat(20_000),
+            "}\n".repeat(20_000)
+        );
+        std::fs::write(&path, nested).unwrap();
+        resign(&dir).unwrap();
+        let e = load_err(&dir);
+        assert!(e.contains("'module'"), "{e}");
+        // Nesting inside @main.
+        let dir = temp_dir("nest-body");
+        add_export(&dir);
+        let region = format!(
+            "%n = \"stablehlo.if\"(%c) {} : (tensor<i1>) -> tensor<f32>",
+            "({".repeat(10_000) + &"})".repeat(10_000)
+        );
+        insert_op(&dir, &region);
+        assert!(load_err(&dir).contains("nest deeper"));
+    });
+}
+
+// ----------------------------------------- signatures against the manifest
+
+#[test]
+fn a_manifest_dtype_edit_is_refused() {
+    isolated("a_manifest_dtype_edit_is_refused", 120, || {
+        let dir = temp_dir("dtype");
+        add_export(&dir);
+        edit(
+            &dir,
+            "xlafn_export.json",
+            "\"dtype\": \"f32\"",
+            "\"dtype\": \"i32\"",
+        );
+        let e = load_err(&dir);
+        assert!(
+            e.contains("parameter 0 of @main is f32[3]") && e.contains("i32[3]"),
+            "{e}"
+        );
+    });
+}
+
+#[test]
+fn a_constant_of_another_dtype_is_refused() {
+    isolated("a_constant_of_another_dtype_is_refused", 120, || {
+        let dir = temp_dir("const-dtype");
+        add_export(&dir);
+        let ints = HostArray::from_vec(vec![10i32, 20, 30], &[3]);
+        std::fs::write(dir.join("constant_0.npy"), npy::encode(&ints).unwrap()).unwrap();
+        resign(&dir).unwrap();
+        let e = load_err(&dir);
+        assert!(
+            e.contains("parameter 1 of @main is f32[3]") && e.contains("i32[3]"),
+            "{e}"
+        );
+    });
+}
+
+#[test]
+fn a_program_for_another_shape_is_refused() {
+    isolated("a_program_for_another_shape_is_refused", 120, || {
+        // The program takes [3, 1] where the manifest says [3].
+        let dir = temp_dir("shape");
+        add_export(&dir);
+        let path = dir.join("program_0.mlir");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("tensor<3xf32>", "tensor<3x1xf32>");
+        std::fs::write(&path, text).unwrap();
+        resign(&dir).unwrap();
+        let e = load_err(&dir);
+        assert!(e.contains("parameter 0 of @main is f32[3,1]"), "{e}");
+        // A manifest whose program shapes do not fit its input specs.
+        let dir = temp_dir("shape-manifest");
+        add_export(&dir);
+        edit(
+            &dir,
+            "xlafn_export.json",
+            "\"input_shapes\": [\n        [\n          3\n        ]",
+            "\"input_shapes\": [[4]",
+        );
+        let e = load_err(&dir);
+        assert!(e.contains("declared (3,)"), "{e}");
+    });
+}
+
+#[test]
+fn results_must_match_outputs_and_updates() {
+    isolated("results_must_match_outputs_and_updates", 120, || {
+        let dir = temp_dir("out-dtype");
+        add_export(&dir);
+        let path = dir.join("xlafn_export.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let at = text.find("\"outputs\"").unwrap();
+        let edited = format!(
+            "{}{}",
+            &text[..at],
+            text[at..].replacen("\"dtype\": \"f32\"", "\"dtype\": \"i32\"", 1)
+        );
+        std::fs::write(&path, edited).unwrap();
+        resign(&dir).unwrap();
+        let e = load_err(&dir);
+        assert!(e.contains("result 0 of @main is f32[3]"), "{e}");
+    });
+}
+
+// ------------------------------------------------------------ the manifest
+
+#[test]
+fn any_unsigned_change_is_refused() {
+    let dir = temp_dir("unsigned");
+    train_export(&dir);
+    xlafn::load(&dir).unwrap();
+    for file in mutable_files(&dir).unwrap() {
+        let original = std::fs::read(&file).unwrap();
+        let mut flipped = original.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 1;
+        std::fs::write(&file, &flipped).unwrap();
+        let e = load_err(&dir);
+        assert!(
+            e.contains("sha256") || e.contains("bytes"),
+            "{}: {e}",
+            file.display()
+        );
+        std::fs::write(&file, &original).unwrap();
+    }
+    std::fs::remove_file(dir.join("xlafn_export.json.sha256")).unwrap();
+    assert!(load_err(&dir).contains("xlafn_export.json.sha256"));
+}
+
+#[test]
+fn a_flipped_update_index_is_refused() {
+    isolated("a_flipped_update_index_is_refused", 120, || {
+        let dir = temp_dir("update");
+        train_export(&dir);
+        let x = Tensor::vector(&[1f32, 2.0]).unwrap();
+        let y = Tensor::scalar(3f32);
+        let loaded = xlafn::load(&dir).unwrap();
+        assert_eq!(loaded.call(&[&x, &y]).unwrap().len(), 1);
+        let path = dir.join("xlafn_export.json");
+        let good = std::fs::read_to_string(&path).unwrap();
+        assert!(good.contains("\"result\": 1"), "{good}");
+        // Unsigned, the flip fails the digest; signed again, the index check.
+        std::fs::write(&path, good.replace("\"result\": 1", "\"result\": 4")).unwrap();
+        assert!(load_err(&dir).contains("sha256"));
+        for (bad, why) in [
+            ("\"result\": 4", "outside the update results"),
+            ("\"result\": 0", "outside the update results"),
+            (
+                "\"result\": 18446744073709551615",
+                "outside the update results",
+            ),
+        ] {
+            std::fs::write(&path, good.replace("\"result\": 1", bad)).unwrap();
+            resign(&dir).unwrap();
+            let e = load_err(&dir);
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        // Two updates of one variable.
+        let twice = good.replace(
+            "\"updates\": [",
+            "\"updates\": [{\"variable\": 0, \"result\": 2},",
+        );
+        std::fs::write(&path, twice).unwrap();
+        resign(&dir).unwrap();
+        assert!(load_err(&dir).contains("updated twice"));
+        // An index of a variable that does not exist, and a capture of one.
+        std::fs::write(&path, good.replace("\"variable\": 0", "\"variable\": 7")).unwrap();
+        resign(&dir).unwrap();
+        assert!(load_err(&dir).contains("unknown variable 7"));
+        std::fs::write(&path, good.replace("\"index\": 0", "\"index\": 9")).unwrap();
+        resign(&dir).unwrap();
+        assert!(load_err(&dir).contains("out of range"));
+    });
+}
+
+#[test]
+fn older_and_newer_versions_are_refused_by_name() {
+    let dir = temp_dir("versions");
+    add_export(&dir);
+    let path = dir.join("xlafn_export.json");
+    let good = std::fs::read_to_string(&path).unwrap();
+    let v = format!("\"version\": {}", xlafn::export::VERSION);
+    std::fs::write(&path, good.replace(&v, "\"version\": 1")).unwrap();
+    std::fs::remove_file(dir.join("xlafn_export.json.sha256")).unwrap();
+    assert!(load_err(&dir).contains("version 1 exports"));
+    std::fs::write(&path, good.replace(&v, "\"version\": 3")).unwrap();
+    resign(&dir).unwrap();
+    assert!(load_err(&dir).contains("version 3 cannot be loaded"));
+}
+
+// ------------------------------------------------------------ .npy files
+
+#[test]
+fn malformed_npy_headers_are_errors_in_exports_and_the_cli() {
+    let bad_headers = [
+        "{'descr': '<f4', 'fortran_order': False, 'shape': )3,(, }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (\u{e9},), }",
+    ];
+    for header in bad_headers {
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend((header.len() as u16).to_le_bytes());
+        bytes.extend(header.as_bytes());
+        bytes.extend([0u8; 12]);
+        assert!(npy::decode(&bytes).is_err());
+
+        let dir = temp_dir("npy");
+        add_export(&dir);
+        std::fs::write(dir.join("constant_0.npy"), &bytes).unwrap();
+        resign(&dir).unwrap();
+        let e = load_err(&dir);
+        assert!(
+            e.contains("constant_0.npy") && e.contains("not a valid .npy"),
+            "{e}"
+        );
+
+        let good = temp_dir("npy-cli");
+        add_export(&good);
+        let input = good.join("x.npy");
+        std::fs::write(&input, &bytes).unwrap();
+        let out = cli_str(&[
+            "run",
+            good.to_str().unwrap(),
+            "--input",
+            &format!("x={}", input.display()),
+            "--output-dir",
+            good.join("out").to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("not a valid .npy"), "{stderr}");
+    }
+}
+
+// ----------------------------------------------------------------- files
+
+#[test]
+fn export_files_must_be_regular_files_in_the_folder() {
+    isolated(
+        "export_files_must_be_regular_files_in_the_folder",
+        60,
+        || {
+            let secret = "root:x:0:0";
+            let victim = temp_dir("secret").join("passwd");
+            std::fs::write(&victim, format!("{secret}\n")).unwrap();
+            // A symlink out of the folder: refused, its content never shown.
+            let dir = temp_dir("symlink");
+            add_export(&dir);
+            std::fs::remove_file(dir.join("constant_0.npy")).unwrap();
+            std::os::unix::fs::symlink(&victim, dir.join("constant_0.npy")).unwrap();
+            resign(&dir).unwrap();
+            let e = load_err(&dir);
+            assert!(e.contains("symbolic link") && !e.contains(secret), "{e}");
+            // A manifest naming a file outside the folder.
+            let dir = temp_dir("escape");
+            add_export(&dir);
+            let path = dir.join("xlafn_export.json");
+            let text = std::fs::read_to_string(&path).unwrap().replace(
+                "\"constant_0.npy\"",
+                &format!("{:?}", victim.display().to_string()),
+            );
+            std::fs::write(&path, text).unwrap();
+            resign(&dir).unwrap();
+            let e = load_err(&dir);
+            assert!(
+                e.contains("not a plain file name") && !e.contains(secret),
+                "{e}"
+            );
+            // A FIFO (which blocked the loader) and /dev/zero (read until the
+            // process was killed), each signed first and then swapped in.
+            for (tag, make) in [
+                (
+                    "fifo",
+                    Box::new(|p: &Path| {
+                        assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+                    }) as Box<dyn Fn(&Path)>,
+                ),
+                (
+                    "zero",
+                    Box::new(|p: &Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap()),
+                ),
+            ] {
+                for file in ["constant_0.npy", "program_0.mlir", "xlafn_export.json"] {
+                    let dir = temp_dir(tag);
+                    add_export(&dir);
+                    std::fs::remove_file(dir.join(file)).unwrap();
+                    make(&dir.join(file));
+                    let e = load_err(&dir);
+                    assert!(
+                        e.contains("not a regular file") || e.contains("symbolic link"),
+                        "{tag} {file}: {e}"
+                    );
+                }
+            }
+        },
+    );
+}
+
+#[test]
+fn exports_and_the_cli_write_only_new_files() {
+    let victim = temp_dir("victim").join("precious");
+    std::fs::write(&victim, "keep me").unwrap();
+    // A symlink planted where export writes a file: refused, the victim
+    // untouched, and the files written before it removed again.
+    let c = Tensor::vector(&[10f32, 20., 30.]).unwrap();
+    let f = function(move |x: Tensor| &x + &c);
+    let cf = f.get_concrete_function((&x3(),)).unwrap();
+    for planted in ["constant_0.npy", "program_0.mlir", "xlafn_export.json"] {
+        let dir = temp_dir("planted");
+        std::os::unix::fs::symlink(&victim, dir.join(planted)).unwrap();
+        let e = cf.export(&dir, &[]).unwrap_err();
+        assert!(e.to_string().contains("already exists"), "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from(planted)]);
+    }
+    // And where `xlafn run` writes its output.
+    let dir = temp_dir("planted-cli");
+    add_export(&dir);
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("output_0.npy")).unwrap();
+    let input = dir.join("x.npy");
+    std::fs::write(&input, npy::encode(&x3().to_host_array().unwrap()).unwrap()).unwrap();
+    let ran = cli_str(&[
+        "run",
+        dir.to_str().unwrap(),
+        "--input",
+        &format!("x={}", input.display()),
+        "--output-dir",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert_eq!(ran.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
+
+// ------------------------------------------------------------------- CLI
+
+#[test]
+fn cli_inputs_must_be_regular_files() {
+    let dir = temp_dir("cli-inputs");
+    add_export(&dir);
+    let fifo = dir.join("fifo.npy");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for input in [fifo.as_path(), Path::new("/dev/zero")] {
+        let out = cli_str(&[
+            "run",
+            dir.to_str().unwrap(),
+            "--input",
+            &format!("x={}", input.display()),
+            "--output-dir",
+            dir.join("out").to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("not a regular file"), "{stderr}");
+    }
+}
+
+#[test]
+fn show_escapes_control_characters_from_the_manifest() {
+    let dir = temp_dir("escape-show");
+    add_export(&dir);
+    edit(
+        &dir,
+        "xlafn_export.json",
+        "\"name\": \"add\"",
+        "\"name\": \"a\\u001b[2Jb\\u202ec\"",
+    );
+    edit(
+        &dir,
+        "xlafn_export.json",
+        "\"name\": \"x\"",
+        "\"name\": \"x\\ry\"",
+    );
+    let out = cli_str(&["show", dir.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("function 'a\\u{1b}[2Jb\\u{202e}c'") && stdout.contains("x\\u{d}y:"),
+        "{stdout}"
+    );
+    assert!(
+        !out.stdout.iter().any(|b| *b == 0x1b || *b == b'\r'),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn non_utf8_arguments_are_errors() {
+    let bad = std::ffi::OsStr::from_bytes(b"dir\xff");
+    for args in [vec![std::ffi::OsStr::new("show"), bad], vec![bad]] {
+        let out = cli(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("not valid UTF-8"), "{stderr}");
+    }
+}
+
+// ------------------------------------------- mutations past the digests
+
+#[test]
+fn re_signed_mutations_reach_the_program_check_and_xla() {
+    isolated(
+        "re_signed_mutations_reach_the_program_check_and_xla",
+        120,
+        || {
+            let dir = temp_dir("reach");
+            add_export(&dir);
+            let program = std::fs::read_to_string(dir.join("program_0.mlir")).unwrap();
+            // Past the digest into the program check...
+            edit(
+                &dir,
+                "program_0.mlir",
+                "\"stablehlo.add\"",
+                "\"stablehlo.frobnicate\"",
+            );
+            let e = load_err(&dir);
+            assert!(e.contains("op \"stablehlo.frobnicate\""), "{e}");
+            // ...and past the check into XLA's compiler, which reports (not
+            // aborts on) a type error in an op it accepts.
+            let dir = temp_dir("reach-xla");
+            add_export(&dir);
+            let add = program
+                .lines()
+                .find(|l| l.contains("\"stablehlo.add\""))
+                .unwrap();
+            let (head, _) = add.rsplit_once("->").unwrap();
+            edit(
+                &dir,
+                "program_0.mlir",
+                add,
+                &format!("{head}-> tensor<3xi32>"),
+            );
+            match xlafn::load(&dir) {
+                Err(Error::Xla { call, .. }) => assert_eq!(call, "PJRT_Client_Compile"),
+                Err(e) => panic!("expected a compile error, got {e}"),
+                Ok(_) => panic!("loaded"),
+            }
+        },
+    );
+}
+
+/// A deterministic stand-in for the fuzz target (fuzz/): a few hundred
+/// re-signed byte edits of a real export with a variable, a constant and a
+/// loop; each load and call ends in a value or an error.
+#[test]
+fn mutated_re_signed_exports_end_in_values_or_errors() {
+    isolated(
+        "mutated_re_signed_exports_end_in_values_or_errors",
+        500,
+        || {
+            let base = temp_dir("mutate-base");
+            train_export(&base);
+            let files = mutable_files(&base).unwrap();
+            let position = |name: &str| files.iter().position(|f| f.ends_with(name)).unwrap();
+            let (program, manifest) = (position("program_0.mlir"), position("xlafn_export.json"));
+            let x = Tensor::vector(&[1f32, 2.0]).unwrap();
+            let y = Tensor::scalar(3f32);
+            // Longer runs for hunting: XLAFN_MUTATION_ROUNDS, XLAFN_MUTATION_SEED.
+            let env = |name: &str, default: u64| {
+                std::env::var(name)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(default)
+            };
+            let rounds = env("XLAFN_MUTATION_ROUNDS", 300);
+            let mut seed = env("XLAFN_MUTATION_SEED", 0x9e37_79b9_7f4a_7c15) | 1;
+            let mut next = || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed
+            };
+            let (mut loaded, mut checked, mut compiled) = (0, 0, 0);
+            for round in 0..rounds {
+                let dir = temp_dir("mutate");
+                for f in &files {
+                    std::fs::copy(f, dir.join(f.file_name().unwrap())).unwrap();
+                }
+                std::fs::copy(
+                    base.join("xlafn_export.json.sha256"),
+                    dir.join("xlafn_export.json.sha256"),
+                )
+                .unwrap();
+                let mut data = Vec::new();
+                for _ in 0..1 + next() % 3 {
+                    let r = next();
+                    // Half the edits go to the program, the rest to the
+                    // manifest and the `.npy` files; mostly with bytes the
+                    // text already uses, so that edits reach the later checks.
+                    let target = match r % 10 {
+                        0..=4 => program,
+                        5..=6 => manifest,
+                        k => k as usize % files.len(),
+                    };
+                    let byte = if r & 0x30 != 0 {
+                        b" 0123456789x,<>()%\"abcfi="[(r >> 8) as usize % 25]
+                    } else {
+                        (r >> 16) as u8
+                    };
+                    data.extend([target as u8, (r >> 32) as u8, (r >> 40) as u8, byte]);
+                }
+                if round % 10 == 9 {
+                    data.push(next() as u8);
+                }
+                mutate(&dir, &data).unwrap();
+                match xlafn::load(&dir) {
+                    Ok(f) => {
+                        loaded += 1;
+                        let _ = f.call(&[&x, &y]);
+                    }
+                    Err(e) => {
+                        let e = e.to_string();
+                        if std::env::var_os("XLAFN_ROBUST_VERBOSE").is_some() {
+                            eprintln!("refused: {e}");
+                        }
+                        assert!(!e.contains("sha256 does not match"), "{e}");
+                        if e.contains("xlafn loads only") || e.contains("@main") {
+                            checked += 1;
+                        }
+                        if e.contains("PJRT_Client_Compile") {
+                            compiled += 1;
+                        }
+                    }
+                }
+            }
+            eprintln!("loaded {loaded}, refused by the program check {checked}, by XLA {compiled}");
+            assert!(
+                loaded > 0 && checked > 0 && compiled > 0,
+                "{loaded} {checked} {compiled}"
+            );
+        },
+    );
+}
+
+/// The program check accepts what xlafn writes: a function using many
+/// kinds of ops (nested control flow, reductions, gathers, matmul, random
+/// bits, casts, a host callback) exports, loads, and computes what the
+/// original computes.
+#[test]
+fn functions_using_many_ops_load_and_agree_with_the_original() {
+    isolated(
+        "functions_using_many_ops_load_and_agree_with_the_original",
+        300,
+        || {
+            let m = Tensor::from_vec((0..8).map(|i| i as f32 * 0.25).collect(), &[4, 2]).unwrap();
+            let f = FunctionOptions::new()
+                .name("many")
+                .build(move |x: Tensor| -> Result<Tensor> {
+                    let y = x.matmul(&m)?.softmax(1)?.transpose(&[1, 0])?;
+                    let picked = y.gather(&Tensor::vector(&[1i32, 0]).unwrap(), 0)?;
+                    let big = Tensor::concat(&[picked.clone(), picked.square()?], 0)?;
+                    let s = big.strided_slice(&[0, 0], &[4, 3], &[2, 1])?;
+                    let noise = Tensor::random_normal(&[2, 3], 7, DType::F32)?;
+                    let z = s.add(&noise.mul_scalar(0.0)?)?.maximum(&s.neg()?)?;
+                    let n = Tensor::scalar(4i32);
+                    let z = for_range(0, &n, 1, z, |i, z: Tensor| -> Result<Tensor> {
+                        let odd = i.floormod_scalar(2.0)?.eq_scalar(1.0)?;
+                        cond(&odd, || z.tanh(), || z.mul_scalar(1.5))
+                    })?;
+                    let k = z.argmax(1)?.cast(DType::F32)?;
+                    xlafn::print("z", &[&z])?;
+                    let total = z.reduce_max(&[1], false)?.add(&k)?;
+                    total.abs()?.sqrt()?.exp()?.log()
+                });
+            let x = Tensor::from_vec((0..12).map(|i| i as f32 * 0.1).collect(), &[3, 4]).unwrap();
+            let expected = f.call((&x,)).unwrap().to_vec::<f32>().unwrap();
+            let dir = temp_dir("many");
+            f.get_concrete_function((&x,))
+                .unwrap()
+                .export(&dir, &[])
+                .unwrap();
+            let loaded = xlafn::load(&dir).unwrap();
+            let got = loaded.call(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+            assert_eq!(got, expected);
+        },
+    );
+}
