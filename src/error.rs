@@ -63,8 +63,9 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// Every failure xlafn reports.
-#[derive(Debug, thiserror::Error)]
+/// Every failure xlafn reports. `Clone`, so that one failure can reach
+/// every caller waiting on the same work (a trace, a compile).
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// An op was given operands it cannot accept (shapes, dtypes, attributes).
     /// Raised when the op is added, eagerly or while tracing, never by XLA.

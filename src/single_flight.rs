@@ -77,7 +77,7 @@ impl<K: Eq + Hash + Clone, V: Clone> SingleFlight<K, V> {
         let result = work();
         landing.land(match &result {
             Ok(v) => Ok(v.clone()),
-            Err(e) => Err(share(e)),
+            Err(e) => Err(e.clone()),
         });
         result
     }
@@ -101,7 +101,7 @@ impl<V: Clone> Flight<V> {
             if let Some(r) = &*outcome {
                 return match r {
                     Ok(v) => Ok(v.clone()),
-                    Err(e) => Err(share(e)),
+                    Err(e) => Err(e.clone()),
                 };
             }
             outcome = self.landed.wait(outcome).unwrap_or_else(|e| e.into_inner());
@@ -148,36 +148,6 @@ impl<K: Eq + Hash, V> Drop for Landing<'_, K, V> {
             ));
             self.land(Err(e));
         }
-    }
-}
-
-/// The leader's error, for each waiter (`Error` is not `Clone`; the
-/// variants a trace or compile raises are copied exactly).
-pub(crate) fn share(e: &Error) -> Error {
-    match e {
-        Error::InvalidArgument { op, message } => Error::InvalidArgument {
-            op: op.clone(),
-            message: message.clone(),
-        },
-        Error::Type(m) => Error::Type(m.clone()),
-        Error::Value(m) => Error::Value(m.clone()),
-        Error::FailedPrecondition(m) => Error::FailedPrecondition(m.clone()),
-        Error::UnsupportedDType { dtype, reason } => Error::UnsupportedDType {
-            dtype: dtype.clone(),
-            reason: reason.clone(),
-        },
-        Error::OutOfScope(m) => Error::OutOfScope(m.clone()),
-        Error::Recursion(m) => Error::Recursion(m.clone()),
-        Error::Xla {
-            call,
-            code,
-            message,
-        } => Error::Xla {
-            call,
-            code: *code,
-            message: message.clone(),
-        },
-        Error::Plugin(m) => Error::Plugin(m.clone()),
     }
 }
 

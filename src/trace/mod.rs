@@ -391,23 +391,10 @@ pub(crate) fn record_error(e: &Error) -> bool {
     STACK.with(|s| match s.borrow_mut().last_mut() {
         Some(frame) => {
             if frame.error.is_none() {
-                frame.error = Some(clone_error(e));
+                frame.error = Some(e.clone());
             }
             true
         }
         None => false,
     })
-}
-
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::InvalidArgument { op, message } => Error::InvalidArgument {
-            op: op.clone(),
-            message: message.clone(),
-        },
-        Error::Type(m) => Error::Type(m.clone()),
-        Error::Value(m) => Error::Value(m.clone()),
-        Error::OutOfScope(m) => Error::OutOfScope(m.clone()),
-        other => Error::Value(other.to_string()),
-    }
 }
