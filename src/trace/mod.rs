@@ -188,6 +188,42 @@ impl Drop for TraceGuard {
     }
 }
 
+/// How deeply control-flow regions (branches, loop bodies) may nest on one
+/// thread. Each level of a nested `cond` took about 13 KiB of stack in a
+/// debug build (tracing the closure, the region, then lowering it), and
+/// 200 levels overflowed a 2 MiB thread, which aborts the process; 64
+/// levels stay under 1 MiB, leaving room for nested function traces
+/// (`function::MAX_TRACE_DEPTH`). Real programs nest a handful.
+pub const MAX_REGION_DEPTH: usize = 64;
+
+thread_local! {
+    static REGION_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One level of region nesting, given back on drop (also on panics).
+struct RegionDepth;
+
+impl RegionDepth {
+    fn enter(function: &str) -> Result<RegionDepth> {
+        let depth = REGION_DEPTH.with(|d| d.get());
+        if depth >= MAX_REGION_DEPTH {
+            return Err(Error::Recursion(format!(
+                "function '{function}' nests control flow (cond, while_loop, for_range) more than \
+                 {MAX_REGION_DEPTH} levels deep (MAX_REGION_DEPTH, so that tracing fits a 2 MiB \
+                 thread stack); flatten the nesting or loop with while_loop"
+            )));
+        }
+        REGION_DEPTH.with(|d| d.set(depth + 1));
+        Ok(RegionDepth)
+    }
+}
+
+impl Drop for RegionDepth {
+    fn drop(&mut self) {
+        REGION_DEPTH.with(|d| d.set(d.get() - 1));
+    }
+}
+
 /// Traces a region (a branch or loop body) in a frame of its own: `body`
 /// gets placeholders of `arg_types` and returns the region's results.
 /// The region's captures are returned with its graph; the caller feeds
@@ -197,6 +233,7 @@ pub(crate) fn trace_region(
     body: impl FnOnce(Vec<Tensor>) -> Result<Vec<Tensor>>,
 ) -> Result<FinishedTrace> {
     let name = current_function().unwrap_or_else(|| Arc::from("region"));
+    let _depth = RegionDepth::enter(&name)?;
     let guard = TraceGuard::new(&name);
     let args = arg_types
         .iter()
