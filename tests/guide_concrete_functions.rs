@@ -144,7 +144,10 @@ fn literal_parameter_is_fixed_and_other_values_fail() -> Result<()> {
     let msg = err.to_string();
     assert!(msg.starts_with("TypeError: "), "{msg}");
     assert!(msg.contains("'pow'"), "{msg}");
-    assert!(msg.contains("Literal[3]"), "{msg}");
+    assert!(
+        msg.contains("`Can not cast 3 to Literal[2]` for argument b"),
+        "{msg}"
+    );
     assert!(msg.contains("b: Literal[2]"), "{msg}");
 
     // The polymorphic function, unlike the concrete one, just retraces.
@@ -246,5 +249,52 @@ fn call_flat_matches_call() -> Result<()> {
     assert_eq!(p.to_vec::<i32>()?, vec![3, 8]);
     assert_eq!(f.tracing_count(), 1);
     assert_eq!(c.compile_count(), 1);
+    Ok(())
+}
+
+/// B11: a concrete function called with arguments it was not traced for
+/// says which argument, what it got and what it expected, in TensorFlow's
+/// words, for tensors (dtype and shape) and literals alike.
+#[test]
+fn concrete_binding_errors_use_tensorflows_words() -> Result<()> {
+    let scale = FunctionOptions::new()
+        .name("scale")
+        .arg_names(&["x", "n"])
+        .build(|x: Tensor, n: i64| x.mul_scalar(n as f64));
+    let cf = scale.get_concrete_function((Tensor::scalar(1f32), 2i64))?;
+    assert_eq!(
+        cf.call((Tensor::scalar(3f32), 2i64))?.to_vec::<f32>()?,
+        [6.0]
+    );
+    let signature = "Signature: (x: TensorSpec(shape=(), dtype=f32, name=None), n: Literal[2])";
+    let message = |r: Result<Tensor>| match r {
+        Err(Error::Type(m)) => m,
+        other => panic!("expected a TypeError, got {other:?}"),
+    };
+    assert_eq!(
+        message(cf.call((Tensor::scalar(3i32), 2i64))),
+        format!(
+            "Binding inputs to function 'scale' failed due to `Can not cast TensorSpec(shape=(), \
+             dtype=i32, name=None) to TensorSpec(shape=(), dtype=f32, name=None)` for argument \
+             x. {signature}"
+        )
+    );
+    assert_eq!(
+        message(cf.call((Tensor::vector(&[3f32])?, 2i64))),
+        format!(
+            "Binding inputs to function 'scale' failed due to `Can not cast TensorSpec(shape=(1,), \
+             dtype=f32, name=None) to TensorSpec(shape=(), dtype=f32, name=None)` for argument \
+             x. {signature}"
+        )
+    );
+    assert_eq!(
+        message(cf.call((Tensor::scalar(3f32), 3i64))),
+        format!(
+            "Binding inputs to function 'scale' failed due to `Can not cast 3 to Literal[2]` for \
+             argument n. {signature}"
+        )
+    );
+    // A failed binding never traces.
+    assert_eq!(scale.tracing_count(), 1);
     Ok(())
 }

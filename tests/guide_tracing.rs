@@ -233,9 +233,10 @@ fn a_concrete_function_rejects_incompatible_inputs() -> Result<()> {
     };
     assert_eq!(
         msg,
-        "concrete function 'double' cannot be called with \
-         (TensorSpec(shape=(1,), dtype=f32, name=None)); it was traced for \
-         (a: TensorSpec(shape=(None,), dtype=i32, name=None))"
+        "Binding inputs to function 'double' failed due to `Can not cast \
+         TensorSpec(shape=(1,), dtype=f32, name=None) to TensorSpec(shape=(None,), dtype=i32, \
+         name=None)` for argument a. Signature: (a: TensorSpec(shape=(None,), dtype=i32, \
+         name=None))"
     );
     assert!(err.to_string().starts_with("TypeError: "));
 
@@ -280,7 +281,7 @@ Captures:
     // b=3 does not fit Literal[2].
     let err = square.call((Tensor::scalar(10f32), 3i64)).unwrap_err();
     assert!(
-        matches!(&err, Error::Type(m) if m.contains("Literal[3]") && m.contains("b: Literal[2]")),
+        matches!(&err, Error::Type(m) if m.contains("`Can not cast 3 to Literal[2]`") && m.contains("b: Literal[2]")),
         "{err:?}"
     );
     // The polymorphic function traces b=3 separately.

@@ -194,17 +194,36 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
         Ok(Out::rebuild(&self.template, &mut outs.into_iter()))
     }
 
+    /// Errors unless the call's types fit the traced ones, naming the first
+    /// argument that does not in TensorFlow's words (B11).
     fn check_compatible(&self, types: &[TraceType]) -> Result<()> {
-        if is_subtype(types, &self.core.function_type) {
+        let expected = &self.core.function_type;
+        if is_subtype(types, expected) {
             return Ok(());
         }
-        let got: Vec<String> = types.iter().map(|t| t.to_string()).collect();
-        Err(Error::Type(format!(
-            "concrete function '{}' cannot be called with ({}); it was traced for ({})",
-            self.core.name,
-            got.join(", "),
-            self.signature_types()
-        )))
+        if types.len() != expected.len() {
+            return Err(Error::Type(format!(
+                "Binding inputs to function '{}' failed: it takes {} argument(s), got {}. \
+                 Signature: ({})",
+                self.core.name,
+                expected.len(),
+                types.len(),
+                self.signature_types()
+            )));
+        }
+        let (i, (got, want)) = types
+            .iter()
+            .zip(expected)
+            .enumerate()
+            .find(|(_, (got, want))| !got.is_subtype_of(want))
+            .expect("some argument does not fit");
+        Err(super::signature::cast_error(
+            &self.core.name,
+            got,
+            want,
+            self.core.arg_names.get(i).map_or("?", String::as_str),
+            &self.signature_types(),
+        ))
     }
 
     fn signature_types(&self) -> String {

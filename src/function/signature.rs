@@ -41,13 +41,13 @@ impl Signature {
                 ..spec.clone()
             });
             if !got.is_subtype_of(&expected) {
-                return Err(Error::Type(format!(
-                    "Binding inputs to function '{}' failed due to `Can not cast {got} to {expected}` \
-                     for argument {}. Signature: ({})",
-                    self.function,
+                return Err(cast_error(
+                    &self.function,
+                    got,
+                    &expected,
                     self.names.get(i).map_or("?", String::as_str),
-                    self.describe()
-                )));
+                    &self.describe(),
+                ));
             }
         }
         Ok(self
@@ -71,4 +71,24 @@ impl Signature {
             .collect();
         parts.join(", ")
     }
+}
+
+/// TensorFlow's binding error: argument `argument` of `function`, of type
+/// `got`, does not fit `expected`. A received literal shows as its value
+/// (`Can not cast 3 to Literal[2]`), as in TensorFlow.
+pub(crate) fn cast_error(
+    function: &str,
+    got: &TraceType,
+    expected: &TraceType,
+    argument: &str,
+    signature: &str,
+) -> Error {
+    let got = match got {
+        TraceType::Literal(value) => value.to_string(),
+        other => other.to_string(),
+    };
+    Error::Type(format!(
+        "Binding inputs to function '{function}' failed due to `Can not cast {got} to {expected}` \
+         for argument {argument}. Signature: ({signature})"
+    ))
 }
