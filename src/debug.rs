@@ -5,11 +5,14 @@
 //! check: eagerly the result is read back and inspected at once; in traced
 //! functions a host callback inspects it on every execution, so a compiled
 //! program stops at the first bad value (callbacks run in program order).
-//! The error names the op, the function being traced and, where debug info
-//! allows, the source location of the op's call in user code (found in a
-//! backtrace taken when the op is added, so this mode is slow: it is a
-//! debugging aid). Programs traced before enabling it are not checked;
-//! ops run or traced while it is on are.
+//! The error names the op, the function being traced and the source line
+//! of the op's call in user code. Every public op method (and operator)
+//! is `#[track_caller]` down to `tensor::apply`, so the line is known
+//! without debug info, in release builds too; for an op that xlafn's own
+//! code applies (a gradient rule, say) a backtrace finds the user's frame
+//! where debug info allows. This mode is a debugging aid: eagerly each
+//! result is read back. Programs traced before enabling it are not
+//! checked; ops run or traced while it is on are.
 
 use crate::error::{Error, Result};
 use crate::ops::callback::HostCallback;
@@ -33,6 +36,26 @@ pub fn disable_check_numerics() {
 
 pub(crate) fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
+}
+
+/// Where the user called the op, from `#[track_caller]` (which needs no
+/// debug info, so it works in release builds): `None` when the caller is
+/// inside xlafn itself (an op one of xlafn's own methods or gradient rules
+/// applies), where the backtrace must find the user's frame instead.
+fn caller_location(caller: &std::panic::Location<'_>) -> Option<String> {
+    // This file's path as the compiler saw it ("src/debug.rs" in xlafn's
+    // workspace, an absolute path when xlafn is a dependency) gives the
+    // prefix of every xlafn source file.
+    let own_src = file!().strip_suffix("debug.rs").unwrap_or(file!());
+    if caller.file().starts_with(own_src) {
+        return None;
+    }
+    Some(format!(
+        "{}:{}:{}",
+        caller.file(),
+        caller.line(),
+        caller.column()
+    ))
 }
 
 /// The first backtrace frame in user code: the first frame whose function
@@ -108,12 +131,16 @@ fn host_values(a: &HostArray) -> Vec<f64> {
 
 /// Checks the floating-point results of `op` (called by `tensor::apply`
 /// when the mode is on).
-pub(crate) fn check_results(op: &str, results: &[Tensor]) -> Result<()> {
+pub(crate) fn check_results(
+    op: &str,
+    results: &[Tensor],
+    caller: &'static std::panic::Location<'static>,
+) -> Result<()> {
     let floats: Vec<&Tensor> = results.iter().filter(|t| t.dtype().is_float()).collect();
     if floats.is_empty() {
         return Ok(());
     }
-    let what = describe(op, &user_location());
+    let what = describe(op, &caller_location(caller).or_else(user_location));
     if !trace::is_tracing() {
         for t in floats {
             if let Some(bad) = bad_value(&t.to_f64_vec()?) {

@@ -10,12 +10,29 @@ fn the_first_op_producing_nan_or_inf_is_named() {
 
     // Eagerly: the log of a negative number.
     let x = Tensor::vector(&[1f32, -1.0]).unwrap();
-    let e = x.log().unwrap_err();
+    let (e, line) = (x.log().unwrap_err(), line!());
     let text = e.to_string();
     assert!(text.contains("op 'log'") && text.contains("NaN"), "{text}");
     assert!(
-        text.contains("tests/check_numerics.rs"),
-        "names the calling line: {text}"
+        text.contains(&format!("tests/check_numerics.rs:{line}:")),
+        "names the calling line {line}: {text}"
+    );
+    // Through an operator, and through a method xlafn builds from others
+    // (`zeros_like` fills; `div` by it gives Inf): still the user's line.
+    let zero = x.zeros_like().unwrap();
+    let (e, line) = (x.div(&zero).unwrap_err(), line!());
+    assert!(
+        e.to_string()
+            .contains(&format!("check_numerics.rs:{line}:")),
+        "{e}"
+    );
+    let r = std::panic::catch_unwind(|| &x / &zero);
+    let line = line!() - 1;
+    let panic = r.unwrap_err();
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains(&format!("check_numerics.rs:{line}:")),
+        "{message}"
     );
 
     // Compiled: sqrt is fine, the division by zero gives Inf first, and the
@@ -27,6 +44,7 @@ fn the_first_op_producing_nan_or_inf_is_named() {
             let q = s.div(&y)?; // Inf where y == 0
             q.sub_scalar(10.0)?.log()
         });
+    let div_line = line!() - 3;
     let ok = f.call((
         Tensor::vector(&[4f32, 9.0]).unwrap(),
         Tensor::vector(&[0.1f32, 0.1]).unwrap(),
@@ -43,7 +61,10 @@ fn the_first_op_producing_nan_or_inf_is_named() {
         text.contains("op 'div'") && text.contains("function 'risky'") && text.contains("Inf"),
         "{text}"
     );
-    assert!(text.contains("tests/check_numerics.rs"), "{text}");
+    assert!(
+        text.contains(&format!("tests/check_numerics.rs:{div_line}:")),
+        "names line {div_line}: {text}"
+    );
 
     xlafn::disable_check_numerics();
     // Without the mode the same call just returns the NaN/Inf values.

@@ -83,6 +83,7 @@ fn region(trace: FinishedTrace, offset: usize) -> Result<(Region, Vec<Tensor>)> 
 /// assert_eq!(f.tracing_count(), 1);
 /// # Ok::<(), xlafn::Error>(())
 /// ```
+#[track_caller]
 pub fn cond<T, R1, R2>(
     pred: &Tensor,
     then_fn: impl FnOnce() -> R1,
@@ -206,6 +207,7 @@ fn check_branches(then_flat: &[Tensor], else_flat: &[Tensor]) -> Result<()> {
 /// assert_eq!((i.item::<i32>()?, acc.item::<f32>()?), (10, 1024.0));
 /// # Ok::<(), xlafn::Error>(())
 /// ```
+#[track_caller]
 pub fn while_loop<S, RC, RB>(
     mut cond_fn: impl FnMut(&S) -> RC,
     mut body_fn: impl FnMut(S) -> RB,
@@ -318,6 +320,7 @@ fn relax(current: &[TensorType], next: &[TensorType]) -> Result<Vec<TensorType>>
 /// assert!((y.to_vec::<f32>()?[0] - 1.0).abs() < 1e-6);
 /// # Ok::<(), xlafn::Error>(())
 /// ```
+#[track_caller]
 pub fn for_range<S, RB>(
     start: impl IntoArg<Tensor>,
     limit: impl IntoArg<Tensor>,

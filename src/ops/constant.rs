@@ -403,6 +403,7 @@ fn range_len(start: f64, limit: f64, delta: f64, dtype: DType) -> Result<i64> {
 impl Tensor {
     /// A `dims`-shaped tensor of `dtype` with every element `value`
     /// converted to `dtype` (`tf.fill`).
+    #[track_caller]
     pub fn fill(dims: &[i64], value: impl Into<Scalar>, dtype: DType) -> Result<Tensor> {
         let op = Constant {
             value: value.into().convert_exact(dtype)?,
@@ -414,37 +415,44 @@ impl Tensor {
 
     /// Zeros. Panics (with the error's message) only if the device fails
     /// or `dims` has a negative entry, like `Tensor::scalar`; see `try_zeros`.
+    #[track_caller]
     pub fn zeros(dims: &[i64], dtype: DType) -> Tensor {
         Self::try_zeros(dims, dtype).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Ones. Panics only where `zeros` does; see `try_ones`.
+    #[track_caller]
     pub fn ones(dims: &[i64], dtype: DType) -> Tensor {
         Self::try_ones(dims, dtype).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Zeros, reporting errors.
+    #[track_caller]
     pub fn try_zeros(dims: &[i64], dtype: DType) -> Result<Tensor> {
         Self::fill(dims, 0i64, dtype)
     }
 
     /// Ones, reporting errors.
+    #[track_caller]
     pub fn try_ones(dims: &[i64], dtype: DType) -> Result<Tensor> {
         Self::fill(dims, 1i64, dtype)
     }
 
     /// Zeros with this tensor's shape and dtype.
+    #[track_caller]
     pub fn zeros_like(&self) -> Result<Tensor> {
         self.fill_like(0i64)
     }
 
     /// Ones with this tensor's shape and dtype.
+    #[track_caller]
     pub fn ones_like(&self) -> Result<Tensor> {
         self.fill_like(1i64)
     }
 
     /// `value` everywhere, with this tensor's shape and dtype (also when
     /// tracing with unknown dimensions, which the compiled program fills in).
+    #[track_caller]
     pub fn fill_like(&self, value: impl Into<Scalar>) -> Result<Tensor> {
         match self.shape().as_known() {
             Some(dims) => Self::fill(&dims, value, self.dtype()),
@@ -459,6 +467,7 @@ impl Tensor {
 
     /// 0, 1, 2, ... along `axis` (negative counts from the end), repeated
     /// over the other dimensions.
+    #[track_caller]
     pub fn iota(dims: &[i64], axis: i64, dtype: DType) -> Result<Tensor> {
         let op = Iota {
             dims: dims.to_vec(),
@@ -474,6 +483,7 @@ impl Tensor {
     /// `tf.range`: `ceil((limit - start) / delta)` elements, none when the
     /// range runs the wrong way. Integer dtypes truncate the arguments
     /// first. `delta == 0` is an `InvalidArgument` error.
+    #[track_caller]
     pub fn range(start: f64, limit: f64, delta: f64, dtype: DType) -> Result<Tensor> {
         if delta == 0.0 {
             return Err(Error::invalid("range", "requires delta != 0"));
@@ -506,11 +516,13 @@ impl Tensor {
     /// Uniform random floats in [0, 1) (`tf.random.stateless_uniform`).
     /// The same `seed` gives the same values; the seed is an input of the
     /// compiled program, so new seeds do not recompile.
+    #[track_caller]
     pub fn random_uniform(dims: &[i64], seed: u64, dtype: DType) -> Result<Tensor> {
         Self::random_uniform_range(dims, 0.0, 1.0, seed, dtype)
     }
 
     /// Uniform random floats in [minval, maxval).
+    #[track_caller]
     pub fn random_uniform_range(
         dims: &[i64],
         minval: f64,
@@ -529,11 +541,13 @@ impl Tensor {
 
     /// Standard normal random floats (mean 0, standard deviation 1,
     /// `tf.random.stateless_normal`); deterministic per `seed`.
+    #[track_caller]
     pub fn random_normal(dims: &[i64], seed: u64, dtype: DType) -> Result<Tensor> {
         Self::random_normal_with(dims, 0.0, 1.0, seed, dtype)
     }
 
     /// Normal random floats with the given mean and standard deviation.
+    #[track_caller]
     pub fn random_normal_with(
         dims: &[i64],
         mean: f64,

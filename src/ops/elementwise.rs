@@ -508,6 +508,7 @@ macro_rules! unary_methods {
     ($($(#[$doc:meta])* $method:ident => $kind:ident),* $(,)?) => {
         impl Tensor {$(
             $(#[$doc])*
+            #[track_caller]
             pub fn $method(&self) -> Result<Tensor> {
                 apply1(Unary::$kind, &[self])
             }
@@ -585,12 +586,14 @@ macro_rules! binary_methods {
     ($($(#[$doc:meta])* $method:ident, $scalar:ident => $kind:ident),* $(,)?) => {
         impl Tensor {$(
             $(#[$doc])*
+            #[track_caller]
             pub fn $method(&self, other: &Tensor) -> Result<Tensor> {
                 check_int_power(Binary::$kind, other)?;
                 apply1(Binary::$kind, &[self, other])
             }
             /// The same op with a host number, converted to this tensor's
             /// dtype (a TypeError if the dtype cannot hold it).
+            #[track_caller]
             pub fn $scalar(&self, other: impl Into<Scalar>) -> Result<Tensor> {
                 let value = other.into();
                 check_int_power_scalar(Binary::$kind, value, self.dtype())?;
@@ -627,17 +630,20 @@ binary_methods! {
 
 impl Tensor {
     /// Converts to `dtype`.
+    #[track_caller]
     pub fn cast(&self, dtype: DType) -> Result<Tensor> {
         apply1(Cast(dtype), &[self])
     }
 
     /// `where(self, x, y)`: picks from `x` where `self` is true, else `y`.
+    #[track_caller]
     pub fn where_(&self, x: &Tensor, y: &Tensor) -> Result<Tensor> {
         apply1(Select, &[self, x, y])
     }
 }
 
 /// `where(cond, x, y)` as a free function, TensorFlow style.
+#[track_caller]
 pub fn where_(cond: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
     cond.where_(x, y)
 }

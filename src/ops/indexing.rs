@@ -173,6 +173,7 @@ impl OpDef for DynamicUpdateSlice {
 impl Tensor {
     /// The `sizes` window starting at `starts` (integer scalar tensors, one
     /// per dimension, clamped into range as XLA does).
+    #[track_caller]
     pub fn dynamic_slice(&self, starts: &[Tensor], sizes: &[i64]) -> Result<Tensor> {
         let mut inputs = vec![self];
         inputs.extend(starts);
@@ -185,6 +186,7 @@ impl Tensor {
     }
 
     /// This tensor with `update` written at `starts` (clamped so it fits).
+    #[track_caller]
     pub fn dynamic_update_slice(&self, update: &Tensor, starts: &[Tensor]) -> Result<Tensor> {
         let mut inputs = vec![self, update];
         inputs.extend(starts);

@@ -178,12 +178,14 @@ fn broadcast_batch(cx: &mut Emitter, x: &Val, batch: &[i64]) -> Val {
 impl Tensor {
     /// Batched matrix product `self @ other` (`tf.linalg.matmul`): rank >= 2
     /// operands of one numeric dtype, batch dimensions broadcast.
+    #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         self.matmul_t(other, false, false)
     }
 
     /// `matmul` with either operand's last two dimensions swapped first
     /// (`transpose_a`/`transpose_b`), without materialising the transpose.
+    #[track_caller]
     pub fn matmul_t(&self, other: &Tensor, transpose_a: bool, transpose_b: bool) -> Result<Tensor> {
         apply1(
             MatMul {

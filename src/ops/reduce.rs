@@ -144,6 +144,7 @@ pub struct Reduce {
 }
 
 impl Reduce {
+    #[track_caller]
     pub fn new(kind: ReduceKind, axes: &[i64], keepdims: bool) -> Reduce {
         Reduce {
             kind,
@@ -496,6 +497,7 @@ macro_rules! reduce_methods {
             ///
             /// `axes` empty reduces every axis; negative axes count from the
             /// end; `keepdims` keeps reduced axes as size 1.
+            #[track_caller]
             pub fn $method(&self, axes: &[i64], keepdims: bool) -> Result<Tensor> {
                 apply1(Reduce::new(ReduceKind::$kind, axes, keepdims), &[self])
             }
@@ -526,6 +528,7 @@ reduce_methods! {
 impl Tensor {
     /// Index (i64) of the largest element along `axis`; ties give the
     /// smallest index and the first NaN wins.
+    #[track_caller]
     pub fn argmax(&self, axis: i64) -> Result<Tensor> {
         apply1(
             ArgReduce {
@@ -538,6 +541,7 @@ impl Tensor {
 
     /// Index (i64) of the smallest element along `axis`; ties give the
     /// smallest index and the first NaN wins.
+    #[track_caller]
     pub fn argmin(&self, axis: i64) -> Result<Tensor> {
         apply1(
             ArgReduce {
@@ -550,12 +554,14 @@ impl Tensor {
 
     /// Normalised exponentials along `axis` (each slice sums to 1);
     /// numerically stable for large inputs.
+    #[track_caller]
     pub fn softmax(&self, axis: i64) -> Result<Tensor> {
         apply1(Softmax { axis, log: false }, &[self])
     }
 
     /// `log(softmax(x))` along `axis`, computed without forming the
     /// softmax, so it stays finite where the softmax underflows to 0.
+    #[track_caller]
     pub fn log_softmax(&self, axis: i64) -> Result<Tensor> {
         apply1(Softmax { axis, log: true }, &[self])
     }

@@ -755,6 +755,7 @@ impl Tensor {
 
     /// The same elements (row-major) with new dimensions; one entry may be
     /// -1 and is then computed from the element count, like `tf.reshape`.
+    #[track_caller]
     pub fn reshape(&self, dims: &[i64]) -> Result<Tensor> {
         apply1(
             Reshape {
@@ -765,6 +766,7 @@ impl Tensor {
     }
 
     /// Permutes dimensions: result dimension `i` is dimension `perm[i]`.
+    #[track_caller]
     pub fn transpose(&self, perm: &[i64]) -> Result<Tensor> {
         apply1(
             Transpose {
@@ -775,6 +777,7 @@ impl Tensor {
     }
 
     /// Inserts a dimension of size 1 at `axis` (in `-rank-1..=rank`).
+    #[track_caller]
     pub fn expand_dims(&self, axis: i64) -> Result<Tensor> {
         let mut dims = self.reshape_target("expand_dims")?;
         let axis = normalize_axis("expand_dims", axis, dims.len() + 1)?;
@@ -786,6 +789,7 @@ impl Tensor {
     /// `axes` is empty); naming a dimension of another size is an error.
     /// A named dimension of unknown size is taken to be 1, as TensorFlow
     /// does; an unnamed one is kept.
+    #[track_caller]
     pub fn squeeze(&self, axes: &[i64]) -> Result<Tensor> {
         let dims = self.reshape_target("squeeze")?;
         let mut drop: Vec<bool> = dims.iter().map(|&d| axes.is_empty() && d == 1).collect();
@@ -811,6 +815,7 @@ impl Tensor {
     }
 
     /// Joins `tensors` along the existing `axis`, like `tf.concat`.
+    #[track_caller]
     pub fn concat(tensors: &[Tensor], axis: i64) -> Result<Tensor> {
         if tensors.is_empty() {
             return Err(Error::invalid("concat", "expects at least one tensor"));
@@ -821,6 +826,7 @@ impl Tensor {
 
     /// Joins same-shaped `tensors` along a new `axis` (in
     /// `-rank-1..=rank`), like `tf.stack`.
+    #[track_caller]
     pub fn stack(tensors: &[Tensor], axis: i64) -> Result<Tensor> {
         let Some(first) = tensors.first() else {
             return Err(Error::invalid("stack", "expects at least one tensor"));
@@ -846,6 +852,7 @@ impl Tensor {
 
     /// `tf.slice`: `size[i]` elements from `begin[i]` in every dimension
     /// (-1 takes the rest).
+    #[track_caller]
     pub fn slice(&self, begin: &[i64], size: &[i64]) -> Result<Tensor> {
         let op = Slice {
             begin: begin.to_vec(),
@@ -855,6 +862,7 @@ impl Tensor {
     }
 
     /// `x[b0:e0:s0, ...]` with Python semantics; see [`StridedSlice`].
+    #[track_caller]
     pub fn strided_slice(&self, begin: &[i64], end: &[i64], strides: &[i64]) -> Result<Tensor> {
         let op = StridedSlice {
             begin: begin.to_vec(),
@@ -866,12 +874,14 @@ impl Tensor {
 
     /// `tf.gather(self, indices, axis)`; out-of-range indices are clamped
     /// (see [`Gather`]).
+    #[track_caller]
     pub fn gather(&self, indices: &Tensor, axis: i64) -> Result<Tensor> {
         apply1(Gather { axis }, &[self, indices])
     }
 
     /// `tf.one_hot(self, depth, on_value, off_value, axis=-1, dtype)` on
     /// integer indices.
+    #[track_caller]
     pub fn one_hot(
         &self,
         depth: i64,

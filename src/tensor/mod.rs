@@ -171,6 +171,7 @@ impl Tensor {
 
 /// Applies `op` to `inputs` and returns its results: a graph node while a
 /// trace is active on this thread, otherwise an eager execution.
+#[track_caller]
 pub(crate) fn apply(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let op = op.into();
     if crate::autodiff::recording() {
@@ -181,11 +182,16 @@ pub(crate) fn apply(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Vec<Tensor>
     apply_checked(op, inputs)
 }
 
+/// `apply` with check-numerics when it is on. `#[track_caller]` from the
+/// user's call down to here (every public op method carries it) lets
+/// check-numerics name the user's line without debug info.
+#[track_caller]
 fn apply_checked(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     if crate::debug::enabled() {
         let name = crate::ops::OpDef::name(&op);
+        let caller = std::panic::Location::caller();
         let results = apply_unchecked(op, inputs)?;
-        crate::debug::check_results(name, &results)?;
+        crate::debug::check_results(name, &results, caller)?;
         return Ok(results);
     }
     apply_unchecked(op, inputs)
@@ -209,6 +215,7 @@ fn apply_unchecked(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
 }
 
 /// Applies a single-result op.
+#[track_caller]
 pub(crate) fn apply1(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Tensor> {
     Ok(apply(op, inputs)?.remove(0))
 }
@@ -216,6 +223,7 @@ pub(crate) fn apply1(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Tensor> {
 /// A host number as a scalar tensor of `dtype` (how `x * 2.0` takes `x`'s
 /// dtype).
 /// While tracing it becomes a constant node rather than a captured buffer.
+#[track_caller]
 pub(crate) fn scalar_as(value: Scalar, dtype: DType) -> Result<Tensor> {
     let value = value.convert_exact(dtype)?;
     if trace::is_tracing() {

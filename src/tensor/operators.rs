@@ -21,6 +21,7 @@ use std::ops::{Add, Div, Mul, Neg, Rem, Sub};
 /// trace (the function call returns it) and a placeholder constant stands
 /// in for the result, so the closure can run to its end; eagerly, it panics
 /// with the error's message.
+#[track_caller]
 fn or_panic(r: Result<Tensor>) -> Tensor {
     match r {
         Ok(t) => t,
@@ -32,44 +33,51 @@ fn or_panic(r: Result<Tensor>) -> Tensor {
     }
 }
 
-fn with_scalar(
-    t: &Tensor,
-    s: Scalar,
-    f: impl FnOnce(&Tensor, &Tensor) -> Result<Tensor>,
-) -> Tensor {
-    or_panic(scalar_as(s, t.dtype()).and_then(|s| f(t, &s)))
-}
-
-fn scalar_first(
-    s: Scalar,
-    t: &Tensor,
-    f: impl FnOnce(&Tensor, &Tensor) -> Result<Tensor>,
-) -> Tensor {
-    or_panic(scalar_as(s, t.dtype()).and_then(|s| f(&s, t)))
+/// `t op s`, or `s op t` after `first`, for a host number `s` converted
+/// to `t`'s dtype. A macro rather than a function taking a closure, so
+/// that `#[track_caller]` carries the user's line to the op (closures and
+/// function pointers lose it).
+macro_rules! host_operand {
+    ($t:expr, $s:expr, $op:ident) => {
+        or_panic(match scalar_as(Scalar::from($s), $t.dtype()) {
+            Ok(s) => Tensor::$op($t, &s),
+            Err(e) => Err(e),
+        })
+    };
+    (first $s:expr, $t:expr, $op:ident) => {
+        or_panic(match scalar_as(Scalar::from($s), $t.dtype()) {
+            Ok(s) => Tensor::$op(&s, $t),
+            Err(e) => Err(e),
+        })
+    };
 }
 
 macro_rules! binary_operator {
     ($trait:ident, $method:ident, $op:ident) => {
         impl $trait<&Tensor> for &Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Tensor {
                 or_panic(Tensor::$op(self, rhs))
             }
         }
         impl $trait<Tensor> for Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Tensor {
                 or_panic(Tensor::$op(&self, &rhs))
             }
         }
         impl $trait<&Tensor> for Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Tensor {
                 or_panic(Tensor::$op(&self, rhs))
             }
         }
         impl $trait<Tensor> for &Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Tensor {
                 or_panic(Tensor::$op(self, &rhs))
             }
@@ -79,26 +87,30 @@ macro_rules! binary_operator {
     (@host $trait:ident, $method:ident, $op:ident, $($h:ty),*) => {$(
         impl $trait<$h> for &Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: $h) -> Tensor {
-                with_scalar(self, Scalar::from(rhs), |a, b| Tensor::$op(a, b))
+                host_operand!(self, rhs, $op)
             }
         }
         impl $trait<$h> for Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: $h) -> Tensor {
-                with_scalar(&self, Scalar::from(rhs), |a, b| Tensor::$op(a, b))
+                host_operand!(&self, rhs, $op)
             }
         }
         impl $trait<&Tensor> for $h {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Tensor {
-                scalar_first(Scalar::from(self), rhs, |a, b| Tensor::$op(a, b))
+                host_operand!(first self, rhs, $op)
             }
         }
         impl $trait<Tensor> for $h {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Tensor {
-                scalar_first(Scalar::from(self), &rhs, |a, b| Tensor::$op(a, b))
+                host_operand!(first self, &rhs, $op)
             }
         }
     )*};
@@ -112,6 +124,7 @@ binary_operator!(Rem, rem, floormod);
 
 impl Neg for &Tensor {
     type Output = Tensor;
+    #[track_caller]
     fn neg(self) -> Tensor {
         or_panic(Tensor::neg(self))
     }
@@ -119,6 +132,7 @@ impl Neg for &Tensor {
 
 impl Neg for Tensor {
     type Output = Tensor;
+    #[track_caller]
     fn neg(self) -> Tensor {
         or_panic(Tensor::neg(&self))
     }
