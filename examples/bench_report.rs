@@ -161,9 +161,12 @@ fn w1() -> xlafn::Result<W1> {
     })
 }
 
-fn w2() -> xlafn::Result<(f64, f64)> {
+/// W2 eagerly, as a `jit_compile(false)` function (the same trace op by
+/// op) and as a compiled function: (eager, unfused, fused) µs per call.
+fn w2() -> xlafn::Result<(f64, f64, f64)> {
     let x = w2_input()?;
     let f = function(w2_body);
+    let unfused = FunctionOptions::new().jit_compile(false).build(w2_body);
     // Same numbers both ways.
     let a = w2_body(x.clone())?.to_vec::<f32>()?;
     let b = f.call((&x,))?.to_vec::<f32>()?;
@@ -182,11 +185,15 @@ fn w2() -> xlafn::Result<(f64, f64)> {
             y.block_until_ready().unwrap();
         },
         &mut || {
+            let y = unfused.call((&x,)).unwrap();
+            y.block_until_ready().unwrap();
+        },
+        &mut || {
             let y = f.call((&x,)).unwrap();
             y.block_until_ready().unwrap();
         },
     ]);
-    Ok((t[0], t[1]))
+    Ok((t[0], t[1], t[2]))
 }
 
 /// W4: `for i in range(n): x = x * 0.99 + 0.01` on x of shape [1000] with
@@ -443,7 +450,7 @@ fn main() -> xlafn::Result<()> {
     xlafn::runtime::set_disk_cache_enabled(false);
     let started = Instant::now();
     let w1 = w1()?;
-    let (w2_eager, w2_function) = w2()?;
+    let (w2_eager, w2_unfused, w2_function) = w2()?;
     let w3_function = w3()?;
     let w4_function = w4()?;
     let (w5_w2, w5_w2_cold) = w5("w2")?;
@@ -470,6 +477,12 @@ fn main() -> xlafn::Result<()> {
         "µs/call",
     );
     row("W2", "eager_us (150 ops on [1000])", w2_eager, "µs/call");
+    row(
+        "W2",
+        "unfused_us (jit_compile(false))",
+        w2_unfused,
+        "µs/call",
+    );
     row("W2", "function_us", w2_function, "µs/call");
     row("W3", "function_us (MLP SGD step)", w3_function, "µs/step");
     row("W4", "function_us (1000-step loop)", w4_function, "µs/call");
@@ -646,7 +659,7 @@ fn main() -> xlafn::Result<()> {
     );
     let _ = writeln!(
         json,
-        "  \"W2\": {{\"eager_us\": {w2_eager:.3}, \"function_us\": {w2_function:.3}}},"
+        "  \"W2\": {{\"eager_us\": {w2_eager:.3}, \"unfused_us\": {w2_unfused:.3}, \"function_us\": {w2_function:.3}}},"
     );
     let _ = writeln!(json, "  \"W4\": {{\"function_us\": {w4_function:.3}}},");
     let _ = writeln!(json, "  \"W3\": {{\"function_us\": {w3_function:.3}}},");

@@ -14,6 +14,7 @@ struct Options {
     reduce_retracing: bool,
     name: Option<String>,
     implements: Option<String>,
+    jit_compile: Option<bool>,
 }
 
 fn parse_options(attr: TokenStream) -> syn::Result<Options> {
@@ -42,13 +43,16 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
             Meta::NameValue(nv) if nv.path.is_ident("implements") => {
                 options.implements = Some(string_value(&nv.value)?)
             }
+            Meta::NameValue(nv) if nv.path.is_ident("jit_compile") => {
+                options.jit_compile = Some(bool_value(&nv.value)?)
+            }
             Meta::NameValue(nv) if nv.path.is_ident("name") => {
                 options.name = Some(string_value(&nv.value)?)
             }
             other => {
                 return Err(syn::Error::new_spanned(
                     other,
-                    "unknown #[function] option; expected `autograph = false`, `reduce_retracing`, `name = \"...\"` or `implements = \"...\"`",
+                    "unknown #[function] option; expected `autograph = false`, `reduce_retracing`, `jit_compile = false`, `name = \"...\"` or `implements = \"...\"`",
                 ));
             }
         }
@@ -182,6 +186,7 @@ fn generate(
         .implements
         .as_ref()
         .map(|op| quote!(.implements(#op)));
+    let jit_compile = options.jit_compile.map(|on| quote!(.jit_compile(#on)));
     let doc = format!(
         "The traced `Function` behind [`{fn_name}`](fn@{fn_name}), and its AutoGraph-rewritten source."
     );
@@ -194,6 +199,7 @@ fn generate(
                 .arg_names(&[#(#name_strs),*])
                 #reduce
                 #implements
+                #jit_compile
                 .build(|#(#names: #types),*| -> #ret #body)
         });
 

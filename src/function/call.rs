@@ -30,6 +30,14 @@ impl ConcreteCore {
         if trace::is_tracing() {
             return self.inline(args, var_args);
         }
+        if !self.jit_compile {
+            // `jit_compile(false)`: the same graph, op by op through the
+            // eager op cache (a tape records each op as it runs).
+            return self.with_locked_variables(args, var_args, |inputs| {
+                let refs: Vec<&Tensor> = inputs.iter().collect();
+                crate::tensor::replay(&self.graph, &refs)
+            });
+        }
         if crate::autodiff::recording() {
             return self.call_on_tape(args, var_args);
         }
@@ -138,6 +146,33 @@ impl ConcreteCore {
     /// variables are locked from their reads to the write-back, as in
     /// `call_flat`, so concurrent taped calls never lose updates.
     fn call_on_tape(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
+        self.with_locked_variables(args, var_args, |inputs| {
+            let buffers: Vec<&Buffer> = inputs.iter().map(Tensor::buffer).collect::<Result<_>>()?;
+            let exe = self.executable_for(&buffers)?;
+            // The tape keeps every input, so none may be donated to a result.
+            let keep: Vec<i64> = (0..buffers.len() as i64).collect();
+            let outs: Vec<Tensor> = exe
+                .execute_with(&buffers, &keep)?
+                .into_iter()
+                .map(Tensor::from_buffer)
+                .collect();
+            let refs: Vec<&Tensor> = inputs.iter().collect();
+            crate::autodiff::record_op(&self.tape_op(), &refs, &outs[..self.num_outputs]);
+            Ok(outs)
+        })
+    }
+
+    /// Runs `run` on the call's inputs (the arguments, then the captured
+    /// values) with every variable it reads or writes locked, in id order,
+    /// from its read to the write-back of the updates among the results;
+    /// returns the function's own outputs. A recording tape sees the
+    /// variable reads.
+    fn with_locked_variables(
+        &self,
+        args: &[Tensor],
+        var_args: &[Variable],
+        run: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
+    ) -> Result<Vec<Tensor>> {
         let vars = self.variables(var_args)?;
         let mut guards = lock_all(&vars)?;
         let mut inputs: Vec<Tensor> = args.to_vec();
@@ -147,23 +182,15 @@ impl ConcreteCore {
                     let var = r.resolve(var_args, &self.name)?;
                     let value = Tensor::from_shared_buffer(guards[slot_of(&vars, &var)].clone());
                     // The tape watches variables through their reads.
-                    crate::autodiff::record_variable_read(var.id, &value);
+                    if crate::autodiff::recording() {
+                        crate::autodiff::record_variable_read(var.id, &value);
+                    }
                     value
                 }
                 _ => trace::capture_inputs(std::slice::from_ref(c))?.remove(0),
             });
         }
-        let buffers: Vec<&Buffer> = inputs.iter().map(Tensor::buffer).collect::<Result<_>>()?;
-        let exe = self.executable_for(&buffers)?;
-        // The tape keeps every input, so none may be donated to a result.
-        let keep: Vec<i64> = (0..buffers.len() as i64).collect();
-        let outs: Vec<Tensor> = exe
-            .execute_with(&buffers, &keep)?
-            .into_iter()
-            .map(Tensor::from_buffer)
-            .collect();
-        let refs: Vec<&Tensor> = inputs.iter().collect();
-        crate::autodiff::record_op(&self.tape_op(), &refs, &outs[..self.num_outputs]);
+        let mut outs = run(&inputs)?;
         for (r, result) in &self.updates {
             let var = r.resolve(var_args, &self.name)?;
             let value = outs[*result]
@@ -172,7 +199,6 @@ impl ConcreteCore {
             *guards[slot_of(&vars, &var)] = value;
         }
         drop(guards);
-        let mut outs = outs;
         outs.truncate(self.num_outputs);
         Ok(outs)
     }

@@ -30,6 +30,8 @@ pub(crate) struct ConcreteCore {
     pub name: String,
     /// `FunctionOptions::implements`, kept for exports and tools.
     pub implements: Option<String>,
+    /// `FunctionOptions::jit_compile`: `false` runs the graph op by op.
+    pub jit_compile: bool,
     pub arg_names: Vec<String>,
     pub function_type: FunctionType,
     pub graph: Arc<Graph>,
@@ -63,6 +65,7 @@ impl ConcreteCore {
         ConcreteCore {
             name,
             implements: None,
+            jit_compile: true,
             arg_names,
             function_type,
             graph: Arc::new(finished.graph),

@@ -48,6 +48,8 @@ pub struct FunctionOptions {
     reduce_retracing: bool,
     arg_names: Option<Vec<String>>,
     implements: Option<String>,
+    /// `Some(false)`: run traced graphs op by op (`jit_compile`).
+    jit_compile: Option<bool>,
 }
 
 impl FunctionOptions {
@@ -96,6 +98,29 @@ impl FunctionOptions {
     /// ```
     pub fn implements(mut self, name: impl Into<String>) -> Self {
         self.implements = Some(name.into());
+        self
+    }
+
+    /// TensorFlow's `jit_compile`. `true` (the default) compiles each
+    /// traced graph whole with XLA. `false` runs the same graph op by op
+    /// through the eager op cache, with no whole-program fusion, so the
+    /// same trace can be compared fused and unfused. Tracing, caching,
+    /// signatures, variables and gradients behave the same; a `cond` or
+    /// `while_loop` still runs as one compiled op (its regions inside it).
+    ///
+    /// ```
+    /// # use xlafn::prelude::*;
+    /// let body = |x: Tensor| -> Result<Tensor> { Ok(x.tanh()? * 0.5 + 0.1) };
+    /// let fused = function(body);
+    /// let unfused = FunctionOptions::new().jit_compile(false).build(body);
+    /// let x = Tensor::vector(&[0.5f32, -1.0])?;
+    /// let (a, b) = (fused.call((&x,))?, unfused.call((&x,))?);
+    /// assert!((a.to_vec::<f32>()?[0] - b.to_vec::<f32>()?[0]).abs() < 1e-6);
+    /// assert_eq!(unfused.tracing_count(), 1);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn jit_compile(mut self, on: bool) -> Self {
+        self.jit_compile = Some(on);
         self
     }
 
@@ -160,6 +185,7 @@ struct Inner<Args, Out> {
     id: u64,
     name: String,
     implements: Option<String>,
+    jit_compile: bool,
     arg_names: Vec<String>,
     signature: Option<Signature>,
     reduce_retracing: bool,
@@ -224,6 +250,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
             id,
             name,
             implements: options.implements,
+            jit_compile: options.jit_compile.unwrap_or(true),
             arg_names,
             signature,
             reduce_retracing: options.reduce_retracing,
@@ -424,6 +451,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
             out.describe(),
         );
         core.implements = self.inner.implements.clone();
+        core.jit_compile = self.inner.jit_compile;
         Ok(Traced {
             core: Arc::new(core),
             template: Arc::new(out),
