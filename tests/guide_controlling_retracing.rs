@@ -672,3 +672,70 @@ fn retracing_with_fewer_arg_names_than_parameters_does_not_panic() {
         }
     }
 }
+
+/// B2/B6: a function with an input_signature, called while another function
+/// is traced with a compatible but less specific tensor, binds it as
+/// TensorFlow does: the inner trace sees the signature's shape, and a
+/// concrete shape that turns out incompatible is an error when the program
+/// is specialized.
+#[test]
+fn a_less_specific_traced_tensor_binds_to_an_input_signature() -> Result<()> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let inner = FunctionOptions::new()
+        .name("inner")
+        .input_signature(vec![TensorSpec::new(&[Some(1)], DType::F32)])
+        .build({
+            let seen = seen.clone();
+            move |x: Tensor| {
+                seen.lock().unwrap().push(x.shape().to_string());
+                &x * 2.0
+            }
+        });
+    for outer_spec in [
+        TensorSpec::new(&[None], DType::F32),
+        TensorSpec::unknown_rank(DType::F32),
+    ] {
+        let outer = FunctionOptions::new()
+            .input_signature(vec![outer_spec])
+            .build({
+                let inner = inner.clone();
+                move |x: Tensor| inner.call((&x,))
+            });
+        let y = outer.call((Tensor::vector(&[5f32])?,))?;
+        assert_eq!(y.to_vec::<f32>()?, [10.0]);
+        // The traced result has the signature's shape.
+        let cf = outer.get_concrete_function((Tensor::vector(&[5f32])?,))?;
+        assert!(
+            cf.function_type()
+                .ends_with("TensorSpec(shape=(1,), dtype=f32, name=None)"),
+            "{}",
+            cf.function_type()
+        );
+        // A concrete shape the signature does not allow fails when the
+        // program is specialized, naming both shapes.
+        let e = outer.call((Tensor::vector(&[1f32, 2.])?,)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Shape of tensor f32(2,) is not compatible with expected shape (1,)"),
+            "{e}"
+        );
+    }
+    // The inner function traced once, and saw the signature's shape.
+    assert_eq!(inner.tracing_count(), 1);
+    assert_eq!(*seen.lock().unwrap(), vec!["(1,)".to_string()]);
+    // A dtype mismatch is still the binding error.
+    let wrong = function({
+        let inner = inner.clone();
+        move |x: Tensor| inner.call((&x,))
+    });
+    let e = wrong.call((Tensor::vector(&[1i32])?,)).unwrap_err();
+    assert!(e.to_string().contains("Can not cast"), "{e}");
+    // Outside a trace a less specific spec does not bind (TensorFlow's
+    // TypeError for get_concrete_function).
+    let e = inner
+        .get_concrete_function((TensorSpec::new(&[None], DType::F32),))
+        .map(|_| ())
+        .unwrap_err();
+    assert!(e.to_string().contains("Can not cast"), "{e}");
+    Ok(())
+}

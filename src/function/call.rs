@@ -135,6 +135,18 @@ impl ConcreteCore {
 
     fn inline(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
         let captured = self.capture_values(var_args)?;
+        // An argument less specific than the traced parameter (bound to an
+        // input_signature while tracing) is checked to have its shape.
+        let args: Vec<Tensor> = args
+            .iter()
+            .zip(self.graph.param_types())
+            .map(|(a, p)| match p.shape.dims() {
+                Some(dims) if !crate::ir::shape_is_subtype(&a.shape(), &p.shape) => {
+                    a.ensure_shape(dims)
+                }
+                _ => Ok(a.clone()),
+            })
+            .collect::<Result<_>>()?;
         let inputs: Vec<&Tensor> = args.iter().chain(&captured).collect();
         let outs = crate::tensor::replay(&self.graph, &inputs)?;
         self.finish_outputs(outs, var_args)

@@ -40,7 +40,7 @@ impl Signature {
                 name: None,
                 ..spec.clone()
             });
-            if !got.is_subtype_of(&expected) {
+            if !fits(got, &expected) {
                 return Err(cast_error(
                     &self.function,
                     got,
@@ -91,4 +91,18 @@ pub(crate) fn cast_error(
         "Binding inputs to function '{function}' failed due to `Can not cast {got} to {expected}` \
          for argument {argument}. Signature: ({signature})"
     ))
+}
+
+/// Does an argument of type `got` bind to the spec `expected`? Every
+/// subtype does. While another function is traced, so does a symbolic
+/// tensor of the same dtype whose shape is less specific but compatible
+/// (unknown rank or dimensions), as in TensorFlow: the call then checks the shape
+/// with `ensure_shape` (`ConcreteCore::inline`), and a concrete shape that
+/// turns out incompatible is an error when the program is specialized.
+/// (Eager tensors have known shapes, for which compatible means subtype.)
+fn fits(got: &TraceType, expected: &TraceType) -> bool {
+    got.is_subtype_of(expected)
+        || crate::trace::is_tracing()
+            && matches!((got, expected), (TraceType::Tensor(g), TraceType::Tensor(e))
+                if g.dtype == e.dtype && crate::ir::merge_shapes(&g.shape, &e.shape).is_some())
 }

@@ -9,5 +9,5 @@ mod types;
 
 pub use graph::{Graph, Node, Producer, ValueId};
 pub use scalar::Scalar;
-pub use shape::{Dim, Shape, broadcast_shapes, shape_is_subtype, shape_supertype};
+pub use shape::{Dim, Shape, broadcast_shapes, merge_shapes, shape_is_subtype, shape_supertype};
 pub use types::TensorType;

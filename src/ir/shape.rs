@@ -131,3 +131,50 @@ pub fn shape_supertype(a: &Shape, b: &Shape) -> Shape {
         _ => Shape::unknown_rank(),
     }
 }
+
+/// The most specific shape compatible with both, or `None` if they
+/// disagree on the rank or on a known dimension.
+pub fn merge_shapes(a: &Shape, b: &Shape) -> Option<Shape> {
+    let (Some(x), Some(y)) = (a.dims(), b.dims()) else {
+        return Some(if a.rank().is_some() {
+            a.clone()
+        } else {
+            b.clone()
+        });
+    };
+    if x.len() != y.len() {
+        return None;
+    }
+    let dims = x.iter().zip(y).map(|(p, q)| match (p, q) {
+        (Some(p), Some(q)) if p != q => Err(()),
+        (Some(p), _) | (_, Some(p)) => Ok(Some(*p)),
+        (None, None) => Ok(None),
+    });
+    dims.collect::<std::result::Result<Vec<_>, ()>>()
+        .ok()
+        .map(Shape::from_dims)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_merge_to_the_most_specific_compatible_one() {
+        let s = |d: &[Option<i64>]| Shape::from_dims(d.to_vec());
+        assert_eq!(
+            merge_shapes(&s(&[None, Some(3)]), &s(&[Some(2), None])),
+            Some(s(&[Some(2), Some(3)]))
+        );
+        assert_eq!(
+            merge_shapes(&Shape::unknown_rank(), &s(&[Some(1)])),
+            Some(s(&[Some(1)]))
+        );
+        assert_eq!(
+            merge_shapes(&s(&[Some(1)]), &Shape::unknown_rank()),
+            Some(s(&[Some(1)]))
+        );
+        assert_eq!(merge_shapes(&s(&[Some(1)]), &s(&[Some(2)])), None);
+        assert_eq!(merge_shapes(&s(&[Some(1)]), &s(&[Some(1), Some(1)])), None);
+    }
+}

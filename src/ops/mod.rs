@@ -14,6 +14,7 @@ pub mod callback;
 pub mod constant;
 pub mod control;
 pub mod elementwise;
+pub mod ensure;
 pub mod indexing;
 pub mod linalg;
 pub mod reduce;
@@ -137,6 +138,7 @@ op_catalog! {
     Slice(shape::Slice),
     StridedSlice(shape::StridedSlice),
     Gather(shape::Gather),
+    EnsureShape(ensure::EnsureShape),
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),
     Reduce(reduce::Reduce),
