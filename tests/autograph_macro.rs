@@ -2,6 +2,10 @@
 //! as the explicit ops and as plain Rust, traces once, and leaves host
 //! control flow alone.
 
+#[path = "common/captured.rs"]
+mod captured;
+
+use captured::Captured;
 use xlafn::prelude::*;
 
 #[xlafn::function]
@@ -271,19 +275,6 @@ fn fizzbuzz(n: Tensor) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn fizzbuzz_reference(n: i32) -> String {

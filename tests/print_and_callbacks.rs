@@ -3,29 +3,14 @@
 //! values on every call; errors and panics in callbacks become errors.
 //! (One binary: the print sink is process-wide.)
 
+#[path = "common/captured.rs"]
+mod captured;
+
+use captured::Captured;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use xlafn::prelude::*;
 use xlafn::runtime::HostArray;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn take(&self) -> String {
-        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
-    }
-}
 
 #[test]
 fn print_callbacks_and_their_errors() {

@@ -4,9 +4,13 @@
 //! by name); crafted callback ids are refused; closures are freed with
 //! their programs.
 
+#[path = "common/captured.rs"]
+mod captured;
+
+use captured::Captured;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use xlafn::ArraySpec;
 use xlafn::prelude::*;
 use xlafn::runtime::{HostArray, HostCallbackFn};
@@ -16,19 +20,6 @@ fn temp_dir(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// A function of this process whose callback counts its runs and returns

@@ -161,10 +161,6 @@ impl Bound {
         Ok(Bound { registrations })
     }
 
-    pub(super) fn is_empty(&self) -> bool {
-        self.registrations.is_empty()
-    }
-
     /// `text` (a program read from `file`) with each declared index
     /// replaced by this process's id; undeclared indices are refused.
     pub(super) fn rewrite(&self, text: &str, file: &str) -> Result<String> {

@@ -476,12 +476,7 @@ pub fn load_with_callbacks(
             small_array_graph: p.small_array_graph,
         };
         let options = CompileOptions::for_program(client.platform(), traits);
-        // Bound callback ids are fresh per load: no disk cache entry.
-        let exe = if bound.is_empty() {
-            Executable::compile_cached(&client, &text, params, &options)?
-        } else {
-            Executable::compile(&client, &text, params, &options)?
-        };
+        let exe = Executable::compile_cached(&client, &text, params, &options)?;
         programs.push((p.input_shapes.clone(), Arc::new(exe)));
     }
     Ok(LoadedFunction {

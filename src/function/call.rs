@@ -12,9 +12,7 @@ use crate::ir::Graph;
 use crate::lower;
 use crate::ops::Op;
 use crate::ops::control::{Call, CallVjp};
-use crate::runtime::{
-    Buffer, Client, CompileOptions, Executable, HOST_CALLBACK_TARGET, ProgramTraits, recycle,
-};
+use crate::runtime::{Buffer, Client, CompileOptions, Executable, ProgramTraits, recycle};
 use crate::tensor::Tensor;
 use crate::trace::{self, CaptureSource};
 use crate::variable::{Variable, VariableInner};
@@ -291,13 +289,7 @@ impl ConcreteCore {
             .map_err(|e| self.frame(e))?;
         let slots = lowered.output_slots.len();
         let options = CompileOptions::for_program(client.platform(), program_traits(&lowered.size));
-        // Host callback ids are drawn afresh per registration, so a program
-        // that calls one is never met again: not worth a disk cache entry.
-        let exe = if lowered.text.contains(HOST_CALLBACK_TARGET) {
-            Executable::compile(&client, &lowered.text, lowered.params, &options)?
-        } else {
-            Executable::compile_cached(&client, &lowered.text, lowered.params, &options)?
-        };
+        let exe = Executable::compile_cached(&client, &lowered.text, lowered.params, &options)?;
         let exe = Arc::new(exe.with_output_slots(slots));
         self.compiles.fetch_add(1, Ordering::Relaxed);
         self.executables

@@ -136,6 +136,11 @@ impl Executable {
         params: Vec<ArraySpec>,
         options: &CompileOptions,
     ) -> Result<Executable> {
+        // Host callback ids are drawn afresh per registration, so a program
+        // that calls one is never met again: not worth a disk cache entry.
+        if mlir.contains(super::ffi::HOST_CALLBACK_TARGET) {
+            return Self::compile(client, mlir, params, options);
+        }
         options.check()?;
         let encoded = options.encode();
         let key = super::disk_cache::key(client, mlir, &encoded);
