@@ -549,7 +549,7 @@ fn define_by_trial<S: Output + Clone>(
         return Ok(state);
     }
     let mut learned = None;
-    trace::trace_region(item_types, |items| {
+    trace::trace_region(item_types, &[], |items| {
         learned = Some(trial(state.clone(), items)?);
         Ok(Vec::new())
     })?;

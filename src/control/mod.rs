@@ -8,6 +8,15 @@
 //! TensorFlow does for loop variables whose shape changes) and the whole
 //! construct becomes one graph node, lowered to StableHLO `if`/`while`, so
 //! the compiled program branches and loops on the device.
+//!
+//! Variables may be read and assigned inside branches and loop bodies, as
+//! in TensorFlow (`for i in tf.range(x): v.assign_add(i)`). A variable a
+//! branch assigns leaves every branch as an extra output (the untouched
+//! branches return the value it had before the `cond`); a variable a loop
+//! body assigns becomes extra loop state, so each iteration reads the
+//! previous one's value. Either way the construct assigns the result in
+//! the enclosing trace, and the function call writes it back as for any
+//! update. A loop condition may read variables but not assign them.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -16,7 +25,8 @@ use crate::function::output::{IntoOutput, Output, host_values_of};
 use crate::ir::{TensorType, shape_supertype};
 use crate::ops::control::{Cond, Region, While};
 use crate::tensor::{Tensor, apply};
-use crate::trace::{self, FinishedTrace};
+use crate::trace::{self, FinishedTrace, RegionTrace};
+use crate::variable::{Variable, VariableInner};
 use std::sync::Arc;
 
 mod tensor_array;
@@ -103,14 +113,14 @@ where
     }
     check_predicate("cond", pred)?;
     let mut then_out = None;
-    let then_trace = trace::trace_region(&[], |_| {
+    let mut then_trace = trace::trace_region(&[], &[], |_| {
         let out = then_fn().into_output()?;
         let tensors = flat(&out);
         then_out = Some(out);
         Ok(tensors)
     })?;
     let mut else_out = None;
-    let else_trace = trace::trace_region(&[], |_| {
+    let mut else_trace = trace::trace_region(&[], &[], |_| {
         let out = else_fn().into_output()?;
         let tensors = flat(&out);
         else_out = Some(out);
@@ -124,8 +134,13 @@ where
         &host_values_of(&then_out),
         &host_values_of(&else_out),
     )?;
-    let (then_region, then_inputs) = region(then_trace, 1)?;
-    let (else_region, else_inputs) = region(else_trace, 1 + then_inputs.len())?;
+    // A variable either branch assigns leaves both as an extra output.
+    let mut assigned = then_trace.newly_written(&[]);
+    assigned.extend(else_trace.newly_written(&assigned));
+    then_trace.return_variables(&assigned);
+    else_trace.return_variables(&assigned);
+    let (then_region, then_inputs) = region(then_trace.trace, 1)?;
+    let (else_region, else_inputs) = region(else_trace.trace, 1 + then_inputs.len())?;
     let mut inputs: Vec<&Tensor> = vec![pred];
     inputs.extend(then_inputs.iter().chain(&else_inputs));
     let outs = apply(
@@ -135,7 +150,19 @@ where
         },
         &inputs,
     )?;
-    Ok(T::rebuild(&then_out, &mut outs.into_iter()))
+    let mut outs = outs.into_iter();
+    let result = T::rebuild(&then_out, &mut outs);
+    assign_all(&assigned, outs)?;
+    Ok(result)
+}
+
+/// Assigns the values a construct carried out of its regions to their
+/// variables, in the enclosing trace.
+fn assign_all(vars: &[Arc<VariableInner>], values: impl Iterator<Item = Tensor>) -> Result<()> {
+    for (var, value) in vars.iter().zip(values) {
+        trace::assign_variable(var, &value)?;
+    }
+    Ok(())
 }
 
 /// Tensor control flow carries only tensors: a host value that differs
@@ -226,17 +253,40 @@ where
         return Ok(state);
     }
     let init_flat = flat(&init);
-    let (body_trace, loop_types) = trace_body(&init, &init_flat, &mut body_fn)?;
-    let cond_trace = trace::trace_region(&loop_types, |args| {
+    // Variables the body assigns become loop state after the user's: the
+    // body is traced again with each newly found one carried in.
+    let mut carried: Vec<Arc<VariableInner>> = Vec::new();
+    let (body_trace, loop_types, loop_init) = loop {
+        let mut loop_init = init_flat.clone();
+        for var in &carried {
+            loop_init.push(Variable::from_inner(var.clone()).try_read()?);
+        }
+        let (body, types) = trace_body(&init, &loop_init, &carried, &mut body_fn)?;
+        let found = body.newly_written(&carried);
+        if found.is_empty() {
+            break (body, types, loop_init);
+        }
+        carried.extend(found);
+    };
+    let cond_trace = trace::trace_region(&loop_types, &carried, |args| {
         let state = S::rebuild(&init, &mut args.into_iter());
         let c = cond_fn(&state).into_output()?;
         check_predicate("while_loop", &c)?;
         Ok(vec![c])
     })?;
-    let n = init_flat.len();
-    let (cond_region, cond_inputs) = region(cond_trace, n)?;
-    let (body_region, body_inputs) = region(body_trace, n + cond_inputs.len())?;
-    let inputs: Vec<&Tensor> = init_flat
+    if let Some(v) = cond_trace.variables.iter().find(|v| v.written) {
+        return Err(Error::invalid(
+            "while_loop",
+            format!(
+                "the loop condition assigns variable '{}'; assign it in the loop body instead",
+                v.var.name
+            ),
+        ));
+    }
+    let n = loop_init.len();
+    let (cond_region, cond_inputs) = region(cond_trace.trace, n)?;
+    let (body_region, body_inputs) = region(body_trace.trace, n + cond_inputs.len())?;
+    let inputs: Vec<&Tensor> = loop_init
         .iter()
         .chain(&cond_inputs)
         .chain(&body_inputs)
@@ -246,28 +296,37 @@ where
         body: body_region,
         loop_types,
     };
-    let outs = apply(op, &inputs)?;
-    Ok(S::rebuild(&init, &mut outs.into_iter()))
+    let mut outs = apply(op, &inputs)?.into_iter();
+    let state = S::rebuild(&init, &mut outs);
+    assign_all(&carried, outs)?;
+    Ok(state)
 }
 
 /// Traces the body, relaxing loop shapes until the body preserves them.
+/// `loop_init` is the user's state flattened, then the `carried`
+/// variables' values; the body's results follow the same layout.
 fn trace_body<S: Output, RB: IntoOutput<Out = S>>(
     init: &S,
-    init_flat: &[Tensor],
+    loop_init: &[Tensor],
+    carried: &[Arc<VariableInner>],
     body_fn: &mut impl FnMut(S) -> RB,
-) -> Result<(FinishedTrace, Vec<TensorType>)> {
-    let mut loop_types = types(init_flat);
+) -> Result<(RegionTrace, Vec<TensorType>)> {
+    let mut loop_types = types(loop_init);
     let init_host = host_values_of(init);
     for _ in 0..MAX_RELAXATIONS {
-        let mut next_types = Vec::new();
-        let trace = trace::trace_region(&loop_types, |args| {
+        let mut trace = trace::trace_region(&loop_types, carried, |args| {
             let state = S::rebuild(init, &mut args.into_iter());
             let next = body_fn(state).into_output()?;
             check_same_host_values("while_loop", &init_host, &host_values_of(&next))?;
-            let next = flat(&next);
-            next_types = types(&next);
-            Ok(next)
+            Ok(flat(&next))
         })?;
+        trace.return_variables(carried);
+        let graph = &trace.trace.graph;
+        let next_types: Vec<TensorType> = graph
+            .results()
+            .iter()
+            .map(|&v| graph.value_type(v).clone())
+            .collect();
         let relaxed = relax(&loop_types, &next_types)?;
         if relaxed == loop_types {
             return Ok((trace, loop_types));

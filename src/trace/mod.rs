@@ -134,37 +134,44 @@ impl TraceGuard {
         }
     }
 
-    /// Ends the trace with `results` (tensors of any origin) as outputs.
+    /// Ends a function's trace with `results` (tensors of any origin) as
+    /// outputs; assigned variables become extra results after them, which
+    /// the call writes back.
     pub(crate) fn finish(self, results: &[Tensor]) -> Result<FinishedTrace> {
-        self.finish_with(results, true)
-    }
-
-    /// Ends the trace; with `updates_allowed`, assigned variables become
-    /// extra results after `results`, otherwise assigning one is an error.
-    fn finish_with(mut self, results: &[Tensor], updates_allowed: bool) -> Result<FinishedTrace> {
-        let written: Vec<(Arc<VariableInner>, Tensor)> = STACK.with(|s| {
-            let stack = s.borrow();
-            let frame = stack.last().expect("an open frame");
-            frame
-                .variables
-                .iter()
-                .filter(|(_, v)| v.written)
-                .map(|(_, v)| (v.var.clone(), v.current.clone()))
-                .collect()
-        });
-        if !updates_allowed && !written.is_empty() {
-            return Err(Error::Value(format!(
-                "variable '{}' is assigned inside a cond/while_loop region, which is not supported \
-                 yet: carry the new value out as loop or branch state and assign it afterwards",
-                written[0].0.name
-            )));
-        }
+        let written: Vec<(Arc<VariableInner>, Tensor)> = top_variables()
+            .into_iter()
+            .filter(|(_, _, written)| *written)
+            .map(|(var, value, _)| (var, value))
+            .collect();
         let mut ids: Vec<ValueId> = results.iter().map(value_in_top).collect::<Result<_>>()?;
         let mut updates = Vec::with_capacity(written.len());
         for (var, value) in &written {
             updates.push((VarRef::of(var), ids.len()));
             ids.push(value_in_top(value)?);
         }
+        self.close(ids, updates)
+    }
+
+    /// Ends a region's trace with `results` as its results; the variables
+    /// it used are returned with the value each holds at the region's end,
+    /// for the construct to thread through (see [`trace_region`]).
+    fn finish_region(self, results: &[Tensor]) -> Result<RegionTrace> {
+        let mut variables = Vec::new();
+        for (var, value, written) in top_variables() {
+            variables.push(RegionVariable {
+                var,
+                value: value_in_top(&value)?,
+                written,
+            });
+        }
+        let ids: Vec<ValueId> = results.iter().map(value_in_top).collect::<Result<_>>()?;
+        Ok(RegionTrace {
+            trace: self.close(ids, Vec::new())?,
+            variables,
+        })
+    }
+
+    fn close(mut self, ids: Vec<ValueId>, updates: Vec<(VarRef, usize)>) -> Result<FinishedTrace> {
         let id = self.id.take().expect("finished once");
         let mut frame = pop(id);
         if let Some(e) = frame.error.take() {
@@ -178,6 +185,20 @@ impl TraceGuard {
             created_variables: frame.created_variables,
         })
     }
+}
+
+/// The top frame's variables in first-use order: each with the value it
+/// holds now in this trace and whether the trace assigned it.
+fn top_variables() -> Vec<(Arc<VariableInner>, Tensor, bool)> {
+    STACK.with(|s| {
+        let stack = s.borrow();
+        let frame = stack.last().expect("an open frame");
+        frame
+            .variables
+            .iter()
+            .map(|(_, v)| (v.var.clone(), v.current.clone(), v.written))
+            .collect()
+    })
 }
 
 impl Drop for TraceGuard {
@@ -224,23 +245,99 @@ impl Drop for RegionDepth {
     }
 }
 
+/// A traced region (a branch or loop body) and the variables it used.
+pub(crate) struct RegionTrace {
+    /// The region's graph; its results are the body's, without variables.
+    pub trace: FinishedTrace,
+    /// Every variable the region read or assigned, in first-use order.
+    pub variables: Vec<RegionVariable>,
+}
+
+/// A variable as a region left it.
+pub(crate) struct RegionVariable {
+    pub var: Arc<VariableInner>,
+    /// Its value at the region's end, in the region's graph.
+    pub value: ValueId,
+    /// Whether the region assigned it.
+    pub written: bool,
+}
+
+impl RegionTrace {
+    /// The variables the region assigned that are not among `known`.
+    pub(crate) fn newly_written(&self, known: &[Arc<VariableInner>]) -> Vec<Arc<VariableInner>> {
+        self.variables
+            .iter()
+            .filter(|v| v.written && !known.iter().any(|k| k.id == v.var.id))
+            .map(|v| v.var.clone())
+            .collect()
+    }
+
+    /// The region's value of `var` at its end. A variable the region
+    /// never touched becomes a new captured parameter holding the value
+    /// the enclosing frame sees, so every branch of a `cond` can return
+    /// every variable any branch assigns.
+    pub(crate) fn value_of(&mut self, var: &Arc<VariableInner>) -> ValueId {
+        if let Some(v) = self.variables.iter().find(|v| v.var.id == var.id) {
+            return v.value;
+        }
+        let param = self.trace.graph.add_param(var.tensor_type());
+        self.trace.captures.push(Capture {
+            source: CaptureSource::Variable(VarRef::of(var)),
+            param,
+        });
+        self.variables.push(RegionVariable {
+            var: var.clone(),
+            value: param,
+            written: false,
+        });
+        param
+    }
+
+    /// Appends the final values of `vars` to the region's results (the
+    /// extra branch outputs or loop state that carry them out).
+    pub(crate) fn return_variables(&mut self, vars: &[Arc<VariableInner>]) {
+        let mut results = self.trace.graph.results().to_vec();
+        for var in vars {
+            results.push(self.value_of(var));
+        }
+        self.trace.graph.set_results(results);
+    }
+}
+
 /// Traces a region (a branch or loop body) in a frame of its own: `body`
-/// gets placeholders of `arg_types` and returns the region's results.
-/// The region's captures are returned with its graph; the caller feeds
-/// them from the enclosing frame (see [`capture_inputs`]).
+/// gets placeholders of the first `arg_types` and returns the region's
+/// results. The last `carried.len()` of `arg_types` are the types of
+/// `carried`, variables whose values enter the region as arguments (loop
+/// state): inside it, reading one gives its argument and assigning one
+/// replaces it. The region's captures are returned with its graph; the
+/// caller feeds them from the enclosing frame (see [`capture_inputs`]),
+/// and threads the variables it assigned (see [`RegionTrace`]).
 pub(crate) fn trace_region(
     arg_types: &[TensorType],
+    carried: &[Arc<VariableInner>],
     body: impl FnOnce(Vec<Tensor>) -> Result<Vec<Tensor>>,
-) -> Result<FinishedTrace> {
+) -> Result<RegionTrace> {
     let name = current_function().unwrap_or_else(|| Arc::from("region"));
     let _depth = RegionDepth::enter(&name)?;
     let guard = TraceGuard::new(&name);
-    let args = arg_types
+    let mut args = arg_types
         .iter()
         .map(|t| placeholder(t.clone()))
         .collect::<Result<Vec<_>>>()?;
+    let carried_args = args.split_off(arg_types.len() - carried.len());
+    with_top(|frame| {
+        for (var, current) in carried.iter().zip(carried_args) {
+            let slot = VarSlot {
+                var: var.clone(),
+                current,
+                written: false,
+            };
+            frame.variables.push((var.id, slot));
+        }
+        Ok(())
+    })?;
     let outs = body(args)?;
-    guard.finish_with(&outs, false)
+    guard.finish_region(&outs)
 }
 
 /// The tensors, in the enclosing frame, that feed a region's captures.
