@@ -23,7 +23,7 @@ use crate::ir::TensorType;
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::trace;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 static NEXT_VARIABLE: AtomicU64 = AtomicU64::new(1);
@@ -41,6 +41,9 @@ pub(crate) struct VariableInner {
     /// The id state keyed to this variable uses (optimizer slots): its own,
     /// or for a stand-in, the id of the variable it first stood for.
     pub slot_key: u64,
+    /// False while a variable created from a traced value waits for its
+    /// lifted initializer to run (see [`Variable::try_new`]).
+    initialized: AtomicBool,
 }
 
 impl VariableInner {
@@ -55,6 +58,36 @@ impl VariableInner {
     /// would then wait forever, and the callback may run on an XLA worker
     /// thread, so the holder cannot be told apart by thread.
     pub(crate) fn lock_for_call(&self) -> Result<MutexGuard<'_, Arc<Buffer>>> {
+        let guard = self.lock_when_free()?;
+        if !self.initialized.load(Ordering::Acquire) {
+            return Err(Error::FailedPrecondition(format!(
+                "variable '{}' is uninitialized: it was created from a value computed in a traced \
+                 function, and that function's first call did not complete, so its initial value \
+                 was never computed",
+                self.name
+            )));
+        }
+        Ok(guard)
+    }
+
+    /// Sets the value of a variable created from a traced value, once its
+    /// lifted initializer has run.
+    pub(crate) fn initialize(&self, value: Arc<Buffer>) -> Result<()> {
+        if value.dtype() != self.dtype || value.dims() != self.dims.as_slice() {
+            return Err(Error::Value(format!(
+                "the initial value of variable '{}' was traced as {} but computed as {:?} {:?}",
+                self.name,
+                self.tensor_type(),
+                value.dtype(),
+                value.dims()
+            )));
+        }
+        *self.lock() = value;
+        self.initialized.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn lock_when_free(&self) -> Result<MutexGuard<'_, Arc<Buffer>>> {
         if !crate::runtime::in_host_callback() {
             return Ok(self.lock());
         }
@@ -179,37 +212,71 @@ impl std::fmt::Debug for Variable {
 }
 
 impl Variable {
-    /// A variable holding `initial`, which must be an eager tensor (a value
-    /// computed from a traced function's inputs cannot initialise state
-    /// that outlives the trace). Panics otherwise; see [`Variable::try_new`].
+    /// A variable holding `initial`. Panics on errors; see
+    /// [`Variable::try_new`].
     pub fn new(initial: Tensor) -> Variable {
         Self::try_new(initial).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// A variable holding `initial`, or an error if it is symbolic.
+    /// A variable holding `initial`, an eager tensor or, on the first call
+    /// of a traced function, a value computed in its trace (the API page's
+    /// `tf.Variable(tf.ones_like(x))`). As in TensorFlow, the computation
+    /// of such an initial value is lifted out of the graph and run once on
+    /// that call's concrete arguments; until then the variable is
+    /// uninitialized. Its shape must be fully known while tracing.
+    ///
+    /// ```
+    /// use std::sync::OnceLock;
+    /// use xlafn::prelude::*;
+    /// let v: OnceLock<Variable> = OnceLock::new();
+    /// let f = function(move |x: Tensor| -> Result<Tensor> {
+    ///     let v = v.get_or_init(|| Variable::new(x.ones_like().unwrap()));
+    ///     v.read().mul(&x)
+    /// });
+    /// assert_eq!(f.call((Tensor::vector(&[1, 2])?,))?.to_vec::<i32>()?, vec![1, 2]);
+    /// assert_eq!(f.call((Tensor::vector(&[3, 4])?,))?.to_vec::<i32>()?, vec![3, 4]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
     pub fn try_new(initial: Tensor) -> Result<Variable> {
-        let buffer = initial.eager_buffer().ok_or_else(|| {
-            Error::Value(
-                "a Variable's initial value must be an eager tensor, not a value computed inside a \
-                 traced function"
-                    .into(),
-            )
+        let (value, initialized) = match initial.eager_buffer() {
+            Some(buffer) => (buffer, true),
+            None => (Self::placeholder_buffer()?, false),
+        };
+        let ty = initial.tensor_type();
+        let dims = ty.shape.as_known().ok_or_else(|| {
+            Error::Value(format!(
+                "a Variable's initial value must have a fully known shape, got {ty}: give the \
+                 function an input signature with known dimensions, or create the variable \
+                 outside the function"
+            ))
         })?;
         let id = NEXT_VARIABLE.fetch_add(1, Ordering::Relaxed);
-        let inner = VariableInner {
+        let inner = Arc::new(VariableInner {
             id,
             name: format!("Variable:{id}"),
-            dtype: buffer.dtype(),
-            dims: buffer.dims().to_vec(),
-            value: Mutex::new(buffer),
+            dtype: ty.dtype,
+            dims,
+            value: Mutex::new(value),
             arg_slot: None,
             slot_key: id,
-        };
-        let var = Variable {
-            inner: Arc::new(inner),
-        };
+            initialized: AtomicBool::new(initialized),
+        });
+        if !initialized {
+            if !trace::is_tracing() {
+                return Err(trace::out_of_scope_tensor(&initial));
+            }
+            trace::lift_initializer(&inner, &initial)?;
+        }
         trace::note_variable_created();
-        Ok(var)
+        Ok(Variable { inner })
+    }
+
+    /// The buffer a variable holds where no value of its own exists yet
+    /// (never read: see `VariableInner::initialized`).
+    fn placeholder_buffer() -> Result<Arc<Buffer>> {
+        Ok(Tensor::try_scalar(0u8)?
+            .eager_buffer()
+            .expect("eager scalar"))
     }
 
     /// Names the variable (for signatures and errors).
@@ -314,9 +381,7 @@ impl Variable {
         stands_for: Option<u64>,
     ) -> Result<Variable> {
         let id = NEXT_VARIABLE.fetch_add(1, Ordering::Relaxed);
-        let placeholder = Tensor::try_scalar(0u8)?
-            .eager_buffer()
-            .expect("eager scalar");
+        let placeholder = Self::placeholder_buffer()?;
         let inner = VariableInner {
             id,
             name: format!("argument variable {slot}"),
@@ -325,6 +390,7 @@ impl Variable {
             value: Mutex::new(placeholder),
             arg_slot: Some(slot),
             slot_key: stands_for.unwrap_or(id),
+            initialized: AtomicBool::new(true),
         };
         Ok(Variable {
             inner: Arc::new(inner),
@@ -357,9 +423,10 @@ impl Variable {
         Ok(())
     }
 
-    /// Locks the variable's value for a call that reads and replaces it.
-    pub(crate) fn lock_buffer(&self) -> MutexGuard<'_, Arc<Buffer>> {
-        self.inner.lock()
+    /// Locks the variable's value for a call that reads and replaces it;
+    /// an error if it is uninitialized.
+    pub(crate) fn lock_buffer(&self) -> Result<MutexGuard<'_, Arc<Buffer>>> {
+        self.inner.lock_for_call()
     }
 
     /// The device address of the current buffer (CPU), to observe in-place

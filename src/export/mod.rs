@@ -564,7 +564,11 @@ impl LoadedFunction {
                     self.name
                 ))
             })?;
-        let guards: Vec<_> = self.variables.iter().map(|v| v.lock_buffer()).collect();
+        let guards = self
+            .variables
+            .iter()
+            .map(|v| v.lock_buffer())
+            .collect::<Result<Vec<_>>>()?;
         let mut buffers: Vec<&Buffer> = inputs.iter().map(|t| t.buffer()).collect::<Result<_>>()?;
         for c in &self.captures {
             match c {

@@ -9,6 +9,7 @@ mod call;
 pub mod closure;
 pub mod concrete;
 pub mod dispatch;
+mod lifting;
 pub mod output;
 pub mod polymorphic;
 pub mod signature;

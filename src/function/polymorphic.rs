@@ -10,6 +10,7 @@ use super::args::with_actual_variables;
 use super::closure::{ArgList, IntoArgs, IntoTraceTypes, TraceableFn};
 use super::concrete::{ConcreteCore, ConcreteFunction};
 use super::dispatch::{DispatchTable, FunctionType};
+use super::lifting;
 use super::output::{IntoOutput, Output};
 use super::signature::Signature;
 use super::trace_type::{TensorSpec, TraceType};
@@ -281,9 +282,9 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         }
         let call_type = args.trace_types()?;
         let variables = args.variables();
-        let traced = self.concrete_for(call_type, &variables)?;
         let mut flat = Vec::new();
         args.flatten(&mut flat);
+        let traced = self.concrete_for(call_type, &variables, Some(&flat))?;
         let outs = traced.core.call_flat(&flat, &variables)?;
         self.inner.called.store(true, Ordering::SeqCst);
         Ok(Out::rebuild(&traced.template, &mut outs.into_iter()))
@@ -296,7 +297,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         specs: S,
     ) -> Result<ConcreteFunction<Args, Out>> {
         let types = specs.into_trace_types()?;
-        let traced = self.concrete_for(types, &[])?;
+        let traced = self.concrete_for(types, &[], None)?;
         Ok(ConcreteFunction {
             core: traced.core,
             template: traced.template,
@@ -357,8 +358,15 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
 
     /// Dispatches `call_type`; traces on a miss, once per type across threads.
     /// `variables` are the call's distinct variable arguments, if known:
-    /// stand-ins for them remember which variable they stood for first.
-    fn concrete_for(&self, call_type: FunctionType, variables: &[Variable]) -> Result<Traced<Out>> {
+    /// stand-ins for them remember which variable they stood for first;
+    /// `tensors` its flattened tensor arguments, which lifted variable
+    /// initializers run on (absent when tracing from specs).
+    fn concrete_for(
+        &self,
+        call_type: FunctionType,
+        variables: &[Variable],
+        tensors: Option<&[Tensor]>,
+    ) -> Result<Traced<Out>> {
         let call_type = match &self.inner.signature {
             Some(sig) => sig.bind(&call_type)?,
             None => call_type,
@@ -383,7 +391,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
                 return Ok(traced.clone());
             }
             drop(state);
-            self.trace_and_insert(trace_type, variables)
+            self.trace_and_insert(trace_type, variables, tensors)
         })
     }
 
@@ -417,10 +425,15 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         Ok(())
     }
 
-    fn trace_and_insert(&self, ty: FunctionType, variables: &[Variable]) -> Result<Traced<Out>> {
+    fn trace_and_insert(
+        &self,
+        ty: FunctionType,
+        variables: &[Variable],
+        tensors: Option<&[Tensor]>,
+    ) -> Result<Traced<Out>> {
         let traced = {
             let _mark = TracingMark::push(self.inner.id, ty.clone());
-            self.trace(&ty, variables)?
+            self.trace(&ty, variables, tensors)?
         };
         let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
         self.warn_if_retracing(&state.table, &ty);
@@ -429,15 +442,23 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
     }
 
     /// Runs the closure on placeholders of `ty` and records the graph.
-    fn trace(&self, ty: &FunctionType, variables: &[Variable]) -> Result<Traced<Out>> {
+    fn trace(
+        &self,
+        ty: &FunctionType,
+        variables: &[Variable],
+        tensors: Option<&[Tensor]>,
+    ) -> Result<Traced<Out>> {
         let (mut finished, mut out) = self.trace_once(ty, variables)?;
         if finished.created_variables > 0 && self.inner.called.load(Ordering::SeqCst) {
             return Err(self.variables_after_first_call());
         }
         if finished.created_variables > 0 {
-            // B20: a trace that created variables is traced again at once,
-            // and that trace must create none (the variables of the first
-            // one are captured instead).
+            // B20: variables created from traced values get them now, from
+            // this call's arguments.
+            lifting::run_initializers(&self.inner.name, &finished, tensors, variables)?;
+            // A trace that created variables is traced again at once, and
+            // that trace must create none (the variables of the first one
+            // are captured instead).
             (finished, out) = self.trace_once(ty, variables)?;
             if finished.created_variables > 0 {
                 return Err(self.variables_after_first_call());

@@ -143,6 +143,41 @@ impl Graph {
     pub fn num_values(&self) -> usize {
         self.values.len()
     }
+
+    /// The part of this graph that computes `wanted`: a graph with those
+    /// values as results, only the nodes they depend on, and as parameters
+    /// only the parameters they depend on, in their original order. Also
+    /// returns the original index of each kept parameter. Lifting a
+    /// variable's initializer out of a trace uses it.
+    pub fn extract(&self, wanted: &[ValueId]) -> Result<(Graph, Vec<usize>)> {
+        let mut needed = vec![false; self.values.len()];
+        for v in wanted {
+            needed[v.0 as usize] = true;
+        }
+        let mut keep_node = vec![false; self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate().rev() {
+            if node.outputs.iter().any(|o| needed[o.0 as usize]) {
+                keep_node[i] = true;
+                node.inputs.iter().for_each(|v| needed[v.0 as usize] = true);
+            }
+        }
+        let mut out = Graph::new();
+        let mut map = std::collections::HashMap::new();
+        let mut kept_params = Vec::new();
+        for (i, p) in self.params.iter().enumerate() {
+            if needed[p.0 as usize] {
+                map.insert(*p, out.add_param(self.value_type(*p).clone()));
+                kept_params.push(i);
+            }
+        }
+        for (node, _) in self.nodes.iter().zip(&keep_node).filter(|(_, k)| **k) {
+            let inputs: Vec<ValueId> = node.inputs.iter().map(|v| map[v]).collect();
+            let outputs = out.add_node(node.op.clone(), &inputs)?;
+            map.extend(node.outputs.iter().copied().zip(outputs));
+        }
+        out.set_results(wanted.iter().map(|v| map[v]).collect());
+        Ok((out, kept_params))
+    }
 }
 
 /// A readable listing: one line per node with its inputs and output types.

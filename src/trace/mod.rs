@@ -56,6 +56,10 @@ pub(crate) struct FinishedTrace {
     pub updates: Vec<(VarRef, usize)>,
     /// How many variables were created while tracing (B20).
     pub created_variables: usize,
+    /// Variables created from values computed in this trace, each with
+    /// the graph value of its initial value: the call lifts these out and
+    /// runs them on its concrete arguments (B20, `function::lifting`).
+    pub initializers: Vec<(Arc<VariableInner>, ValueId)>,
 }
 
 /// A variable's value as this trace sees it.
@@ -77,6 +81,10 @@ struct Frame {
     /// Variables read or assigned, by id, in first-use order.
     variables: Vec<(u64, VarSlot)>,
     created_variables: usize,
+    /// Variables created here from a symbolic initial value.
+    initializers: Vec<(Arc<VariableInner>, Tensor)>,
+    /// A branch or loop body rather than a function's own trace.
+    region: bool,
 }
 
 thread_local! {
@@ -108,6 +116,8 @@ pub(crate) fn begin(function: &str) -> GraphId {
         error: None,
         variables: Vec::new(),
         created_variables: 0,
+        initializers: Vec::new(),
+        region: false,
     };
     STACK.with(|s| s.borrow_mut().push(frame));
     id
@@ -149,7 +159,17 @@ impl TraceGuard {
             updates.push((VarRef::of(var), ids.len()));
             ids.push(value_in_top(value)?);
         }
-        self.close(ids, updates)
+        let initializers = STACK.with(|s| {
+            let stack = s.borrow();
+            stack.last().expect("an open frame").initializers.clone()
+        });
+        let initializers = initializers
+            .into_iter()
+            .map(|(var, value)| Ok((var, value_in_top(&value)?)))
+            .collect::<Result<_>>()?;
+        let mut finished = self.close(ids, updates)?;
+        finished.initializers = initializers;
+        Ok(finished)
     }
 
     /// Ends a region's trace with `results` as its results; the variables
@@ -183,6 +203,7 @@ impl TraceGuard {
             captures: frame.captures,
             updates,
             created_variables: frame.created_variables,
+            initializers: Vec::new(),
         })
     }
 }
@@ -320,6 +341,10 @@ pub(crate) fn trace_region(
     let name = current_function().unwrap_or_else(|| Arc::from("region"));
     let _depth = RegionDepth::enter(&name)?;
     let guard = TraceGuard::new(&name);
+    with_top(|frame| {
+        frame.region = true;
+        Ok(())
+    })?;
     let mut args = arg_types
         .iter()
         .map(|t| placeholder(t.clone()))
@@ -363,6 +388,41 @@ pub(crate) fn note_variable_created() {
             frame.created_variables += 1;
         }
     });
+}
+
+/// Makes `initial`, a value of the trace, the initial value of `var`, a
+/// variable created in this trace: the trace reads `initial` for it, and
+/// the function call lifts the computation out of the graph and runs it
+/// once on the call's arguments to give the variable its value (TensorFlow
+/// lifts initializers the same way). Only a function's own trace can do
+/// this: a value computed inside a branch or loop body exists only there.
+pub(crate) fn lift_initializer(var: &Arc<VariableInner>, initial: &Tensor) -> Result<()> {
+    if let Some(sym) = initial.symbol()
+        && !is_open(sym.graph)
+    {
+        return Err(out_of_scope(sym));
+    }
+    let in_region = STACK.with(|s| s.borrow().last().is_some_and(|f| f.region));
+    if in_region {
+        return Err(Error::Value(format!(
+            "variable '{}' is created inside a cond or loop body from a value computed there; \
+             create it in the function body itself (on the first call, as TensorFlow requires), \
+             or from an eager tensor",
+            var.name
+        )));
+    }
+    let value_id = value_in_top(initial)?;
+    with_top(|frame| {
+        let current = symbolic(frame, value_id, frame.graph.value_type(value_id).clone());
+        frame.initializers.push((var.clone(), current.clone()));
+        let slot = VarSlot {
+            var: var.clone(),
+            current,
+            written: false,
+        };
+        frame.variables.push((var.id, slot));
+        Ok(())
+    })
 }
 
 /// A variable's value in the top frame: the value last assigned in this
@@ -449,6 +509,26 @@ fn with_top<R>(f: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
             .ok_or_else(|| Error::Value("no trace is active".into()))?;
         f(frame)
     })
+}
+
+/// Runs `f` with every open trace on this thread set aside, so that its
+/// ops run eagerly (TensorFlow's `init_scope`): how a lifted variable
+/// initializer runs when a function is first called inside another trace.
+/// Symbolic tensors of the set-aside traces are out of scope inside `f`.
+pub(crate) fn init_scope<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(Vec<Frame>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let frames = std::mem::take(&mut self.0);
+            STACK.with(|s| {
+                let mut stack = s.borrow_mut();
+                debug_assert!(stack.is_empty(), "init_scope left a trace open");
+                *stack = frames;
+            });
+        }
+    }
+    let _restore = Restore(STACK.with(|s| std::mem::take(&mut *s.borrow_mut())));
+    f()
 }
 
 /// Is `graph` one of the traces open on this thread?
