@@ -548,10 +548,6 @@ fn define_by_trial<S: Output + Clone>(
     if state.is_defined() || !trace::is_tracing() {
         return Ok(state);
     }
-    let mut learned = None;
-    trace::trace_region(item_types, &[], |items| {
-        learned = Some(trial(state.clone(), items)?);
-        Ok(Vec::new())
-    })?;
-    state.define_like(&learned.expect("the trial ran"))
+    let learned = trace::trial(item_types, |items| trial(state.clone(), items))?;
+    state.define_like(&learned)
 }

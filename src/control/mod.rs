@@ -252,6 +252,7 @@ where
         }
         return Ok(state);
     }
+    let init = define_by_trial(init, &mut body_fn)?;
     let init_flat = flat(&init);
     // Variables the body assigns become loop state after the user's: the
     // body is traced again with each newly found one carried in.
@@ -300,6 +301,22 @@ where
     let state = S::rebuild(&init, &mut outs);
     assign_all(&carried, outs)?;
     Ok(state)
+}
+
+/// Loop state with a part that gets its shape from the body (a
+/// `TensorArray` first written inside the loop) is given that shape before
+/// the loop, from a trial trace of the body that is then thrown away.
+fn define_by_trial<S: Output, RB: IntoOutput<Out = S>>(
+    init: S,
+    body_fn: &mut impl FnMut(S) -> RB,
+) -> Result<S> {
+    if init.is_defined() {
+        return Ok(init);
+    }
+    let learned = trace::trial(&types(&flat(&init)), |args| {
+        body_fn(S::rebuild(&init, &mut args.into_iter())).into_output()
+    })?;
+    init.define_like(&learned)
 }
 
 /// Traces the body, relaxing loop shapes until the body preserves them.

@@ -9,12 +9,21 @@
 //! array (`ta = ta.write(i, x)?`).
 //!
 //! Under XLA every shape is static, so the capacity must be known when the
-//! array is traced: a fixed size, or a bound for a dynamic size
-//! (`TensorArray::dynamic(dtype).with_max_size(n)`). Eagerly, an unbounded
-//! dynamic array grows as needed. The element shape comes from the first
-//! write, or from `with_element_shape` (needed when the first write happens
-//! inside a loop body, because the loop state must have its final shape
-//! before the loop starts).
+//! array is traced. A fixed size is; an unbounded dynamic array
+//! (`TensorArray::dynamic`, TensorFlow's `dynamic_size=True`) grows as it
+//! is written while its indices are known on the host: eagerly, and inside
+//! a traced function as long as it is written from host loops (the API
+//! page's `for i in range(n): ta = ta.write(i, ...)`). Written at an index
+//! known only on the device (inside a `while_loop`/`for_range` body) it
+//! needs a bound, `TensorArray::dynamic(dtype)?.with_max_size(n)`, and its
+//! size is then a device value, so `stack()` has no static shape: use a
+//! fixed size when the trip count is known, or `stack_padded()`.
+//!
+//! The element shape comes from the first write, or from
+//! `with_element_shape`. When the first write happens inside a loop body,
+//! `while_loop` learns it from a trial trace of the body and allocates the
+//! array before the loop (see [`Output::define_like`]), as TensorFlow
+//! infers it.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -129,7 +138,11 @@ impl TensorArray {
 
     /// Returns the array with element `index` set to `value`.
     pub fn write(&self, index: impl IntoArg<Tensor>, value: &Tensor) -> Result<TensorArray> {
-        let index = index.into_arg()?.cast(DType::I32)?;
+        let index = index.into_arg()?;
+        // An index known on the host (a host number, an eager tensor) lets
+        // an unbounded array grow, and its size stay known, while tracing.
+        let host_index = trace::static_scalar(&index).map(|s| s.as_i64());
+        let index = index.cast(DType::I32)?;
         if value.dtype() != self.dtype {
             return Err(op_error(format!(
                 "cannot write a {} tensor into a {} array",
@@ -137,16 +150,37 @@ impl TensorArray {
                 self.dtype
             )));
         }
+        if self.capacity.is_none() && host_index.is_none() {
+            return Err(op_error(
+                "a dynamically sized TensorArray written at an index known only on the device \
+                 (inside a while_loop or for_range body) needs a bound inside a compiled \
+                 function: use TensorArray::dynamic(dtype)?.with_max_size(n), or a fixed size \
+                 TensorArray::new(dtype, n)",
+            ));
+        }
+        if let Some(i) = host_index
+            && (i < 0 || self.capacity.is_some_and(|c| i >= c))
+        {
+            return Err(op_error(format!(
+                "index {i} is out of range for an array of {} elements",
+                self.capacity
+                    .map_or("a growing number of".to_string(), |c| c.to_string())
+            )));
+        }
         let mut next = self.with_buffer_for(value)?;
-        if next.capacity.is_none() {
-            next = next.grown_for(&index)?;
+        if let (None, Some(i)) = (next.capacity, host_index) {
+            next = next.grown_for(i)?;
         }
         let buffer = next.buffer.as_ref().expect("buffer allocated");
         let update = value.expand_dims(0)?;
         let starts = next.starts(&index)?;
         next.buffer = Some(buffer.dynamic_update_slice(&update, &starts)?);
         if let Size::Dynamic(size) = &next.size {
-            next.size = Size::Dynamic(size.maximum(&index.add_scalar(1)?)?);
+            let known = trace::static_scalar(size).map(|s| s.as_i64());
+            next.size = Size::Dynamic(match (known, host_index) {
+                (Some(known), Some(i)) => Tensor::try_scalar(known.max(i + 1) as i32)?,
+                _ => size.maximum(&index.add_scalar(1)?)?,
+            });
         }
         Ok(next)
     }
@@ -185,17 +219,38 @@ impl TensorArray {
         };
         match &self.size {
             Size::Fixed(_) => Ok(buffer),
-            Size::Dynamic(size) if !size.is_symbolic() => {
-                let n = size.item::<i32>()? as i64;
+            Size::Dynamic(size) if trace::static_scalar(size).is_some() => {
+                let n = trace::static_scalar(size).expect("checked").as_i64();
                 let mut sizes = vec![n];
                 sizes.extend(&elem);
                 buffer.slice(&vec![0; sizes.len()], &sizes)
             }
             Size::Dynamic(_) => Err(op_error(
-                "stack() of a dynamically sized TensorArray has no static shape inside a compiled \
-                 function; give the array a fixed size (TensorArray::new(dtype, n))",
+                "stack() of a dynamically sized TensorArray whose size is known only on the \
+                 device (it was written inside a device loop) has no static shape in a compiled \
+                 function: give the array a fixed size (TensorArray::new(dtype, n)) when the trip \
+                 count is known, or use stack_padded() for the [max_size, ...] buffer and the size",
             )),
         }
+    }
+
+    /// All `capacity` slots stacked (unwritten ones are zeros) and the
+    /// number of elements: what a bounded dynamic array written inside a
+    /// device loop can give with static shapes.
+    pub fn stack_padded(&self) -> Result<(Tensor, Tensor)> {
+        let elem = self
+            .element_shape
+            .clone()
+            .ok_or_else(|| op_error("stack of an array with unknown element shape"))?;
+        let buffer = match &self.buffer {
+            Some(b) => b.clone(),
+            None => Tensor::fill(
+                &[&[self.capacity.unwrap_or(0)][..], &elem].concat(),
+                0,
+                self.dtype,
+            )?,
+        };
+        Ok((buffer, self.size()?))
     }
 
     fn starts(&self, index: &Tensor) -> Result<Vec<Tensor>> {
@@ -225,16 +280,8 @@ impl TensorArray {
         let mut next = self.clone();
         next.element_shape = Some(shape.clone());
         if next.buffer.is_none() {
-            let capacity = match (self.capacity, trace::is_tracing()) {
-                (Some(c), _) => c,
-                (None, false) => 0,
-                (None, true) => {
-                    return Err(op_error(
-                        "a dynamically sized TensorArray needs a bound inside a compiled function: \
-                     use TensorArray::dynamic(dtype)?.with_max_size(n), or a fixed size",
-                    ));
-                }
-            };
+            // An unbounded array starts empty and grows with host indices.
+            let capacity = self.capacity.unwrap_or(0);
             next.buffer = Some(Tensor::fill(
                 &[&[capacity][..], &shape].concat(),
                 0,
@@ -244,9 +291,9 @@ impl TensorArray {
         Ok(next)
     }
 
-    /// Eagerly doubles an unbounded array's buffer until `index` fits.
-    fn grown_for(mut self, index: &Tensor) -> Result<TensorArray> {
-        let i = index.item::<i32>()? as i64;
+    /// Grows an unbounded array's buffer (at least doubling it) until
+    /// host index `i` fits.
+    fn grown_for(mut self, i: i64) -> Result<TensorArray> {
         let buffer = self.buffer.clone().expect("buffer allocated");
         let have = buffer.dims()[0];
         if i < have {
@@ -293,5 +340,20 @@ impl Output for TensorArray {
 
     fn describe(&self) -> String {
         format!("TensorArray[{}]", self.dtype)
+    }
+
+    /// An array with no buffer yet (no element shape) carries no tensors:
+    /// as loop state it must be allocated before the loop.
+    fn is_defined(&self) -> bool {
+        self.buffer.is_some() || self.capacity.is_none()
+    }
+
+    /// Allocates the buffer with the element shape a trial trace of the
+    /// loop body gave its first write.
+    fn define_like(self, like: &Self) -> Result<Self> {
+        match (&self.buffer, &like.element_shape, self.capacity) {
+            (None, Some(elem), Some(_)) => self.with_element_shape(elem),
+            _ => Ok(self),
+        }
     }
 }

@@ -365,6 +365,22 @@ pub(crate) fn trace_region(
     guard.finish_region(&outs)
 }
 
+/// Runs `f` on placeholders of `arg_types` in a region that is then thrown
+/// away (its ops, prints and captures are discarded; Rust side effects in
+/// `f` do happen) and returns what `f` returned: how a construct learns
+/// the shapes its body gives state that has none yet.
+pub(crate) fn trial<T>(
+    arg_types: &[TensorType],
+    f: impl FnOnce(Vec<Tensor>) -> Result<T>,
+) -> Result<T> {
+    let mut out = None;
+    trace_region(arg_types, &[], |args| {
+        out = Some(f(args)?);
+        Ok(Vec::new())
+    })?;
+    Ok(out.expect("the trial ran"))
+}
+
 /// The tensors, in the enclosing frame, that feed a region's captures.
 pub(crate) fn capture_inputs(captures: &[Capture]) -> Result<Vec<Tensor>> {
     captures
@@ -529,6 +545,30 @@ pub(crate) fn init_scope<R>(f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(STACK.with(|s| std::mem::take(&mut *s.borrow_mut())));
     f()
+}
+
+/// The value of a scalar known while tracing (TensorFlow's
+/// `get_static_value`): an eager scalar, or a symbolic one made by a
+/// splat constant (how host numbers enter a trace). `None` otherwise.
+pub(crate) fn static_scalar(t: &Tensor) -> Option<crate::ir::Scalar> {
+    if t.shape().rank() != Some(0) {
+        return None;
+    }
+    let Some(sym) = t.symbol() else {
+        let v = t.to_f64_vec().ok()?;
+        return Some(crate::ir::Scalar::F64(*v.first()?).cast(t.dtype()));
+    };
+    STACK.with(|s| {
+        let stack = s.borrow();
+        let frame = stack.iter().find(|f| f.id == sym.graph)?;
+        match frame.graph.producer(sym.value) {
+            crate::ir::Producer::Node { node, .. } => match &frame.graph.nodes()[node].op {
+                Op::Constant(c) => Some(c.value),
+                _ => None,
+            },
+            crate::ir::Producer::Param(_) => None,
+        }
+    })
 }
 
 /// Is `graph` one of the traces open on this thread?
