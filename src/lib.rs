@@ -43,6 +43,7 @@ pub use function::{
 };
 pub use ops::callback::{
     host_callback, named_host_callback, print, reset_print_output, set_print_output,
+    with_print_output,
 };
 pub use ops::elementwise::where_;
 pub use tensor::Tensor;

@@ -203,7 +203,9 @@ type Sink = Box<dyn Write + Send>;
 static PRINT_SINK: LazyLock<Mutex<Sink>> =
     LazyLock::new(|| Mutex::new(Box::new(std::io::stdout())));
 
-/// Sends the output of [`print()`] to `writer` instead of stdout (process-wide).
+/// Sends the output of [`print()`] to `writer` instead of stdout
+/// (process-wide: the default for prints outside any
+/// [`with_print_output`] scope).
 pub fn set_print_output(writer: impl Write + Send + 'static) {
     *PRINT_SINK.lock().unwrap_or_else(|e| e.into_inner()) = Box::new(writer);
 }
@@ -211,6 +213,47 @@ pub fn set_print_output(writer: impl Write + Send + 'static) {
 /// Sends the output of [`print()`] back to stdout.
 pub fn reset_print_output() {
     set_print_output(std::io::stdout());
+}
+
+/// Where the prints of the calls inside one [`with_print_output`] go.
+struct PrintScope(Mutex<Sink>);
+
+/// Runs `f` with the output of every [`print()`] it causes sent to
+/// `writer`: eager prints, and prints of the compiled programs it runs,
+/// whichever thread XLA runs them on (the scope travels with each
+/// execution). Other threads keep their own output, so concurrent callers
+/// (and tests) never see each other's lines; outside any scope, prints go
+/// to the process-wide writer ([`set_print_output`], stdout by default).
+/// Scopes nest: the innermost one wins.
+///
+/// ```
+/// use std::io::Write;
+/// use std::sync::{Arc, Mutex};
+/// use xlafn::prelude::*;
+///
+/// #[derive(Clone, Default)]
+/// struct Lines(Arc<Mutex<Vec<u8>>>);
+/// impl Write for Lines {
+///     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+///         self.0.lock().unwrap().write(b)
+///     }
+///     fn flush(&mut self) -> std::io::Result<()> {
+///         Ok(())
+///     }
+/// }
+///
+/// let f = function(|x: Tensor| -> Result<Tensor> {
+///     xlafn::print("x is", &[&x])?;
+///     Ok(x.clone())
+/// });
+/// let lines = Lines::default();
+/// xlafn::with_print_output(lines.clone(), || f.call((Tensor::scalar(3i32),)))?;
+/// assert_eq!(String::from_utf8(lines.0.lock().unwrap().clone()).unwrap(), "x is 3\n");
+/// # Ok::<(), xlafn::Error>(())
+/// ```
+pub fn with_print_output<R>(writer: impl Write + Send + 'static, f: impl FnOnce() -> R) -> R {
+    let scope: crate::runtime::CallScope = Arc::new(PrintScope(Mutex::new(Box::new(writer))));
+    crate::runtime::with_call_scope(Some(scope), f)
 }
 
 fn print_line(message: &str, values: &[HostArray]) -> std::result::Result<(), String> {
@@ -221,8 +264,14 @@ fn print_line(message: &str, values: &[HostArray]) -> std::result::Result<(), St
     for v in values {
         parts.push(render_array(v.dtype, &v.dims, &v.bytes).map_err(|e| e.to_string())?);
     }
-    let mut sink = PRINT_SINK.lock().unwrap_or_else(|e| e.into_inner());
-    writeln!(sink, "{}", parts.join(" ")).map_err(|e| e.to_string())?;
+    let line = parts.join(" ");
+    let scope = crate::runtime::current_call_scope();
+    let mut sink = match scope.as_ref().and_then(|s| s.downcast_ref::<PrintScope>()) {
+        Some(scoped) => scoped.0.lock(),
+        None => PRINT_SINK.lock(),
+    }
+    .unwrap_or_else(|e| e.into_inner());
+    writeln!(sink, "{line}").map_err(|e| e.to_string())?;
     sink.flush().map_err(|e| e.to_string())
 }
 

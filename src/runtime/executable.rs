@@ -18,6 +18,7 @@
 //! lock costs little.
 
 use super::buffer::{Buffer, dtype_of};
+use super::call_scope::ExecutionScope;
 use super::client::Client;
 use super::options::CompileOptions;
 use super::sys;
@@ -54,6 +55,9 @@ pub struct Executable {
     wait_history: Arc<WaitHistory>,
     /// Runs under `XNN_EXECUTIONS` (see the module docs).
     one_at_a_time: bool,
+    /// Calls back into Rust: each execution carries the caller's call
+    /// scope in an execution context and is waited for (`call_scope`).
+    host_calls: bool,
 }
 
 // SAFETY: PJRT loaded executables are immutable after compilation and
@@ -122,6 +126,7 @@ impl Executable {
             output_slots: 0,
             wait_history: Arc::default(),
             one_at_a_time: false,
+            host_calls: mlir.contains(super::ffi::HOST_CALLBACK_TARGET),
         };
         exe.outputs = exe.query_outputs()?;
         exe.one_at_a_time = runs_one_at_a_time(options, mlir);
@@ -232,6 +237,7 @@ impl Executable {
             output_slots: 0,
             wait_history: Arc::default(),
             one_at_a_time: false,
+            host_calls: false,
         };
         exe.outputs = exe.query_outputs()?;
         Ok(exe)
@@ -307,12 +313,17 @@ impl Executable {
         let arg_list: *const *mut sys::PJRT_Buffer = arg_ptrs.as_mut().as_ptr();
         let mut out_ptrs = SmallList::new(self.outputs.len());
         let out_list: *mut *mut sys::PJRT_Buffer = out_ptrs.as_mut().as_mut_ptr();
+        let scope = self.execution_scope()?;
         let mut options = sys::PJRT_ExecuteOptions {
             struct_size: sys::PJRT_ExecuteOptions_STRUCT_SIZE as usize,
             non_donatable_input_indices: non_donatable.as_ptr(),
             num_non_donatable_input_indices: non_donatable.len(),
+            context: scope
+                .as_ref()
+                .map_or(std::ptr::null_mut(), ExecutionScope::context),
             ..Default::default()
         };
+        let mut done: *mut sys::PJRT_Event = std::ptr::null_mut();
         let mut exec = sys::PJRT_LoadedExecutable_Execute_Args {
             struct_size: sys::PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE as usize,
             executable: self.raw,
@@ -321,6 +332,11 @@ impl Executable {
             num_devices: 1,
             num_args: args.len() + slots.len(),
             output_lists: &out_list,
+            device_complete_events: if scope.is_some() {
+                &mut done
+            } else {
+                std::ptr::null_mut()
+            },
             ..Default::default()
         };
         let f = plugin.func(
@@ -333,6 +349,11 @@ impl Executable {
         // from the parameter types); the output list has room for exactly
         // the executable's number of outputs.
         plugin.check(unsafe { f(&mut exec) }, "PJRT_LoadedExecutable_Execute")?;
+        if scope.is_some() {
+            // The execution context must outlive the execution.
+            plugin.await_event(done, "PJRT_LoadedExecutable_Execute", None)?;
+        }
+        drop(scope);
         drop(slots);
         Ok(out_ptrs
             .as_mut()
@@ -344,6 +365,18 @@ impl Executable {
                     .with_wait_history(self.wait_history.clone())
             })
             .collect())
+    }
+
+    /// For a program with host callbacks, an execution context carrying
+    /// the calling thread's call scope.
+    fn execution_scope(&self) -> Result<Option<ExecutionScope>> {
+        if !self.host_calls {
+            return Ok(None);
+        }
+        let plugin = self.client.plugin();
+        let (register, add) = super::ffi::user_data_entry_points(plugin)
+            .ok_or_else(|| Error::Plugin("host callbacks need the PJRT FFI extension".into()))?;
+        ExecutionScope::new(plugin, register, add).map(Some)
     }
 
     fn check_args(&self, args: &[&Buffer]) -> Result<()> {

@@ -303,7 +303,8 @@ struct ErrorCreateArgs {
     errc: u32,
 }
 
-/// The leading part of `XLA_FFI_Api` (only `Error_Create` is used).
+/// The leading part of `XLA_FFI_Api`: `Error_Create`, `Error_Destroy` and
+/// `ExecutionContext_Get` are used.
 #[repr(C)]
 struct FfiApi {
     struct_size: usize,
@@ -311,6 +312,33 @@ struct FfiApi {
     api_version: ApiVersion,
     internal_api: *const c_void,
     error_create: Option<unsafe extern "C" fn(*mut ErrorCreateArgs) -> *mut c_void>,
+    error_get_message: *const c_void,
+    error_destroy: Option<unsafe extern "C" fn(*mut ErrorDestroyArgs)>,
+    handler_register: *const c_void,
+    stream_get: *const c_void,
+    type_id_register: *const c_void,
+    execution_context_get: Option<unsafe extern "C" fn(*mut ContextGetArgs) -> *mut c_void>,
+}
+
+#[repr(C)]
+struct ErrorDestroyArgs {
+    struct_size: usize,
+    extension_start: *mut ExtensionBase,
+    error: *mut c_void,
+}
+
+#[repr(C)]
+struct FfiTypeId {
+    type_id: i64,
+}
+
+#[repr(C)]
+struct ContextGetArgs {
+    struct_size: usize,
+    extension_start: *mut ExtensionBase,
+    ctx: *mut c_void,
+    type_id: *mut FfiTypeId,
+    data: *mut c_void,
 }
 
 // The sizes the plugin checks (project notes: call frame 168, metadata 36).
@@ -384,6 +412,14 @@ pub(crate) fn ensure_handler(plugin: &'static Plugin) -> Result<()> {
     plugin.check(err, "PJRT_FFI_Register_Handler")?;
     done.insert(key);
     Ok(())
+}
+
+/// The plugin's FFI entry points for per-execution data
+/// (`type_register`, `user_data_add`), for `call_scope`.
+pub(crate) fn user_data_entry_points(plugin: &Plugin) -> Option<(*mut c_void, *mut c_void)> {
+    let ext = find_ffi_extension(plugin)?;
+    // SAFETY: as in `ensure_handler`: the plugin's static FFI extension.
+    Some(unsafe { ((*ext).type_register, (*ext).user_data_add) })
 }
 
 fn find_ffi_extension(plugin: &Plugin) -> Option<*const FfiExtension> {
@@ -476,11 +512,56 @@ fn run_callback(frame: &mut CallFrame) -> std::result::Result<(), String> {
         )
     })?;
     let args = read_args(&frame.args)?;
+    let scope = execution_call_scope(frame);
     let results = {
         let _inside = InsideCallback::enter();
-        callback(&args)?
+        super::call_scope::with_call_scope(scope, || callback(&args))?
     };
     write_results(&frame.rets, &results)
+}
+
+/// The call scope of the execution running this callback, from its
+/// execution context. Every program with host callbacks is run with one
+/// (reading the context of a program run without one crashes the plugin,
+/// see `call_scope`), so this is asked only once such a context exists.
+fn execution_call_scope(frame: &CallFrame) -> Option<super::call_scope::CallScope> {
+    let type_id = super::call_scope::handler_type_id();
+    if type_id == 0 || frame.api.is_null() {
+        return None;
+    }
+    // SAFETY: `api` is XLA's FFI API table, valid during the call; fields
+    // are read only when the table's struct_size covers them.
+    let api = unsafe { &*frame.api };
+    if api.struct_size < std::mem::offset_of!(FfiApi, execution_context_get) + 8 {
+        return None;
+    }
+    let get = api.execution_context_get?;
+    let mut id = FfiTypeId { type_id };
+    let mut args = ContextGetArgs {
+        struct_size: std::mem::size_of::<ContextGetArgs>(),
+        extension_start: std::ptr::null_mut(),
+        ctx: frame.ctx,
+        type_id: &mut id,
+        data: std::ptr::null_mut(),
+    };
+    // SAFETY: `ctx` is this call's execution context, which the runtime
+    // created with a call-scope entry (see `call_scope::ExecutionScope`).
+    let err = unsafe { get(&mut args) };
+    if !err.is_null() {
+        if let Some(destroy) = api.error_destroy {
+            let mut d = ErrorDestroyArgs {
+                struct_size: std::mem::size_of::<ErrorDestroyArgs>(),
+                extension_start: std::ptr::null_mut(),
+                error: err,
+            };
+            // SAFETY: `err` is a live FFI error we own; destroyed once.
+            unsafe { destroy(&mut d) };
+        }
+        return None;
+    }
+    // SAFETY: the data is the `Option<CallScope>` the runtime stored for
+    // this execution, alive until the execution finishes.
+    unsafe { super::call_scope::scope_from_user_data(args.data) }
 }
 
 fn callback_id(attrs: &Attrs) -> Option<i64> {

@@ -13,6 +13,7 @@
 //! a Bool `cpu_device_count` aborts (refused in `Client::from_plugin`).
 
 mod buffer;
+mod call_scope;
 mod client;
 mod disk_cache;
 pub mod element;
@@ -26,6 +27,7 @@ mod wait;
 
 pub use crate::dtype::ArraySpec;
 pub use buffer::{Buffer, live_buffer_count};
+pub use call_scope::{CallScope, current_call_scope, with_call_scope};
 pub use client::{Client, Device, OptionValue, Platform};
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
