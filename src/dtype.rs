@@ -10,7 +10,9 @@ use crate::error::{Error, Result};
 use std::fmt;
 
 /// The element type of a tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum DType {
     Bool,
     I8,
@@ -163,7 +165,7 @@ impl fmt::Display for DType {
 
 /// A fully known array type: dtype and dimensions. What the runtime checks
 /// buffers against and what lowering types every StableHLO value with.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ArraySpec {
     pub dtype: DType,
     pub dims: Vec<i64>,

@@ -75,32 +75,38 @@ impl Declared {
             let id: i64 = value
                 .parse()
                 .map_err(|_| Error::Value(format!("export: bad callback id {value}")))?;
-            if let Some(i) = self.ids.iter().position(|x| *x == id) {
-                return Ok(i as i64);
-            }
-            let json = match host_callback_kind(id) {
-                Some(CallbackKind::Print { message }) => CallbackJson::Print { message },
-                Some(CallbackKind::CheckNumerics { what }) => CallbackJson::CheckNumerics { what },
-                Some(CallbackKind::NonZero { message }) => CallbackJson::NonZero { message },
-                Some(CallbackKind::Host { name: Some(name) }) => CallbackJson::Host { name },
-                Some(CallbackKind::Host { name: None }) => {
-                    return Err(Error::Value(
-                        "export: the function calls an unnamed host_callback, which a loading \
-                         process could not bind; use named_host_callback and supply the \
-                         closure to load_with_callbacks"
-                            .into(),
-                    ));
-                }
-                None => {
-                    return Err(Error::Value(format!(
-                        "export: the program calls host callback {id}, which is not registered"
-                    )));
-                }
-            };
-            self.ids.push(id);
-            self.json.push(json);
-            Ok(self.ids.len() as i64 - 1)
+            Ok(self.declare(id)? as i64)
         })
+    }
+
+    /// The index of the callback registered under `id` among the declared
+    /// ones, declaring it on first sight.
+    pub(super) fn declare(&mut self, id: i64) -> Result<usize> {
+        if let Some(i) = self.ids.iter().position(|x| *x == id) {
+            return Ok(i);
+        }
+        let json = match host_callback_kind(id) {
+            Some(CallbackKind::Print { message }) => CallbackJson::Print { message },
+            Some(CallbackKind::CheckNumerics { what }) => CallbackJson::CheckNumerics { what },
+            Some(CallbackKind::NonZero { message }) => CallbackJson::NonZero { message },
+            Some(CallbackKind::Host { name: Some(name) }) => CallbackJson::Host { name },
+            Some(CallbackKind::Host { name: None }) => {
+                return Err(Error::Value(
+                    "export: the function calls an unnamed host_callback, which a loading \
+                     process could not bind; use named_host_callback and supply the \
+                     closure to load_with_callbacks"
+                        .into(),
+                ));
+            }
+            None => {
+                return Err(Error::Value(format!(
+                    "export: the program calls host callback {id}, which is not registered"
+                )));
+            }
+        };
+        self.ids.push(id);
+        self.json.push(json);
+        Ok(self.ids.len() - 1)
     }
 
     pub(super) fn into_json(self) -> Vec<CallbackJson> {
@@ -163,6 +169,17 @@ impl Bound {
 
     /// `text` (a program read from `file`) with each declared index
     /// replaced by this process's id; undeclared indices are refused.
+    /// The registration bound to declared callback `index`.
+    pub(super) fn registration(&self, index: usize) -> Result<Arc<CallbackRegistration>> {
+        self.registrations.get(index).cloned().ok_or_else(|| {
+            Error::Value(format!(
+                "export: the saved graph calls host callback {index}, which the manifest does not \
+                 declare ({} declared)",
+                self.registrations.len()
+            ))
+        })
+    }
+
     pub(super) fn rewrite(&self, text: &str, file: &str) -> Result<String> {
         rewrite_ids(text, |value| {
             value

@@ -111,7 +111,22 @@ pub(crate) struct Manifest {
     /// indices into this list (see `callbacks`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callbacks: Vec<super::callbacks::CallbackJson>,
+    /// The traced graph (`ops::codec`), from which a loading process
+    /// compiles input shapes no listed program covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphFileJson>,
 }
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GraphFileJson {
+    pub file: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// The largest saved graph a loader reads.
+pub(crate) const MAX_GRAPH_BYTES: u64 = MAX_PROGRAM_BYTES;
 
 /// Lowercase hex sha256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
@@ -247,6 +262,9 @@ impl Manifest {
         self.validate_programs(&inputs, &mut files)?;
         for t in self.constants.iter().chain(&self.variables) {
             files.add(&t.file, t.size, &t.sha256, "npy", MAX_NPY_BYTES)?;
+        }
+        if let Some(g) = &self.graph {
+            files.add(&g.file, g.size, &g.sha256, "json", MAX_GRAPH_BYTES)?;
         }
         self.validate_captures()?;
         self.validate_updates()

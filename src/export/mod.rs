@@ -39,6 +39,7 @@ mod files;
 mod manifest;
 pub mod npy;
 pub mod program_check;
+mod specialize;
 #[doc(hidden)]
 pub mod testing;
 
@@ -58,8 +59,8 @@ use crate::trace::CaptureSource;
 use crate::variable::{VarRef, Variable};
 use files::io;
 use manifest::{
-    CaptureJson, DIGEST, MANIFEST, Manifest, ProgramJson, TensorFileJson, UpdateJson, parse_spec,
-    sha256_hex,
+    CaptureJson, DIGEST, GraphFileJson, MANIFEST, Manifest, ProgramJson, TensorFileJson,
+    UpdateJson, parse_spec, sha256_hex,
 };
 use program_check::Signature;
 use std::path::Path;
@@ -251,6 +252,13 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
                 small_array_graph: traits.small_array_graph,
             });
         }
+        // The graph itself, so a loader can compile shapes not listed.
+        let graph_json =
+            crate::ops::codec::encode_graph(&core.graph, &mut |id| declared.declare(id))?;
+        let graph_bytes =
+            serde_json::to_vec(&graph_json).map_err(|e| Error::Value(e.to_string()))?;
+        let (file, size, sha256) = pending.add("graph.json".into(), graph_bytes);
+        let graph = Some(GraphFileJson { file, size, sha256 });
         let results = core.graph.results();
         let outputs = results[..core.num_outputs]
             .iter()
@@ -280,6 +288,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
             captures,
             updates,
             callbacks: declared.into_json(),
+            graph,
         };
         let text =
             serde_json::to_string_pretty(&manifest).map_err(|e| Error::Value(e.to_string()))?;
@@ -317,6 +326,9 @@ pub struct LoadedFunction {
     variables: Vec<Variable>,
     captures: Vec<CaptureJson>,
     updates: Vec<UpdateJson>,
+    /// Compiles shapes the listed programs do not cover, when the export
+    /// kept its graph.
+    specializer: Option<specialize::Specializer>,
     /// This process's callbacks bound for the programs (freed with them).
     _callbacks: callbacks::Bound,
 }
@@ -479,6 +491,30 @@ pub fn load_with_callbacks(
         let exe = Executable::compile_cached(&client, &text, params, &options)?;
         programs.push((p.input_shapes.clone(), Arc::new(exe)));
     }
+    let specializer = match &m.graph {
+        Some(g) => {
+            let bytes = read_signed(dir, &g.file, g.size, &g.sha256)?;
+            let json: crate::ops::codec::GraphJson =
+                serde_json::from_slice(&bytes).map_err(|e| {
+                    Error::Value(format!("export: {} is not a saved graph: {e}", g.file))
+                })?;
+            let graph = crate::ops::codec::decode_graph(&json, &|i| bound.registration(i))
+                .map_err(|e| {
+                    Error::Value(format!("export: {} is not a valid graph: {e}", g.file))
+                })?;
+            let variable_dtypes: Vec<DType> = variables.iter().map(Variable::dtype).collect();
+            let declared = specialize::Declared {
+                inputs: &input_specs,
+                outputs: &output_specs,
+                capture_specs: &capture_specs,
+                captures: &m.captures,
+                updates: &m.updates,
+                variable_dtypes: &variable_dtypes,
+            };
+            Some(specialize::Specializer::new(graph, &declared)?)
+        }
+        None => None,
+    };
     Ok(LoadedFunction {
         name: m.name,
         implements: m.implements,
@@ -490,6 +526,7 @@ pub fn load_with_callbacks(
         variables,
         captures: m.captures,
         updates: m.updates,
+        specializer,
         _callbacks: bound,
     })
 }
@@ -513,9 +550,14 @@ impl LoadedFunction {
         &self.outputs
     }
 
-    /// The concrete input shapes there are programs for.
+    /// The concrete input shapes there are programs for: those the export
+    /// listed, then those compiled since loading.
     pub fn specializations(&self) -> Vec<Vec<Vec<i64>>> {
-        self.programs.iter().map(|(s, _)| s.clone()).collect()
+        let mut shapes: Vec<Vec<Vec<i64>>> = self.programs.iter().map(|(s, _)| s.clone()).collect();
+        if let Some(s) = &self.specializer {
+            shapes.extend(s.shapes());
+        }
+        shapes
     }
 
     /// The loaded variables (their values change as calls update them).
@@ -554,16 +596,19 @@ impl LoadedFunction {
             }
         }
         let dims: Vec<Vec<i64>> = inputs.iter().map(|t| t.dims()).collect();
-        let (_, exe) = self
-            .programs
-            .iter()
-            .find(|(s, _)| *s == dims)
-            .ok_or_else(|| {
-                Error::Value(format!(
-                    "{} was exported without a program for input shapes {dims:?}",
-                    self.name
-                ))
-            })?;
+        let exe = match self.programs.iter().find(|(s, _)| *s == dims) {
+            Some((_, exe)) => exe.clone(),
+            None => match &self.specializer {
+                Some(s) => s.program_for(&dims)?,
+                None => {
+                    return Err(Error::Value(format!(
+                        "{} was exported without a program for input shapes {dims:?} (and \
+                         without its graph, so no other shape can be compiled: export it again)",
+                        self.name
+                    )));
+                }
+            },
+        };
         let guards = self
             .variables
             .iter()

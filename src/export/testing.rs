@@ -29,28 +29,36 @@ pub fn resign(dir: &Path) -> Result<()> {
                 continue;
             };
             for entry in entries.iter_mut().filter_map(|e| e.as_object_mut()) {
-                let Some(file) = entry.get("file").and_then(|f| f.as_str()) else {
-                    continue;
-                };
-                let path = dir.join(file);
-                // Only plain files: reading a planted FIFO or device would
-                // hang or never end.
-                let plain = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
-                if check_name(file, &["mlir", "npy"]).is_err() || !plain {
-                    continue;
-                }
-                let Ok(data) = std::fs::read(&path) else {
-                    continue;
-                };
-                entry.insert("size".into(), (data.len() as u64).into());
-                entry.insert("sha256".into(), sha256_hex(&data).into());
+                sign_entry(dir, entry);
             }
+        }
+        if let Some(graph) = json.get_mut("graph").and_then(|g| g.as_object_mut()) {
+            sign_entry(dir, graph);
         }
         bytes = serde_json::to_vec_pretty(&json).map_err(|e| Error::Value(e.to_string()))?;
         std::fs::write(&manifest_path, &bytes).map_err(|e| io(&manifest_path, e))?;
     }
     let digest_path = dir.join(DIGEST);
     std::fs::write(&digest_path, digest_line(&bytes)).map_err(|e| io(&digest_path, e))
+}
+
+/// Sets the size and sha256 of one listed file to what `dir` holds now.
+fn sign_entry(dir: &Path, entry: &mut serde_json::Map<String, serde_json::Value>) {
+    let Some(file) = entry.get("file").and_then(|f| f.as_str()) else {
+        return;
+    };
+    let path = dir.join(file);
+    // Only plain files: reading a planted FIFO or device would hang or
+    // never end.
+    let plain = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+    if check_name(file, &["mlir", "npy", "json"]).is_err() || !plain {
+        return;
+    }
+    let Ok(data) = std::fs::read(&path) else {
+        return;
+    };
+    entry.insert("size".into(), (data.len() as u64).into());
+    entry.insert("sha256".into(), sha256_hex(&data).into());
 }
 
 /// The files of `dir` that mutations may change: everything but the

@@ -309,7 +309,7 @@ impl ConcreteCore {
 }
 
 /// Does `graph` (or a region or function inside it) call a host callback?
-fn calls_host(graph: &Graph) -> bool {
+pub(crate) fn calls_host(graph: &Graph) -> bool {
     graph.nodes().iter().any(|n| match &n.op {
         Op::HostCallback(_) => true,
         Op::Cond(c) => calls_host(&c.then_branch.graph) || calls_host(&c.else_branch.graph),

@@ -16,7 +16,7 @@ pub mod signature;
 pub mod trace_type;
 
 pub use args::{Arg, ByValue, IntoArg, IntoTraceType, Shared};
-pub(crate) use call::program_traits;
+pub(crate) use call::{calls_host, program_traits};
 pub use closure::{ArgList, IntoArgs, IntoTraceTypes, TraceableFn};
 pub use concrete::ConcreteFunction;
 pub use dispatch::{DispatchTable, FunctionType};

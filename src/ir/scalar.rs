@@ -8,13 +8,47 @@ use crate::error::{Error, Result};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-/// A number or boolean from the host.
-#[derive(Clone, Copy, Debug)]
+/// A number or boolean from the host. Serialized (in exported graphs)
+/// with floats as their bit pattern, so NaN and infinities survive JSON.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(from = "ScalarJson", into = "ScalarJson")]
 pub enum Scalar {
     F64(f64),
     I64(i64),
     U64(u64),
     Bool(bool),
+}
+
+/// How a [`Scalar`] is written: a float by its bits.
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum ScalarJson {
+    F64Bits(u64),
+    I64(i64),
+    U64(u64),
+    Bool(bool),
+}
+
+impl From<ScalarJson> for Scalar {
+    fn from(j: ScalarJson) -> Scalar {
+        match j {
+            ScalarJson::F64Bits(b) => Scalar::F64(f64::from_bits(b)),
+            ScalarJson::I64(v) => Scalar::I64(v),
+            ScalarJson::U64(v) => Scalar::U64(v),
+            ScalarJson::Bool(v) => Scalar::Bool(v),
+        }
+    }
+}
+
+impl From<Scalar> for ScalarJson {
+    fn from(s: Scalar) -> ScalarJson {
+        match s {
+            Scalar::F64(v) => ScalarJson::F64Bits(v.to_bits()),
+            Scalar::I64(v) => ScalarJson::I64(v),
+            Scalar::U64(v) => ScalarJson::U64(v),
+            Scalar::Bool(v) => ScalarJson::Bool(v),
+        }
+    }
 }
 
 impl PartialEq for Scalar {

@@ -9,7 +9,7 @@ use std::fmt;
 pub type Dim = Option<i64>;
 
 /// A shape with possibly unknown rank or dimensions.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Shape(Option<Vec<Dim>>);
 
 impl Shape {

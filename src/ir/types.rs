@@ -5,7 +5,7 @@ use crate::dtype::DType;
 use std::fmt;
 
 /// The type of a tensor value: dtype plus shape.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TensorType {
     pub dtype: DType,
     pub shape: Shape,

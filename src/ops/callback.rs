@@ -50,6 +50,17 @@ impl HostCallback {
         }
     }
 
+    /// A callback op for an existing registration (a loaded export's).
+    pub(crate) fn bound(
+        registration: Arc<CallbackRegistration>,
+        results: Vec<ArraySpec>,
+    ) -> HostCallback {
+        HostCallback {
+            registration,
+            results,
+        }
+    }
+
     /// The id the program passes to the FFI handler.
     pub fn id(&self) -> i64 {
         self.registration.id()

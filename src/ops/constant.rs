@@ -33,7 +33,7 @@ fn spec(dtype: DType, dims: &[i64]) -> ArraySpec {
 /// A tensor of shape `dims` whose every element is `value` (`tf.fill`).
 /// `value` is stored already converted to `dtype`, so equal fills share one
 /// cached program.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Constant {
     pub value: Scalar,
     pub dims: Vec<i64>,
@@ -70,7 +70,7 @@ impl OpDef for Constant {
 /// (`tf.fill(tf.shape(x), value)`). Only for inputs whose shape is not
 /// fully known while tracing (a known shape is a plain `fill`): the input
 /// carries the shape, which becomes concrete when the program is lowered.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct FillLike {
     pub value: Scalar,
 }
@@ -106,7 +106,7 @@ impl OpDef for FillLike {
 /// array: `tf.range` when rank 1, a plain iota when start 0 and delta 1.
 /// `start` and `delta` are stored converted to `dtype`; a negative `delta`
 /// on an unsigned dtype is kept signed and lowered as a subtraction.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Iota {
     pub dims: Vec<i64>,
     pub axis: i64,
@@ -258,7 +258,7 @@ fn affine(cx: &mut Emitter, x: &Val, scale: f64, offset: f64) -> Val {
 
 /// Uniform floats in `[minval, maxval)` (`tf.random.stateless_uniform`).
 /// The single input is the `u64[2]` Threefry state.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct RandomUniform {
     pub dims: Vec<i64>,
     pub dtype: DType,
@@ -299,7 +299,7 @@ impl OpDef for RandomUniform {
 /// Normal floats with `mean` and `stddev` (`tf.random.stateless_normal`),
 /// by the Box-Muller transform of two uniform draws, computed in f32 (f64
 /// for f64) and converted. The single input is the `u64[2]` state.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct RandomNormal {
     pub dims: Vec<i64>,
     pub dtype: DType,

@@ -18,7 +18,7 @@ use crate::tensor::{Tensor, apply1, scalar_as};
 // ------------------------------------------------------------------ unary
 
 /// Elementwise functions of one operand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Unary {
     Neg,
     Abs,
@@ -190,7 +190,7 @@ impl OpDef for Unary {
 // ----------------------------------------------------------------- binary
 
 /// Elementwise functions of two operands, with NumPy broadcasting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Binary {
     Add,
     Sub,
@@ -404,7 +404,7 @@ fn floor_mod(cx: &mut Emitter, a: &Val, b: &Val) -> Val {
 
 /// `where(cond, x, y)`: elements of `x` where `cond` is true, else of `y`;
 /// all three broadcast together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Select;
 
 impl OpDef for Select {
@@ -462,7 +462,7 @@ impl OpDef for Select {
 
 /// Converts elements to another dtype: floats to ints truncate toward
 /// zero, anything to bool is `x != 0`, bool to numbers is 0 or 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Cast(pub DType);
 
 impl OpDef for Cast {

@@ -47,7 +47,7 @@ fn check_indices(
 }
 
 /// A window of fixed `sizes` at run-time start indices.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct DynamicSlice {
     pub sizes: Vec<i64>,
 }
@@ -106,7 +106,7 @@ impl OpDef for DynamicSlice {
 }
 
 /// `x` with `update` written at run-time start indices.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct DynamicUpdateSlice;
 
 impl OpDef for DynamicUpdateSlice {

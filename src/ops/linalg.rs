@@ -22,7 +22,7 @@ use crate::tensor::{Tensor, apply1};
 
 /// `a @ b` over the last two dimensions, with each operand optionally
 /// transposed (its last two dimensions swapped) first.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct MatMul {
     pub transpose_a: bool,
     pub transpose_b: bool,

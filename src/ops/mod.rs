@@ -11,6 +11,7 @@
 //! user-facing methods.
 
 pub mod callback;
+pub(crate) mod codec;
 pub mod constant;
 pub mod control;
 pub mod elementwise;

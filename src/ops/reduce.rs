@@ -104,7 +104,7 @@ fn as_i64(axes: &[usize]) -> Vec<i64> {
 // -------------------------------------------------------------- reduce
 
 /// Which reduction `Reduce` computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ReduceKind {
     Sum,
     Mean,
@@ -136,7 +136,7 @@ impl ReduceKind {
 /// Reduces over `axes` (empty: all axes), keeping reduced axes as size 1
 /// when `keepdims` is set. Axes are kept as the user wrote them (possibly
 /// negative) so the op can be inferred before the rank is known.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Reduce {
     pub kind: ReduceKind,
     pub axes: Vec<i64>,
@@ -321,7 +321,7 @@ fn lower_mean(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Result<Val> {
 // ----------------------------------------------------------- argreduce
 
 /// Which extreme `ArgReduce` looks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ArgKind {
     Max,
     Min,
@@ -329,7 +329,7 @@ pub enum ArgKind {
 
 /// The index (i64) of the largest or smallest element along `axis`; ties
 /// go to the smallest index and NaN wins (see the module docs).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ArgReduce {
     pub kind: ArgKind,
     pub axis: i64,
@@ -429,7 +429,7 @@ fn arg_step(cx: &mut Emitter, kind: ArgKind, float: bool, a: &[Val]) -> Vec<Val>
 /// `softmax(x) = exp(x - max) / sum(exp(x - max))` along `axis`, or its
 /// logarithm `(x - max) - log(sum(exp(x - max)))` when `log` is set.
 /// Subtracting the max keeps `exp` from overflowing.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Softmax {
     pub axis: i64,
     pub log: bool,

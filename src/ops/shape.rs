@@ -36,7 +36,7 @@ fn unknown_rank(dtype: DType) -> Vec<TensorType> {
 
 /// Reinterprets the elements (row-major) with new dimensions; at most one
 /// of them may be -1, meaning "whatever makes the element count match".
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Reshape {
     pub dims: Vec<i64>,
 }
@@ -137,7 +137,7 @@ impl OpDef for Reshape {
 
 /// Permutes dimensions: result dimension `i` is operand dimension
 /// `perm[i]`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Transpose {
     pub perm: Vec<i64>,
 }
@@ -205,7 +205,7 @@ impl OpDef for Transpose {
 // ----------------------------------------------------------------- concat
 
 /// Joins tensors along an existing axis; every other dimension must match.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Concat {
     pub axis: i64,
 }
@@ -301,7 +301,7 @@ impl OpDef for Concat {
 
 /// `tf.slice`: `size[i]` elements from `begin[i]` in every dimension; a
 /// size of -1 takes everything to the end.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Slice {
     pub begin: Vec<i64>,
     pub size: Vec<i64>,
@@ -401,7 +401,7 @@ impl OpDef for Slice {
 /// walk backwards. Dimensions past the given entries are kept whole. There
 /// are no masks: pass `i64::MIN`/`i64::MAX` for an omitted bound (with a
 /// negative stride, `i64::MIN` as `end` reaches index 0).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct StridedSlice {
     pub begin: Vec<i64>,
     pub end: Vec<i64>,
@@ -563,7 +563,7 @@ impl OpDef for StridedSlice {
 /// reads slice 0, a too-large one the last slice), where TensorFlow raises
 /// on CPU and returns zeros on GPU: checking would need a device-to-host
 /// round trip or a data-dependent error, which XLA programs cannot raise.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Gather {
     pub axis: i64,
 }
@@ -679,7 +679,7 @@ impl OpDef for Gather {
 /// `tf.one_hot` with `axis=-1`: a new last dimension of size `depth`
 /// holding `on_value` at each index and `off_value` elsewhere. Indices
 /// outside `0..depth` (negative ones included) give an all-off row.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct OneHot {
     pub depth: i64,
     pub on_value: Scalar,

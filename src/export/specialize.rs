@@ -1,0 +1,154 @@
+//! Shapes no listed program covers (B27): a loaded export that kept its
+//! traced graph (`ops::codec`) compiles it for a new compatible input
+//! shape on first use, as a SavedModel serves any batch size its
+//! signature allows, and keeps that program for later calls.
+//!
+//! The graph was rebuilt through each op's shape rule when read; here it
+//! is checked against the manifest's declared inputs, outputs and
+//! variables once, then lowered like any traced function.
+
+use super::manifest::{CaptureJson, UpdateJson};
+use super::program_check;
+use crate::dtype::{ArraySpec, DType};
+use crate::error::{Error, Result};
+use crate::function::{calls_host, program_traits};
+use crate::ir::{Graph, Shape, TensorType};
+use crate::lower;
+use crate::runtime::{Client, CompileOptions, Executable};
+use std::sync::{Arc, Mutex};
+
+/// A program and the input shapes it was compiled for.
+type Compiled = (Vec<Vec<i64>>, Arc<Executable>);
+
+/// Compiled programs for shapes the export did not list.
+pub(super) struct Specializer {
+    graph: Arc<Graph>,
+    input_dtypes: Vec<DType>,
+    capture_specs: Vec<ArraySpec>,
+    /// (parameter, result) pairs of variables read and updated in place.
+    aliases: Vec<(usize, usize)>,
+    compiled: Mutex<Vec<Compiled>>,
+}
+
+/// What the graph must agree with: the manifest's declarations.
+pub(super) struct Declared<'a> {
+    pub inputs: &'a [(DType, Shape)],
+    pub outputs: &'a [(DType, Shape)],
+    pub capture_specs: &'a [ArraySpec],
+    pub captures: &'a [CaptureJson],
+    pub updates: &'a [UpdateJson],
+    pub variable_dtypes: &'a [DType],
+}
+
+fn mismatch(what: impl std::fmt::Display) -> Error {
+    Error::Value(format!(
+        "export: the saved graph does not match the manifest: {what}"
+    ))
+}
+
+impl Specializer {
+    /// Checks `graph` against the declarations and keeps it.
+    pub(super) fn new(graph: Graph, d: &Declared) -> Result<Specializer> {
+        let mut params: Vec<TensorType> = d
+            .inputs
+            .iter()
+            .map(|(dtype, shape)| TensorType::new(*dtype, shape.clone()))
+            .collect();
+        params.extend(
+            d.capture_specs
+                .iter()
+                .map(|s| TensorType::known(s.dtype, &s.dims)),
+        );
+        if graph.params().len() != params.len() {
+            return Err(mismatch(format!(
+                "{} parameters for {} inputs and captures",
+                graph.params().len(),
+                params.len()
+            )));
+        }
+        let results = graph.infer_results(&params)?;
+        if results.len() != d.outputs.len() + d.updates.len() {
+            return Err(mismatch(format!("{} results", results.len())));
+        }
+        for (i, (r, (dtype, _))) in results.iter().zip(d.outputs).enumerate() {
+            if r.dtype != *dtype {
+                return Err(mismatch(format!("output {i} is {r}, declared {dtype}")));
+            }
+        }
+        for u in d.updates {
+            let r = &results[u.result];
+            if Some(&r.dtype) != d.variable_dtypes.get(u.variable) {
+                return Err(mismatch(format!(
+                    "the update of variable {} is {r}",
+                    u.variable
+                )));
+            }
+        }
+        let aliases = if calls_host(&graph) {
+            Vec::new()
+        } else {
+            variable_aliases(d.inputs.len(), d.captures, d.updates)
+        };
+        Ok(Specializer {
+            graph: Arc::new(graph),
+            input_dtypes: d.inputs.iter().map(|(dtype, _)| *dtype).collect(),
+            capture_specs: d.capture_specs.to_vec(),
+            aliases,
+            compiled: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The program for input shapes `dims` (already checked against the
+    /// declared inputs), compiled on first use.
+    pub(super) fn program_for(&self, dims: &[Vec<i64>]) -> Result<Arc<Executable>> {
+        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, exe)) = compiled.iter().find(|(s, _)| s == dims) {
+            return Ok(exe.clone());
+        }
+        let mut specs: Vec<ArraySpec> = self
+            .input_dtypes
+            .iter()
+            .zip(dims)
+            .map(|(dtype, d)| ArraySpec::new(*dtype, d))
+            .collect();
+        specs.extend(self.capture_specs.iter().cloned());
+        let lowered = lower::lower_with_slots(&self.graph, &specs, &self.aliases, |_| false)?;
+        program_check::check_program("the specialized program", &lowered.text)?;
+        let client = Client::default_client()?;
+        let options = CompileOptions::for_program(client.platform(), program_traits(&lowered.size));
+        let exe = Arc::new(Executable::compile_cached(
+            &client,
+            &lowered.text,
+            specs,
+            &options,
+        )?);
+        compiled.push((dims.to_vec(), exe.clone()));
+        Ok(exe)
+    }
+
+    /// The shapes compiled so far.
+    pub(super) fn shapes(&self) -> Vec<Vec<Vec<i64>>> {
+        let compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        compiled.iter().map(|(s, _)| s.clone()).collect()
+    }
+}
+
+/// Each variable both read (a capture) and updated: its parameter is
+/// aliased to its update's result, as in the exporting process.
+fn variable_aliases(
+    num_inputs: usize,
+    captures: &[CaptureJson],
+    updates: &[UpdateJson],
+) -> Vec<(usize, usize)> {
+    captures
+        .iter()
+        .enumerate()
+        .filter_map(|(k, c)| match c {
+            CaptureJson::Variable { index } => updates
+                .iter()
+                .find(|u| u.variable == *index)
+                .map(|u| (num_inputs + k, u.result)),
+            CaptureJson::Constant { .. } => None,
+        })
+        .collect()
+}

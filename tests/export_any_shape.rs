@@ -1,0 +1,223 @@
+//! Exports serve every shape their specs allow (B27): a function exported
+//! with input signature `(None, 16)` and programs for batches 1, 8 and 32
+//! runs batch 5 after loading, in this process and in `xlafn run`, by
+//! compiling the saved graph once for the new shape; and a saved graph
+//! that was tampered with is refused with an error, never a crash.
+
+#[path = "common/captured.rs"]
+mod captured;
+
+use captured::Captured;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use xlafn::export::npy;
+use xlafn::prelude::*;
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xlafn-anyshape-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn weights() -> Tensor {
+    let w: Vec<f32> = (0..16 * 4).map(|k| ((k % 9) as f32 - 4.0) / 8.0).collect();
+    Tensor::from_vec(w, &[16, 4]).unwrap()
+}
+
+fn batch(n: usize) -> Tensor {
+    let x: Vec<f32> = (0..n * 16).map(|k| ((k % 13) as f32) / 13.0).collect();
+    Tensor::from_vec(x, &[n as i64, 16]).unwrap()
+}
+
+/// A small model: a dense layer with a captured weight, a `cond`, a
+/// device loop, a print, and a variable counting the rows it has seen.
+fn model(seen: Variable) -> Function<(Tensor,), Tensor> {
+    let w = weights();
+    FunctionOptions::new()
+        .name("model")
+        .input_signature(vec![TensorSpec::new(&[None, Some(16)], DType::F32)])
+        .build(move |x: Tensor| -> Result<Tensor> {
+            // The batch size, a device value (the trace has it unknown).
+            let rows = (x.ones_like()?.reduce_sum(&[], false)? / 16.0).cast(DType::I64)?;
+            seen.assign_add(&rows)?;
+            let h = x.matmul(&w)?;
+            let h = cond(
+                &h.reduce_sum(&[], false)?.gt_scalar(0.0)?,
+                || h.tanh(),
+                || h.clone(),
+            )?;
+            let h = for_range(0, 3, 1, h, |_, h| &h * 0.5 + 0.25)?;
+            xlafn::print("rows", &[&rows])?;
+            Ok(h)
+        })
+}
+
+#[test]
+fn a_batch_no_program_was_listed_for_runs_after_loading() {
+    let seen = Variable::new(Tensor::scalar(0i64));
+    let f = model(seen.clone());
+    let cf = f
+        .get_concrete_function((TensorSpec::new(&[None, Some(16)], DType::F32),))
+        .unwrap();
+    let dir = temp_dir("batch5");
+    let shapes: Vec<Vec<Vec<i64>>> = [1, 8, 32].iter().map(|&b| vec![vec![b, 16]]).collect();
+    cf.export(&dir, &shapes).unwrap();
+
+    let want = f.call((batch(5),)).unwrap().to_vec::<f32>().unwrap();
+    let loaded = xlafn::load(&dir).unwrap();
+    let out = Captured::default();
+    let got = xlafn::with_print_output(out.clone(), || loaded.call(&[&batch(5)]))
+        .unwrap()
+        .remove(0);
+    assert_eq!(got.dims(), vec![5, 4]);
+    assert_eq!(got.to_vec::<f32>().unwrap(), want);
+    assert_eq!(out.take(), "rows 5\n");
+    // The loaded variable counted the rows (it started at the exported 0).
+    assert_eq!(loaded.variables()[0].read().item::<i64>().unwrap(), 5);
+    // Compiled once, then reused; listed shapes still use their programs.
+    loaded.call(&[&batch(5)]).unwrap();
+    loaded.call(&[&batch(8)]).unwrap();
+    let shapes = loaded.specializations();
+    assert_eq!(shapes.len(), 4, "{shapes:?}");
+    assert_eq!(shapes[3], vec![vec![5, 16]]);
+    assert_eq!(loaded.variables()[0].read().item::<i64>().unwrap(), 18);
+    // A shape the signature does not allow is still refused, by name.
+    let e = loaded
+        .call(&[&Tensor::fill(&[5, 3], 0.0, DType::F32).unwrap()])
+        .unwrap_err();
+    assert!(e.to_string().contains("Can not cast"), "{e}");
+
+    // `xlafn run` in another process serves batch 7.
+    let input = dir.join("x.npy");
+    std::fs::write(
+        &input,
+        npy::encode(&batch(7).to_host_array().unwrap()).unwrap(),
+    )
+    .unwrap();
+    let outdir = dir.join("out");
+    let ran = Command::new(env!("CARGO_BIN_EXE_xlafn"))
+        .args(["run", &dir.display().to_string()])
+        .args(["--input", &format!("a={}", input.display())])
+        .args(["--output-dir", &outdir.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let got = npy::decode(&std::fs::read(outdir.join("output_0.npy")).unwrap()).unwrap();
+    assert_eq!(got.dims, vec![7, 4]);
+    let want = f.call((batch(7),)).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(got.to_vec::<f32>().unwrap(), want);
+}
+
+/// Exports a tiny function and returns its folder and the saved graph.
+fn exported(tag: &str) -> (PathBuf, serde_json::Value) {
+    let f = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None], DType::F32)])
+        .build(|x: Tensor| -> Result<Tensor> {
+            let y = cond(
+                &x.reduce_sum(&[], false)?.gt_scalar(0.0)?,
+                || x.exp(),
+                || x.clone(),
+            )?;
+            y.reshape(&[-1, 1])
+        });
+    let cf = f
+        .get_concrete_function((TensorSpec::new(&[None], DType::F32),))
+        .unwrap();
+    let dir = temp_dir(tag);
+    cf.export(&dir, &[vec![vec![2]]]).unwrap();
+    let graph = serde_json::from_slice(&std::fs::read(dir.join("graph.json")).unwrap()).unwrap();
+    (dir, graph)
+}
+
+fn tampered(dir: &Path, graph: &serde_json::Value) -> Error {
+    std::fs::write(dir.join("graph.json"), serde_json::to_vec(graph).unwrap()).unwrap();
+    xlafn::export::testing::resign(dir).unwrap();
+    match xlafn::load(dir) {
+        Ok(loaded) => loaded
+            .call(&[&Tensor::vector(&[1f32, 2., 3.]).unwrap()])
+            .expect_err("a tampered graph ran"),
+        Err(e) => e,
+    }
+}
+
+/// A change to a saved graph.
+type Edit = dyn Fn(&mut serde_json::Value);
+
+#[test]
+fn tampered_graphs_are_refused() {
+    let (dir, graph) = exported("tamper");
+    // The untouched export works for a new shape.
+    let loaded = xlafn::load(&dir).unwrap();
+    let y = loaded
+        .call(&[&Tensor::vector(&[0f32, 0., 0.]).unwrap()])
+        .unwrap();
+    assert_eq!(y[0].dims(), vec![3, 1]);
+
+    let cases: Vec<(&str, Box<Edit>)> = vec![
+        (
+            "a node input from the future",
+            Box::new(|g| g["nodes"][0]["inputs"][0] = 999.into()),
+        ),
+        (
+            "a result that names nothing",
+            Box::new(|g| g["results"][0] = 12345.into()),
+        ),
+        (
+            "an unknown op",
+            Box::new(|g| g["nodes"][0]["op"] = serde_json::json!({"launch_missiles": {}})),
+        ),
+        (
+            "a negative parameter size",
+            Box::new(|g| g["params"][0]["shape"] = serde_json::json!([-4])),
+        ),
+        (
+            "an absurd parameter size",
+            Box::new(|g| g["params"][0]["shape"] = serde_json::json!([i64::MAX, 8])),
+        ),
+        (
+            "not JSON of a graph",
+            Box::new(|g| *g = serde_json::json!([1, 2, 3])),
+        ),
+        (
+            "an extra parameter",
+            Box::new(|g| {
+                g["params"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(serde_json::json!({"dtype": "F32", "shape": []}))
+            }),
+        ),
+    ];
+    for (what, edit) in &cases {
+        let mut g = graph.clone();
+        edit(&mut g);
+        let e = tampered(&dir, &g);
+        assert!(
+            e.to_string().contains("export") || e.to_string().contains("graph"),
+            "{what}: {e}"
+        );
+    }
+    // Edits inside ops: a reshape to a negative size, a region capturing
+    // an input its node does not have, a callback never declared.
+    let text = serde_json::to_string(&graph).unwrap();
+    assert!(text.contains("\"reshape\""), "{text}");
+    assert!(text.contains("\"cond\""), "{text}");
+    let mut g: serde_json::Value =
+        serde_json::from_str(&text.replace("\"dims\":[-1,1]", "\"dims\":[-7,-1]")).unwrap();
+    if g != graph {
+        let e = tampered(&dir, &g);
+        assert!(!e.to_string().is_empty());
+    }
+    g = graph.clone();
+    for node in g["nodes"].as_array_mut().unwrap() {
+        if let Some(c) = node["op"].get_mut("cond") {
+            c["then_branch"]["captures"] = serde_json::json!([77]);
+        }
+    }
+    let e = tampered(&dir, &g);
+    assert!(e.to_string().contains("captures an input"), "{e}");
+}
