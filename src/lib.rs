@@ -45,6 +45,7 @@ pub use ops::callback::{
     host_callback, named_host_callback, print, reset_print_output, set_print_output,
     with_print_output,
 };
+pub use ops::conv::{ConvOptions, Padding};
 pub use ops::elementwise::where_;
 pub use tensor::Tensor;
 pub use variable::Variable;

@@ -47,6 +47,7 @@ const OPS: &[&str] = &[
     "stablehlo.concatenate",
     "stablehlo.constant",
     "stablehlo.convert",
+    "stablehlo.convolution",
     "stablehlo.cosine",
     "stablehlo.custom_call",
     "stablehlo.divide",
@@ -100,6 +101,23 @@ const CUSTOM_CALL_TARGETS: &[&str] = &[HOST_CALLBACK_TARGET];
 const WORDS: &[&str] = &[
     // Attribute names.
     "api_version",
+    "batch_group_count",
+    "feature_group_count",
+    "input_batch_dimension",
+    "input_feature_dimension",
+    "input_spatial_dimensions",
+    "kernel_input_feature_dimension",
+    "kernel_output_feature_dimension",
+    "kernel_spatial_dimensions",
+    "lhs_dilation",
+    "output_batch_dimension",
+    "output_feature_dimension",
+    "output_spatial_dimensions",
+    "padding",
+    "raw",
+    "rhs_dilation",
+    "window_reversal",
+    "window_strides",
     "backend_config",
     "broadcast_dimensions",
     "call_target_name",
@@ -145,12 +163,18 @@ const WORDS: &[&str] = &[
     "dense",
     "array",
     // Scalar types of attributes (`4 : i32`, `array<i64: ...>`).
+    "i1",
     "i32",
     "i64",
 ];
 
 /// `#...` attribute prefixes the emitter prints.
-const HASH_WORDS: &[&str] = &["stablehlo", "stablehlo.dot", "stablehlo.gather"];
+const HASH_WORDS: &[&str] = &[
+    "stablehlo",
+    "stablehlo.conv",
+    "stablehlo.dot",
+    "stablehlo.gather",
+];
 
 /// The MLIR element type names of xlafn's dtypes (`emitter::element_type`).
 fn element_dtype(name: &str) -> Option<DType> {

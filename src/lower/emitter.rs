@@ -63,6 +63,23 @@ pub struct GatherDims {
     pub slice_sizes: Vec<i64>,
 }
 
+/// A convolution's attributes (StableHLO's names): each layout is
+/// `[batch, feature, spatial...]` dimension indices (for the kernel,
+/// `[output feature, input feature, spatial...]`).
+#[derive(Clone, Debug)]
+pub struct ConvAttrs {
+    pub input: Vec<i64>,
+    pub kernel: Vec<i64>,
+    pub output: Vec<i64>,
+    pub window_strides: Vec<i64>,
+    pub padding: Vec<(i64, i64)>,
+    pub lhs_dilation: Vec<i64>,
+    pub rhs_dilation: Vec<i64>,
+    pub feature_group_count: i64,
+    pub batch_group_count: i64,
+    pub window_reversal: bool,
+}
+
 /// MLIR element type name.
 pub fn element_type(dtype: DType) -> Result<&'static str> {
     Ok(match dtype.check_compilable()? {
@@ -654,6 +671,56 @@ impl Emitter {
             ("indices_are_sorted", "false".to_string()),
         ];
         self.op1("stablehlo.gather", &[operand, indices], &attrs, out)
+    }
+
+    /// `convolution` of `lhs` (input) with `rhs` (kernel).
+    pub fn convolution(&mut self, lhs: &Val, rhs: &Val, c: &ConvAttrs, out: ArraySpec) -> Val {
+        let dn = format!(
+            "#stablehlo.conv<raw input_batch_dimension = {}, input_feature_dimension = {}, \
+             input_spatial_dimensions = {}, kernel_input_feature_dimension = {}, \
+             kernel_output_feature_dimension = {}, kernel_spatial_dimensions = {}, \
+             output_batch_dimension = {}, output_feature_dimension = {}, \
+             output_spatial_dimensions = {}>",
+            c.input[0],
+            c.input[1],
+            list(&c.input[2..]),
+            c.kernel[1],
+            c.kernel[0],
+            list(&c.kernel[2..]),
+            c.output[0],
+            c.output[1],
+            list(&c.output[2..])
+        );
+        let pads: Vec<String> = c
+            .padding
+            .iter()
+            .map(|(l, h)| format!("[{l}, {h}]"))
+            .collect();
+        let padding = format!(
+            "dense<[{}]> : tensor<{}x2xi64>",
+            pads.join(", "),
+            c.padding.len()
+        );
+        let mut attrs = vec![
+            (
+                "batch_group_count",
+                format!("{} : i64", c.batch_group_count),
+            ),
+            ("dimension_numbers", dn),
+            (
+                "feature_group_count",
+                format!("{} : i64", c.feature_group_count),
+            ),
+            ("lhs_dilation", i64_array(&c.lhs_dilation)),
+            ("padding", padding),
+            ("rhs_dilation", i64_array(&c.rhs_dilation)),
+            ("window_strides", i64_array(&c.window_strides)),
+        ];
+        if c.window_reversal {
+            let flags = vec!["true"; c.window_strides.len()].join(", ");
+            attrs.push(("window_reversal", format!("array<i1: {flags}>")));
+        }
+        self.op1("stablehlo.convolution", &[lhs, rhs], &attrs, out)
     }
 
     /// Threefry random bits: returns (new state, bits of type `out`).

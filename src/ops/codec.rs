@@ -20,6 +20,7 @@ use super::Op;
 use super::callback::HostCallback;
 use super::constant::{Constant, FillLike, Iota, RandomNormal, RandomUniform};
 use super::control::{Cond, Region, While};
+use super::conv::Conv;
 use super::elementwise::{Binary, Cast, Select, Unary};
 use super::ensure::EnsureShape;
 use super::indexing::{DynamicSlice, DynamicUpdateSlice};
@@ -80,6 +81,7 @@ enum OpJson {
     EnsureShape(EnsureShape),
     OneHot(OneHot),
     MatMul(MatMul),
+    Conv(Conv),
     Reduce(Reduce),
     ArgReduce(ArgReduce),
     Softmax(Softmax),
@@ -157,6 +159,7 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::EnsureShape(o) => OpJson::EnsureShape(o.clone()),
         Op::OneHot(o) => OpJson::OneHot(o.clone()),
         Op::MatMul(o) => OpJson::MatMul(o.clone()),
+        Op::Conv(o) => OpJson::Conv(o.clone()),
         Op::Reduce(o) => OpJson::Reduce(o.clone()),
         Op::ArgReduce(o) => OpJson::ArgReduce(o.clone()),
         Op::Softmax(o) => OpJson::Softmax(o.clone()),
@@ -277,6 +280,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::EnsureShape(o) => Op::EnsureShape(o.clone()),
         OpJson::OneHot(o) => Op::OneHot(o.clone()),
         OpJson::MatMul(o) => Op::MatMul(o.clone()),
+        OpJson::Conv(o) => Op::Conv(o.clone()),
         OpJson::Reduce(o) => Op::Reduce(o.clone()),
         OpJson::ArgReduce(o) => Op::ArgReduce(o.clone()),
         OpJson::Softmax(o) => Op::Softmax(o.clone()),

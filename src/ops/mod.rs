@@ -14,6 +14,7 @@ pub mod callback;
 pub(crate) mod codec;
 pub mod constant;
 pub mod control;
+pub mod conv;
 pub mod elementwise;
 pub mod ensure;
 pub mod indexing;
@@ -142,6 +143,7 @@ op_catalog! {
     EnsureShape(ensure::EnsureShape),
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),
+    Conv(conv::Conv),
     Reduce(reduce::Reduce),
     ArgReduce(reduce::ArgReduce),
     Softmax(reduce::Softmax),
