@@ -47,6 +47,7 @@ pub use ops::callback::{
 };
 pub use ops::conv::{ConvOptions, Padding};
 pub use ops::elementwise::where_;
+pub use ops::window::{WindowDims, WindowKind};
 pub use tensor::Tensor;
 pub use variable::Variable;
 /// `#[xlafn::function]`: a `fn` item as a traced `Function`, with AutoGraph.

@@ -71,6 +71,7 @@ const OPS: &[&str] = &[
     "stablehlo.or",
     "stablehlo.power",
     "stablehlo.reduce",
+    "stablehlo.reduce_window",
     "stablehlo.remainder",
     "stablehlo.reshape",
     "stablehlo.return",
@@ -79,6 +80,7 @@ const OPS: &[&str] = &[
     "stablehlo.round_nearest_even",
     "stablehlo.rsqrt",
     "stablehlo.select",
+    "stablehlo.select_and_scatter",
     "stablehlo.shift_right_logical",
     "stablehlo.sign",
     "stablehlo.sine",
@@ -101,6 +103,7 @@ const CUSTOM_CALL_TARGETS: &[&str] = &[HOST_CALLBACK_TARGET];
 const WORDS: &[&str] = &[
     // Attribute names.
     "api_version",
+    "base_dilations",
     "batch_group_count",
     "feature_group_count",
     "input_batch_dimension",
@@ -116,6 +119,8 @@ const WORDS: &[&str] = &[
     "padding",
     "raw",
     "rhs_dilation",
+    "window_dilations",
+    "window_dimensions",
     "window_reversal",
     "window_strides",
     "backend_config",

@@ -120,6 +120,16 @@ fn i64_array(values: &[i64]) -> String {
     format!("array<i64: {}>", items.join(", "))
 }
 
+/// `dense<[[lo, hi], ...]> : tensor<Nx2xi64>`.
+fn padding_attr(padding: &[(i64, i64)]) -> String {
+    let pads: Vec<String> = padding.iter().map(|(l, h)| format!("[{l}, {h}]")).collect();
+    format!(
+        "dense<[{}]> : tensor<{}x2xi64>",
+        pads.join(", "),
+        padding.len()
+    )
+}
+
 fn list(values: &[i64]) -> String {
     let items: Vec<String> = values.iter().map(|v| v.to_string()).collect();
     format!("[{}]", items.join(", "))
@@ -691,16 +701,7 @@ impl Emitter {
             c.output[1],
             list(&c.output[2..])
         );
-        let pads: Vec<String> = c
-            .padding
-            .iter()
-            .map(|(l, h)| format!("[{l}, {h}]"))
-            .collect();
-        let padding = format!(
-            "dense<[{}]> : tensor<{}x2xi64>",
-            pads.join(", "),
-            c.padding.len()
-        );
+        let padding = padding_attr(&c.padding);
         let mut attrs = vec![
             (
                 "batch_group_count",
@@ -721,6 +722,79 @@ impl Emitter {
             attrs.push(("window_reversal", format!("array<i1: {flags}>")));
         }
         self.op1("stablehlo.convolution", &[lhs, rhs], &attrs, out)
+    }
+
+    /// `reduce_window` of `x` with a scalar combiner starting from `init`;
+    /// `sizes` are the window dimensions, strides, base dilations and
+    /// window dilations, in that order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce_window(
+        &mut self,
+        x: &Val,
+        init: Scalar,
+        combiner: Combiner,
+        sizes: &[&Vec<i64>; 4],
+        padding: &[(i64, i64)],
+        out: ArraySpec,
+    ) -> Result<Val> {
+        let scalar = ArraySpec::scalar(x.ty.dtype);
+        let init = self.constant(init, scalar.clone());
+        let region = self.region(&[scalar.clone(), scalar], |cx, args| {
+            Ok(vec![cx.binary(combiner.op_name(), &args[0], &args[1])])
+        })?;
+        let attrs = [
+            ("base_dilations", i64_array(sizes[2])),
+            ("padding", padding_attr(padding)),
+            ("window_dilations", i64_array(sizes[3])),
+            ("window_dimensions", i64_array(sizes[0])),
+            ("window_strides", i64_array(sizes[1])),
+        ];
+        Ok(self
+            .op(
+                "stablehlo.reduce_window",
+                &[x, &init],
+                &[region],
+                &attrs,
+                &[out],
+            )
+            .remove(0))
+    }
+
+    /// `select_and_scatter` adding each `source` element to the operand
+    /// element its window selects by `cmp` (Ge: the first maximum).
+    #[allow(clippy::too_many_arguments)]
+    pub fn select_and_scatter_add(
+        &mut self,
+        operand: &Val,
+        source: &Val,
+        cmp: Cmp,
+        window: &[i64],
+        strides: &[i64],
+        padding: &[(i64, i64)],
+        out: ArraySpec,
+    ) -> Result<Val> {
+        let scalar = ArraySpec::scalar(operand.ty.dtype);
+        let init = self.constant(Scalar::I64(0), scalar.clone());
+        let select = self.region(&[scalar.clone(), scalar.clone()], |cx, args| {
+            Ok(vec![cx.compare(cmp, &args[0], &args[1])])
+        })?;
+        let scatter = self.region(&[scalar.clone(), scalar], |cx, args| {
+            Ok(vec![cx.binary("add", &args[0], &args[1])])
+        })?;
+        let attrs = [
+            ("padding", padding_attr(padding)),
+            ("window_dimensions", i64_array(window)),
+            ("window_strides", i64_array(strides)),
+        ];
+        Ok(self
+            .op(
+                "stablehlo.select_and_scatter",
+                &[operand, source, &init],
+                &[select, scatter],
+                &attrs,
+                &[out],
+            )
+            .remove(0))
     }
 
     /// Threefry random bits: returns (new state, bits of type `out`).

@@ -27,6 +27,7 @@ use super::indexing::{DynamicSlice, DynamicUpdateSlice};
 use super::linalg::MatMul;
 use super::reduce::{ArgReduce, Reduce, Softmax};
 use super::shape::{Concat, Gather, OneHot, Reshape, Slice, StridedSlice, Transpose};
+use super::window::{ReduceWindow, SelectAndScatterAdd};
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, TensorType, ValueId};
@@ -82,6 +83,8 @@ enum OpJson {
     OneHot(OneHot),
     MatMul(MatMul),
     Conv(Conv),
+    ReduceWindow(ReduceWindow),
+    SelectAndScatterAdd(SelectAndScatterAdd),
     Reduce(Reduce),
     ArgReduce(ArgReduce),
     Softmax(Softmax),
@@ -160,6 +163,8 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::OneHot(o) => OpJson::OneHot(o.clone()),
         Op::MatMul(o) => OpJson::MatMul(o.clone()),
         Op::Conv(o) => OpJson::Conv(o.clone()),
+        Op::ReduceWindow(o) => OpJson::ReduceWindow(o.clone()),
+        Op::SelectAndScatterAdd(o) => OpJson::SelectAndScatterAdd(o.clone()),
         Op::Reduce(o) => OpJson::Reduce(o.clone()),
         Op::ArgReduce(o) => OpJson::ArgReduce(o.clone()),
         Op::Softmax(o) => OpJson::Softmax(o.clone()),
@@ -281,6 +286,8 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::OneHot(o) => Op::OneHot(o.clone()),
         OpJson::MatMul(o) => Op::MatMul(o.clone()),
         OpJson::Conv(o) => Op::Conv(o.clone()),
+        OpJson::ReduceWindow(o) => Op::ReduceWindow(o.clone()),
+        OpJson::SelectAndScatterAdd(o) => Op::SelectAndScatterAdd(o.clone()),
         OpJson::Reduce(o) => Op::Reduce(o.clone()),
         OpJson::ArgReduce(o) => Op::ArgReduce(o.clone()),
         OpJson::Softmax(o) => Op::Softmax(o.clone()),

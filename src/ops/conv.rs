@@ -337,7 +337,7 @@ fn spatial_sizes(x: &Tensor, layout: &Layout) -> Vec<i64> {
 impl Conv {
     /// d(loss)/d(input): the output gradient convolved with the reversed
     /// kernel, its roles transposed; strides become input dilation.
-    fn input_gradient(&self, g: &Tensor, lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    pub(super) fn input_gradient(&self, g: &Tensor, lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
         let d = &self.dims;
         let (mut kernel, mut groups) = (rhs.clone(), self.feature_group_count);
         let group_count = self.feature_group_count.max(self.batch_group_count);

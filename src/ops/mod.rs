@@ -21,6 +21,7 @@ pub mod indexing;
 pub mod linalg;
 pub mod reduce;
 pub mod shape;
+pub mod window;
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -144,6 +145,8 @@ op_catalog! {
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),
     Conv(conv::Conv),
+    ReduceWindow(window::ReduceWindow),
+    SelectAndScatterAdd(window::SelectAndScatterAdd),
     Reduce(reduce::Reduce),
     ArgReduce(reduce::ArgReduce),
     Softmax(reduce::Softmax),

@@ -29,7 +29,7 @@ use crate::tensor::{Tensor, apply1};
 // ------------------------------------------------------------- helpers
 
 /// The lowest value of `dtype` (-inf for floats): the identity of max.
-fn lowest(dtype: DType) -> Scalar {
+pub(super) fn lowest(dtype: DType) -> Scalar {
     match dtype {
         DType::Bool => Scalar::Bool(false),
         DType::I8 => Scalar::I64(i8::MIN.into()),
@@ -42,7 +42,7 @@ fn lowest(dtype: DType) -> Scalar {
 }
 
 /// The highest value of `dtype` (+inf for floats): the identity of min.
-fn highest(dtype: DType) -> Scalar {
+pub(super) fn highest(dtype: DType) -> Scalar {
     match dtype {
         DType::Bool => Scalar::Bool(true),
         DType::I8 => Scalar::I64(i8::MAX.into()),

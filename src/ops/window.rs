@@ -1,0 +1,475 @@
+//! Windowed reductions: StableHLO's `reduce_window` (sum, max, min over a
+//! sliding window with strides, padding, base and window dilation), the
+//! pooling helpers in TensorFlow's names (`max_pool`, `avg_pool`, channels
+//! last, 1-3 spatial dimensions, `SAME`/`VALID`), and cumulative sums,
+//! products, maxima and log-sum-exps along an axis (`exclusive`,
+//! `reverse`), written as one-dimensional windows.
+//!
+//! Gradients: a sum window's is the transposed window sum, computed as the
+//! input gradient of the equivalent convolution with a kernel of ones
+//! (`ops::conv`); a max or min window's scatters each output gradient to
+//! the element its window chose, with StableHLO's `select_and_scatter`
+//! ([`SelectAndScatterAdd`], no dilation). Padding a max window pads with
+//! -inf, so padded elements are never chosen.
+//!
+//! Layer: ops. Imports `ir`, `lower::Emitter`, `ops::conv`, `tensor`.
+
+use super::conv::{Conv, ConvDims, Layout, Padding};
+use super::reduce::{highest, lowest};
+use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
+use crate::dtype::{ArraySpec, DType};
+use crate::error::{Error, Result};
+use crate::ir::{Scalar, Shape, TensorType};
+use crate::lower::{Cmp, Combiner, Emitter, Val};
+use crate::tensor::{Tensor, apply1};
+
+/// What a window computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum WindowKind {
+    Sum,
+    Max,
+    Min,
+    Prod,
+}
+
+impl WindowKind {
+    fn combiner(self, dtype: DType) -> (Combiner, Scalar) {
+        match self {
+            WindowKind::Sum => (Combiner::Add, Scalar::I64(0)),
+            WindowKind::Prod => (Combiner::Mul, Scalar::I64(1)),
+            WindowKind::Max => (Combiner::Max, lowest(dtype)),
+            WindowKind::Min => (Combiner::Min, highest(dtype)),
+        }
+    }
+}
+
+/// The geometry of a window over every dimension of an array.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct WindowDims {
+    pub window: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub padding: Vec<(i64, i64)>,
+    pub base_dilation: Vec<i64>,
+    pub window_dilation: Vec<i64>,
+}
+
+fn dilated(s: i64, d: i64) -> i64 {
+    if s == 0 { 0 } else { 1 + d * (s - 1) }
+}
+
+impl WindowDims {
+    /// A window of `window` with unit strides and dilations, no padding.
+    pub fn new(window: &[i64]) -> WindowDims {
+        let n = window.len();
+        WindowDims {
+            window: window.to_vec(),
+            strides: vec![1; n],
+            padding: vec![(0, 0); n],
+            base_dilation: vec![1; n],
+            window_dilation: vec![1; n],
+        }
+    }
+
+    fn check(&self, op: &str, rank: usize) -> Result<()> {
+        let lists = [
+            &self.window,
+            &self.strides,
+            &self.base_dilation,
+            &self.window_dilation,
+        ];
+        if lists.iter().any(|l| l.len() != rank) || self.padding.len() != rank {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "window, strides, padding and dilations need {rank} entries, one per dimension"
+                ),
+            ));
+        }
+        if self.window.iter().any(|&w| w < 0) || lists[1..].iter().any(|l| l.iter().any(|&v| v < 1))
+        {
+            return Err(Error::invalid(
+                op,
+                "window sizes must be >= 0, strides and dilations >= 1",
+            ));
+        }
+        if self
+            .padding
+            .iter()
+            .any(|(l, h)| l.abs() > 1 << 40 || h.abs() > 1 << 40)
+        {
+            return Err(Error::invalid(op, "padding is out of range"));
+        }
+        Ok(())
+    }
+
+    /// The output size of dimension `i` for an input of size `n`.
+    fn out_size(&self, i: usize, n: i64) -> Option<i64> {
+        let (lo, hi) = self.padding[i];
+        let padded = dilated(n, self.base_dilation[i]) + lo + hi;
+        let w = dilated(self.window[i], self.window_dilation[i]);
+        if padded < 0 {
+            return None;
+        }
+        Some(if padded < w {
+            0
+        } else {
+            (padded - w) / self.strides[i] + 1
+        })
+    }
+
+    fn infer(&self, op: &str, input: &TensorType) -> Result<TensorType> {
+        let Some(dims) = input.shape.dims() else {
+            return Ok(TensorType::new(input.dtype, Shape::unknown_rank()));
+        };
+        self.check(op, dims.len())?;
+        let out = dims
+            .iter()
+            .enumerate()
+            .map(|(i, d)| match d {
+                Some(n) => self.out_size(i, *n).map(Some).ok_or_else(|| {
+                    Error::invalid(op, format!("dimension {i} is padded below zero"))
+                }),
+                None => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TensorType::new(input.dtype, Shape::from_dims(out)))
+    }
+
+    fn undilated(&self) -> bool {
+        self.base_dilation
+            .iter()
+            .chain(&self.window_dilation)
+            .all(|&d| d == 1)
+    }
+
+    /// The convolution that computes this window's sum of `[1, x.., 1]`
+    /// with a kernel of ones `[window.., 1, 1]`.
+    fn as_conv(&self) -> Conv {
+        let r = self.window.len() as i64;
+        Conv {
+            strides: self.strides.clone(),
+            padding: self.padding.clone(),
+            lhs_dilation: self.base_dilation.clone(),
+            rhs_dilation: self.window_dilation.clone(),
+            dims: ConvDims {
+                lhs: Layout {
+                    batch: 0,
+                    feature: r + 1,
+                    spatial: (1..=r).collect(),
+                },
+                rhs: Layout {
+                    batch: r + 1,
+                    feature: r,
+                    spatial: (0..r).collect(),
+                },
+                out: Layout {
+                    batch: 0,
+                    feature: r + 1,
+                    spatial: (1..=r).collect(),
+                },
+            },
+            feature_group_count: 1,
+            batch_group_count: 1,
+            reverse_kernel: false,
+        }
+    }
+}
+
+/// `reduce_window` with one of the [`WindowKind`] combiners.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ReduceWindow {
+    pub kind: WindowKind,
+    pub dims: WindowDims,
+}
+
+impl OpDef for ReduceWindow {
+    fn name(&self) -> &'static str {
+        "reduce_window"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity("reduce_window", inputs, 1)?;
+        let d = inputs[0].dtype;
+        check_dtype("reduce_window", d, d.is_numeric(), "numeric")?;
+        Ok(vec![self.dims.infer("reduce_window", &inputs[0])?])
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        let (combiner, init) = self.kind.combiner(inputs[0].ty.dtype);
+        let d = &self.dims;
+        Ok(vec![cx.reduce_window(
+            &inputs[0],
+            init,
+            combiner,
+            &[&d.window, &d.strides, &d.base_dilation, &d.window_dilation],
+            &d.padding,
+            outputs[0].clone(),
+        )?])
+    }
+
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        _outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let (x, Some(g)) = (&inputs[0], &grads[0]) else {
+            return Ok(vec![None]);
+        };
+        if !x.dtype().is_float() {
+            return Ok(vec![None]);
+        }
+        let dx = match self.kind {
+            WindowKind::Sum => self.sum_gradient(x, g)?,
+            WindowKind::Max | WindowKind::Min if self.dims.undilated() => apply1(
+                SelectAndScatterAdd {
+                    dims: self.dims.clone(),
+                    pick_max: self.kind == WindowKind::Max,
+                },
+                &[x, g],
+            )?,
+            _ => {
+                return Err(Error::invalid(
+                    "reduce_window",
+                    format!(
+                        "has no gradient for a {:?} window with dilation (operands: {})",
+                        self.kind,
+                        describe(&[x.tensor_type()])
+                    ),
+                ));
+            }
+        };
+        Ok(vec![Some(dx)])
+    }
+}
+
+impl ReduceWindow {
+    /// The transposed window sum: the input gradient of the equivalent
+    /// convolution with a kernel of ones.
+    fn sum_gradient(&self, x: &Tensor, g: &Tensor) -> Result<Tensor> {
+        let mut x_dims = vec![1];
+        x_dims.extend(x.dims());
+        x_dims.push(1);
+        let mut g_dims = vec![1];
+        g_dims.extend(g.dims());
+        g_dims.push(1);
+        let mut k_dims = self.dims.window.clone();
+        k_dims.extend([1, 1]);
+        let ones = Tensor::fill(&k_dims, 1, x.dtype())?;
+        let like = Tensor::fill(&x_dims, 0, x.dtype())?;
+        let dx = self
+            .dims
+            .as_conv()
+            .input_gradient(&g.reshape(&g_dims)?, &like, &ones)?;
+        dx.reshape(&x.dims())
+    }
+}
+
+/// The gradient of a max (or min) window: each element of `source` added
+/// to the element of `operand` its window picked. Inputs `[operand,
+/// source]`; the result has the operand's shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct SelectAndScatterAdd {
+    pub dims: WindowDims,
+    pub pick_max: bool,
+}
+
+impl OpDef for SelectAndScatterAdd {
+    fn name(&self) -> &'static str {
+        "select_and_scatter_add"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity("select_and_scatter_add", inputs, 2)?;
+        let d = same_dtype("select_and_scatter_add", inputs)?;
+        check_dtype("select_and_scatter_add", d, d.is_float(), "floating-point")?;
+        if !self.dims.undilated() {
+            return Err(Error::invalid(
+                "select_and_scatter_add",
+                "windows may not be dilated",
+            ));
+        }
+        let out = self.dims.infer("select_and_scatter_add", &inputs[0])?;
+        if let (Some(a), Some(b)) = (out.shape.as_known(), inputs[1].shape.as_known())
+            && a != b
+        {
+            return Err(Error::invalid(
+                "select_and_scatter_add",
+                format!("the source must have the window output's shape {a:?}, got {b:?}"),
+            ));
+        }
+        Ok(vec![inputs[0].clone()])
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        let cmp = if self.pick_max { Cmp::Ge } else { Cmp::Le };
+        Ok(vec![cx.select_and_scatter_add(
+            &inputs[0],
+            &inputs[1],
+            cmp,
+            &self.dims.window,
+            &self.dims.strides,
+            &self.dims.padding,
+            outputs[0].clone(),
+        )?])
+    }
+}
+
+/// The pooling geometry over `[batch, spatial.., channels]`.
+fn pool_dims(
+    x: &Tensor,
+    op: &str,
+    ksize: &[i64],
+    strides: &[i64],
+    padding: &Padding,
+) -> Result<WindowDims> {
+    let dims = x.shape().as_known().ok_or_else(|| {
+        Error::invalid(
+            op,
+            format!("needs an input of known shape, got {}", x.tensor_type()),
+        )
+    })?;
+    let n = dims.len().saturating_sub(2);
+    if !(1..=3).contains(&n) || ksize.len() != n || strides.len() != n {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "needs a [batch, spatial.., channels] input with 1 to 3 spatial dimensions and \
+                 one window size and stride per spatial dimension; got {} with ksize {ksize:?} \
+                 and strides {strides:?}",
+                x.tensor_type()
+            ),
+        ));
+    }
+    let mut w = WindowDims::new(&[&[1][..], ksize, &[1]].concat());
+    w.strides = [&[1][..], strides, &[1]].concat();
+    w.padding = match padding {
+        Padding::Valid => vec![(0, 0); n + 2],
+        Padding::Explicit(p) => [&[(0, 0)][..], p, &[(0, 0)]].concat(),
+        Padding::Same => {
+            let mut p = vec![(0, 0)];
+            for i in 0..n {
+                let (size, k, s) = (dims[i + 1], ksize[i], strides[i]);
+                if s < 1 {
+                    return Err(Error::invalid(op, "strides must be >= 1"));
+                }
+                let out = (size + s - 1) / s;
+                let total = ((out - 1) * s + k - size).max(0);
+                p.push((total / 2, total - total / 2));
+            }
+            p.push((0, 0));
+            p
+        }
+    };
+    Ok(w)
+}
+
+impl Tensor {
+    /// `reduce_window` (`jax.lax.reduce_window`) over every dimension.
+    #[track_caller]
+    pub fn reduce_window(&self, kind: WindowKind, dims: &WindowDims) -> Result<Tensor> {
+        apply1(
+            ReduceWindow {
+                kind,
+                dims: dims.clone(),
+            },
+            &[self],
+        )
+    }
+
+    /// `tf.nn.max_pool` over `[batch, spatial.., channels]` (1 to 3
+    /// spatial dimensions).
+    #[track_caller]
+    pub fn max_pool(&self, ksize: &[i64], strides: &[i64], padding: Padding) -> Result<Tensor> {
+        let w = pool_dims(self, "max_pool", ksize, strides, &padding)?;
+        self.reduce_window(WindowKind::Max, &w)
+    }
+
+    /// `tf.nn.avg_pool`: the mean over each window's elements that are not
+    /// padding (TensorFlow's rule for `SAME`).
+    #[track_caller]
+    pub fn avg_pool(&self, ksize: &[i64], strides: &[i64], padding: Padding) -> Result<Tensor> {
+        let w = pool_dims(self, "avg_pool", ksize, strides, &padding)?;
+        check_dtype(
+            "avg_pool",
+            self.dtype(),
+            self.dtype().is_float(),
+            "floating-point",
+        )?;
+        let sums = self.reduce_window(WindowKind::Sum, &w)?;
+        let counts = self.ones_like()?.reduce_window(WindowKind::Sum, &w)?;
+        sums.div(&counts)
+    }
+
+    /// A one-dimensional window along `axis` covering, for each position,
+    /// the elements before it (or after it, `reverse`), itself included
+    /// unless `exclusive`.
+    fn cumulative(
+        &self,
+        kind: WindowKind,
+        axis: i64,
+        exclusive: bool,
+        reverse: bool,
+    ) -> Result<Tensor> {
+        let dims = self.shape().as_known().ok_or_else(|| {
+            Error::invalid(
+                "cumulative",
+                format!("needs a known shape, got {}", self.tensor_type()),
+            )
+        })?;
+        let rank = dims.len() as i64;
+        let a = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&a) {
+            return Err(Error::invalid(
+                "cumulative",
+                format!("axis {axis} is out of range for {}", self.tensor_type()),
+            ));
+        }
+        let n = dims[a as usize];
+        let mut window = vec![1; dims.len()];
+        window[a as usize] = n.max(1);
+        let mut w = WindowDims::new(&window);
+        let before = n.max(1) - 1;
+        w.padding[a as usize] = match (exclusive, reverse) {
+            (false, false) => (before, 0),
+            (false, true) => (0, before),
+            (true, false) => (before + 1, -1),
+            (true, true) => (-1, before + 1),
+        };
+        self.reduce_window(kind, &w)
+    }
+
+    /// `tf.math.cumsum` along `axis`.
+    #[track_caller]
+    pub fn cumsum(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        self.cumulative(WindowKind::Sum, axis, exclusive, reverse)
+    }
+
+    /// `tf.math.cumprod` along `axis` (no gradient yet).
+    #[track_caller]
+    pub fn cumprod(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        self.cumulative(WindowKind::Prod, axis, exclusive, reverse)
+    }
+
+    /// The running maximum along `axis` (`jax.lax.cummax`).
+    #[track_caller]
+    pub fn cummax(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        self.cumulative(WindowKind::Max, axis, exclusive, reverse)
+    }
+
+    /// `tf.math.cumulative_logsumexp`: `log(cumsum(exp(x)))`, shifted by
+    /// the maximum so large values do not overflow.
+    #[track_caller]
+    pub fn cumlogsumexp(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        check_dtype(
+            "cumlogsumexp",
+            self.dtype(),
+            self.dtype().is_float(),
+            "floating-point",
+        )?;
+        // The shift cancels in value and in gradient; it only keeps exp finite.
+        let shift = self.reduce_max(&[], false)?;
+        let sums = self.sub(&shift)?.exp()?.cumsum(axis, exclusive, reverse)?;
+        sums.log()?.add(&shift)
+    }
+}
