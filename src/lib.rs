@@ -26,6 +26,7 @@ pub mod ir;
 pub mod lower;
 pub mod ops;
 pub mod optimizers;
+pub mod random;
 pub mod runtime;
 pub(crate) mod single_flight;
 pub mod tensor;

@@ -18,7 +18,7 @@
 
 use super::Op;
 use super::callback::HostCallback;
-use super::constant::{Constant, FillLike, Iota, RandomNormal, RandomUniform};
+use super::constant::{Constant, FillLike, Iota, RandomBits, RandomNormal, RandomUniform};
 use super::control::{Cond, Region, While};
 use super::conv::Conv;
 use super::elementwise::{Binary, Cast, Select, Unary};
@@ -73,6 +73,7 @@ enum OpJson {
     Iota(Iota),
     RandomUniform(RandomUniform),
     RandomNormal(RandomNormal),
+    RandomBits(RandomBits),
     Reshape(Reshape),
     Transpose(Transpose),
     Concat(Concat),
@@ -153,6 +154,7 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::Iota(o) => OpJson::Iota(o.clone()),
         Op::RandomUniform(o) => OpJson::RandomUniform(o.clone()),
         Op::RandomNormal(o) => OpJson::RandomNormal(o.clone()),
+        Op::RandomBits(o) => OpJson::RandomBits(o.clone()),
         Op::Reshape(o) => OpJson::Reshape(o.clone()),
         Op::Transpose(o) => OpJson::Transpose(o.clone()),
         Op::Concat(o) => OpJson::Concat(o.clone()),
@@ -276,6 +278,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::Iota(o) => Op::Iota(o.clone()),
         OpJson::RandomUniform(o) => Op::RandomUniform(o.clone()),
         OpJson::RandomNormal(o) => Op::RandomNormal(o.clone()),
+        OpJson::RandomBits(o) => Op::RandomBits(o.clone()),
         OpJson::Reshape(o) => Op::Reshape(o.clone()),
         OpJson::Transpose(o) => Op::Transpose(o.clone()),
         OpJson::Concat(o) => Op::Concat(o.clone()),

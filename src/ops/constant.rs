@@ -266,6 +266,52 @@ pub struct RandomUniform {
     pub maxval: Scalar,
 }
 
+/// Raw random bits (`jax.random.bits`): `dims`-shaped unsigned integers
+/// (u32 or u64) from the `u64[2]` Threefry state; how keys are split.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct RandomBits {
+    pub dims: Vec<i64>,
+    pub dtype: DType,
+}
+
+impl OpDef for RandomBits {
+    fn name(&self) -> &'static str {
+        "random_bits"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity(self.name(), inputs, 1)?;
+        if inputs[0] != TensorType::known(DType::U64, &[2]) {
+            return Err(Error::invalid(
+                self.name(),
+                format!("the key must be u64(2,), got {}", inputs[0]),
+            ));
+        }
+        check_dims(self.name(), &self.dims)?;
+        if !matches!(self.dtype, DType::U32 | DType::U64) {
+            return Err(Error::invalid(
+                self.name(),
+                format!("draws u32 or u64 bits, not {}", self.dtype),
+            ));
+        }
+        Ok(vec![TensorType::known(self.dtype, &self.dims)])
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], _outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        let (_, bits) = cx.rng_bit_generator(&inputs[0], spec(self.dtype, &self.dims));
+        Ok(vec![bits])
+    }
+
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        _outputs: &[Tensor],
+        _grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        super::no_gradient(inputs)
+    }
+}
+
 impl OpDef for RandomUniform {
     fn name(&self) -> &'static str {
         "random_uniform"
@@ -363,7 +409,7 @@ fn mix(seed: u64) -> u64 {
 
 /// The `u64[2]` Threefry state for `seed` (key, counter), uploaded as the
 /// random ops' input.
-fn seed_state(seed: u64) -> Result<Tensor> {
+pub(crate) fn seed_state(seed: u64) -> Result<Tensor> {
     Tensor::from_vec(vec![mix(seed), 0u64], &[2])
 }
 

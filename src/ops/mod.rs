@@ -135,6 +135,7 @@ op_catalog! {
     Iota(constant::Iota),
     RandomUniform(constant::RandomUniform),
     RandomNormal(constant::RandomNormal),
+    RandomBits(constant::RandomBits),
     Reshape(shape::Reshape),
     Transpose(shape::Transpose),
     Concat(shape::Concat),
