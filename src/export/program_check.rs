@@ -79,6 +79,7 @@ const OPS: &[&str] = &[
     "stablehlo.rng_bit_generator",
     "stablehlo.round_nearest_even",
     "stablehlo.rsqrt",
+    "stablehlo.scatter",
     "stablehlo.select",
     "stablehlo.select_and_scatter",
     "stablehlo.shift_right_logical",
@@ -137,6 +138,7 @@ const WORDS: &[&str] = &[
     "dot_dimension_numbers",
     "has_side_effect",
     "index_vector_dim",
+    "inserted_window_dims",
     "indices_are_sorted",
     "iota_dimension",
     "lhs_batching_dimensions",
@@ -147,10 +149,14 @@ const WORDS: &[&str] = &[
     "rhs_batching_dimensions",
     "rhs_contracting_dimensions",
     "rng_algorithm",
+    "scatter_dimension_numbers",
+    "scatter_dims_to_operand_dims",
     "slice_sizes",
     "start_index_map",
     "start_indices",
     "strides",
+    "unique_indices",
+    "update_window_dims",
     "value",
     // Enum cases and literals.
     "EQ",
@@ -179,6 +185,7 @@ const HASH_WORDS: &[&str] = &[
     "stablehlo.conv",
     "stablehlo.dot",
     "stablehlo.gather",
+    "stablehlo.scatter",
 ];
 
 /// The MLIR element type names of xlafn's dtypes (`emitter::element_type`).

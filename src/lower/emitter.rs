@@ -63,6 +63,15 @@ pub struct GatherDims {
     pub slice_sizes: Vec<i64>,
 }
 
+/// Dimension numbers of a scatter (StableHLO's names).
+#[derive(Clone, Debug)]
+pub struct ScatterDims {
+    pub update_window_dims: Vec<i64>,
+    pub inserted_window_dims: Vec<i64>,
+    pub scatter_dims_to_operand_dims: Vec<i64>,
+    pub index_vector_dim: i64,
+}
+
 /// A convolution's attributes (StableHLO's names): each layout is
 /// `[batch, feature, spatial...]` dimension indices (for the kernel,
 /// `[output feature, input feature, spatial...]`).
@@ -681,6 +690,47 @@ impl Emitter {
             ("indices_are_sorted", "false".to_string()),
         ];
         self.op1("stablehlo.gather", &[operand, indices], &attrs, out)
+    }
+
+    /// `scatter` of `updates` into `operand` at `indices`, combining with
+    /// the binary op `combiner` (`add`, `maximum`...) or replacing (`None`).
+    pub fn scatter(
+        &mut self,
+        operand: &Val,
+        indices: &Val,
+        updates: &Val,
+        d: &ScatterDims,
+        combiner: Option<&str>,
+        out: ArraySpec,
+    ) -> Result<Val> {
+        let scalar = ArraySpec::scalar(operand.ty.dtype);
+        let region = self.region(&[scalar.clone(), scalar], |cx, args| {
+            Ok(vec![match combiner {
+                Some(op) => cx.binary(op, &args[0], &args[1]),
+                None => args[1].clone(),
+            }])
+        })?;
+        let dn = format!(
+            "#stablehlo.scatter<update_window_dims = {}, inserted_window_dims = {}, scatter_dims_to_operand_dims = {}, index_vector_dim = {}>",
+            list(&d.update_window_dims),
+            list(&d.inserted_window_dims),
+            list(&d.scatter_dims_to_operand_dims),
+            d.index_vector_dim
+        );
+        let attrs = [
+            ("indices_are_sorted", "false".to_string()),
+            ("scatter_dimension_numbers", dn),
+            ("unique_indices", "false".to_string()),
+        ];
+        Ok(self
+            .op(
+                "stablehlo.scatter",
+                &[operand, indices, updates],
+                &[region],
+                &attrs,
+                &[out],
+            )
+            .remove(0))
     }
 
     /// `convolution` of `lhs` (input) with `rhs` (kernel).

@@ -13,7 +13,7 @@ use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, Shape, TensorType, ValueId};
 use crate::ops::OpDef;
-pub use emitter::{Cmp, Combiner, ConvAttrs, Emitter, GatherDims, ProgramSize, Val};
+pub use emitter::{Cmp, Combiner, ConvAttrs, Emitter, GatherDims, ProgramSize, ScatterDims, Val};
 use std::collections::HashMap;
 
 /// A lowered program: its text plus parameter and result types.

@@ -26,6 +26,7 @@ use super::ensure::EnsureShape;
 use super::indexing::{DynamicSlice, DynamicUpdateSlice};
 use super::linalg::MatMul;
 use super::reduce::{ArgReduce, Reduce, Softmax};
+use super::scatter::{GatherNd, ScatterNd};
 use super::shape::{Concat, Gather, OneHot, Reshape, Slice, StridedSlice, Transpose};
 use super::window::{ReduceWindow, SelectAndScatterAdd};
 use crate::dtype::ArraySpec;
@@ -80,6 +81,8 @@ enum OpJson {
     Slice(Slice),
     StridedSlice(StridedSlice),
     Gather(Gather),
+    GatherNd(GatherNd),
+    ScatterNd(ScatterNd),
     EnsureShape(EnsureShape),
     OneHot(OneHot),
     MatMul(MatMul),
@@ -161,6 +164,8 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::Slice(o) => OpJson::Slice(o.clone()),
         Op::StridedSlice(o) => OpJson::StridedSlice(o.clone()),
         Op::Gather(o) => OpJson::Gather(o.clone()),
+        Op::GatherNd(o) => OpJson::GatherNd(o.clone()),
+        Op::ScatterNd(o) => OpJson::ScatterNd(o.clone()),
         Op::EnsureShape(o) => OpJson::EnsureShape(o.clone()),
         Op::OneHot(o) => OpJson::OneHot(o.clone()),
         Op::MatMul(o) => OpJson::MatMul(o.clone()),
@@ -285,6 +290,8 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::Slice(o) => Op::Slice(o.clone()),
         OpJson::StridedSlice(o) => Op::StridedSlice(o.clone()),
         OpJson::Gather(o) => Op::Gather(o.clone()),
+        OpJson::GatherNd(o) => Op::GatherNd(o.clone()),
+        OpJson::ScatterNd(o) => Op::ScatterNd(o.clone()),
         OpJson::EnsureShape(o) => Op::EnsureShape(o.clone()),
         OpJson::OneHot(o) => Op::OneHot(o.clone()),
         OpJson::MatMul(o) => Op::MatMul(o.clone()),

@@ -20,6 +20,7 @@ pub mod ensure;
 pub mod indexing;
 pub mod linalg;
 pub mod reduce;
+pub mod scatter;
 pub mod shape;
 pub mod window;
 
@@ -142,6 +143,8 @@ op_catalog! {
     Slice(shape::Slice),
     StridedSlice(shape::StridedSlice),
     Gather(shape::Gather),
+    GatherNd(scatter::GatherNd),
+    ScatterNd(scatter::ScatterNd),
     EnsureShape(ensure::EnsureShape),
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),

@@ -1,0 +1,469 @@
+//! N-dimensional gather and scatter in TensorFlow's forms (#15 item 4):
+//! `gather_nd` and `tensor_scatter_nd_{update,add,min,max}`, each other's
+//! gradients, and the helpers built on them: `take`, `take_along_axis`,
+//! `gather` with `batch_dims`, `unsorted_segment_{sum,mean,max}`.
+//!
+//! Indices have shape `[..., K]`: each row of `K` integers picks an
+//! element (or a slice, when `K` is below the rank) of the operand.
+//! Out-of-range indices follow XLA, not TensorFlow (which raises on CPU):
+//! a gather clamps each start index into range, so it reads the nearest
+//! valid slice; a scatter drops an update whose index is out of range.
+//!
+//! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
+
+use super::reduce::lowest;
+use super::{OpDef, check_dtype, describe, expect_arity};
+use crate::dtype::{ArraySpec, DType};
+use crate::error::{Error, Result};
+use crate::ir::{Dim, Scalar, Shape, TensorType};
+use crate::lower::{Emitter, GatherDims, ScatterDims, Val};
+use crate::tensor::{Tensor, apply1};
+
+fn check_indices(op: &str, indices: &TensorType) -> Result<()> {
+    check_dtype(
+        op,
+        indices.dtype,
+        matches!(indices.dtype, DType::I32 | DType::I64),
+        "int32 or int64 indices; got indices of",
+    )
+}
+
+/// `K`, the length of each index row, and the batch dims before it.
+fn index_rows<'a>(
+    op: &str,
+    indices: &'a [Dim],
+    inputs: &[TensorType],
+) -> Result<(&'a [Dim], usize)> {
+    let Some((k, batch)) = indices.split_last() else {
+        return Err(Error::invalid(
+            op,
+            format!("indices need rank >= 1 (operands: {})", describe(inputs)),
+        ));
+    };
+    let k = k.ok_or_else(|| {
+        Error::invalid(
+            op,
+            format!(
+                "the index depth must be known (operands: {})",
+                describe(inputs)
+            ),
+        )
+    })?;
+    Ok((batch, k as usize))
+}
+
+/// `tf.gather_nd`: `out[b...] = params[indices[b...]]`, a slice of
+/// `params.shape[K:]` per index row.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct GatherNd;
+
+impl OpDef for GatherNd {
+    fn name(&self) -> &'static str {
+        "gather_nd"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity("gather_nd", inputs, 2)?;
+        let (params, indices) = (&inputs[0], &inputs[1]);
+        params.dtype.check_compilable()?;
+        check_indices("gather_nd", indices)?;
+        let (Some(p), Some(i)) = (params.shape.dims(), indices.shape.dims()) else {
+            return Ok(vec![TensorType::new(params.dtype, Shape::unknown_rank())]);
+        };
+        let (batch, k) = index_rows("gather_nd", i, inputs)?;
+        if k > p.len() {
+            return Err(Error::invalid(
+                "gather_nd",
+                format!(
+                    "index rows of {k} exceed the params' rank {} (operands: {})",
+                    p.len(),
+                    describe(inputs)
+                ),
+            ));
+        }
+        if p[..k].contains(&Some(0)) && indices.shape.num_elements() != Some(0) {
+            return Err(Error::invalid(
+                "gather_nd",
+                format!(
+                    "cannot gather from an empty dimension (operands: {})",
+                    describe(inputs)
+                ),
+            ));
+        }
+        let out = [batch, &p[k..]].concat();
+        Ok(vec![TensorType::new(params.dtype, Shape::from_dims(out))])
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        let (params, indices) = (&inputs[0], &inputs[1]);
+        if outputs[0].num_elements() == 0 {
+            return Ok(vec![cx.constant(Scalar::I64(0), outputs[0].clone())]);
+        }
+        let r = params.ty.rank() as i64;
+        let q = indices.ty.rank() as i64;
+        let k = indices.ty.dims[q as usize - 1];
+        let b = q - 1;
+        let mut slice_sizes = params.ty.dims.clone();
+        slice_sizes[..k as usize].iter_mut().for_each(|s| *s = 1);
+        let dims = GatherDims {
+            offset_dims: (b..b + r - k).collect(),
+            collapsed_slice_dims: (0..k).collect(),
+            start_index_map: (0..k).collect(),
+            index_vector_dim: b,
+            slice_sizes,
+        };
+        Ok(vec![cx.gather(params, indices, &dims, outputs[0].clone())])
+    }
+
+    /// The scatter-add of the gradient to the gathered positions.
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let (params, indices) = (&inputs[0], &inputs[1]);
+        if !params.dtype().is_float() {
+            return Ok(vec![None, None]);
+        }
+        let g = super::grad_or_zeros(grads, &outputs[0])?;
+        let dx = params.zeros_like()?.tensor_scatter_nd_add(indices, &g)?;
+        Ok(vec![Some(dx), None])
+    }
+}
+
+/// How a scatter combines an update with what is there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum ScatterKind {
+    Update,
+    Add,
+    Min,
+    Max,
+}
+
+/// `tf.tensor_scatter_nd_*`: `tensor` with `updates[b...]` combined into
+/// the positions `indices[b...]` name. Inputs `[tensor, indices, updates]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ScatterNd {
+    pub kind: ScatterKind,
+}
+
+impl OpDef for ScatterNd {
+    fn name(&self) -> &'static str {
+        "tensor_scatter_nd"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let op = "tensor_scatter_nd";
+        expect_arity(op, inputs, 3)?;
+        let (t, indices, updates) = (&inputs[0], &inputs[1], &inputs[2]);
+        t.dtype.check_compilable()?;
+        check_indices(op, indices)?;
+        if updates.dtype != t.dtype {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "updates must have the tensor's dtype (operands: {})",
+                    describe(inputs)
+                ),
+            ));
+        }
+        if self.kind != ScatterKind::Update {
+            check_dtype(op, t.dtype, t.dtype.is_numeric(), "numeric")?;
+        }
+        let (Some(p), Some(i)) = (t.shape.dims(), indices.shape.dims()) else {
+            return Ok(vec![t.clone()]);
+        };
+        let (batch, k) = index_rows(op, i, inputs)?;
+        if k > p.len() {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "index rows of {k} exceed the tensor's rank {} (operands: {})",
+                    p.len(),
+                    describe(inputs)
+                ),
+            ));
+        }
+        let want = Shape::from_dims([batch, &p[k..]].concat());
+        if !crate::ir::shape_is_subtype(&updates.shape, &want)
+            && !crate::ir::shape_is_subtype(&want, &updates.shape)
+        {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "updates must have shape {want} (operands: {})",
+                    describe(inputs)
+                ),
+            ));
+        }
+        Ok(vec![t.clone()])
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        let (t, indices, updates) = (&inputs[0], &inputs[1], &inputs[2]);
+        if indices.ty.num_elements() == 0 {
+            return Ok(vec![t.clone()]);
+        }
+        let r = t.ty.rank() as i64;
+        let q = indices.ty.rank() as i64;
+        let k = indices.ty.dims[q as usize - 1];
+        let b = q - 1;
+        let dims = ScatterDims {
+            update_window_dims: (b..b + r - k).collect(),
+            inserted_window_dims: (0..k).collect(),
+            scatter_dims_to_operand_dims: (0..k).collect(),
+            index_vector_dim: b,
+        };
+        let combiner = match self.kind {
+            ScatterKind::Update => None,
+            ScatterKind::Add => Some("add"),
+            ScatterKind::Min => Some("minimum"),
+            ScatterKind::Max => Some("maximum"),
+        };
+        Ok(vec![cx.scatter(
+            t,
+            indices,
+            updates,
+            &dims,
+            combiner,
+            outputs[0].clone(),
+        )?])
+    }
+
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let (t, indices, updates) = (&inputs[0], &inputs[1], &inputs[2]);
+        if !t.dtype().is_float() {
+            return Ok(vec![None, None, None]);
+        }
+        let g = super::grad_or_zeros(grads, &outputs[0])?;
+        let (dt, du) = match self.kind {
+            ScatterKind::Add => (g.clone(), g.gather_nd(indices)?),
+            // Overwritten positions pass nothing back to the tensor.
+            ScatterKind::Update => (
+                g.tensor_scatter_nd_update(indices, &updates.zeros_like()?)?,
+                g.gather_nd(indices)?,
+            ),
+            // Min/max: the gradient goes to whichever value won (to both
+            // on a tie, as TensorFlow's reductions do).
+            ScatterKind::Min | ScatterKind::Max => {
+                let out = &outputs[0];
+                let kept = out.eq(t)?.cast(t.dtype())?;
+                let won = out.gather_nd(indices)?.eq(updates)?.cast(t.dtype())?;
+                (g.mul(&kept)?, g.gather_nd(indices)?.mul(&won)?)
+            }
+        };
+        Ok(vec![Some(dt), None, Some(du)])
+    }
+}
+
+fn scatter(t: &Tensor, kind: ScatterKind, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+    apply1(ScatterNd { kind }, &[t, indices, updates])
+}
+
+/// `[d0, ..., dn-1]`-shaped index rows `(i0, ..., i_{axis-1}, idx, ...)`:
+/// the coordinates of every element of `idx` with `idx` at `axis`.
+fn coordinates(idx: &Tensor, axis: usize) -> Result<Tensor> {
+    let dims = idx.dims();
+    let itype = idx.dtype();
+    let mut columns = Vec::with_capacity(dims.len());
+    for d in 0..dims.len() {
+        let column = if d == axis {
+            idx.clone()
+        } else {
+            Tensor::iota(&dims, d as i64, itype)?
+        };
+        columns.push(column.expand_dims(-1)?);
+    }
+    Tensor::concat(&columns, -1)
+}
+
+fn known_dims(t: &Tensor, op: &str) -> Result<Vec<i64>> {
+    t.shape()
+        .as_known()
+        .ok_or_else(|| Error::invalid(op, format!("needs a known shape, got {}", t.tensor_type())))
+}
+
+fn axis_index(op: &str, axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if !(0..r).contains(&a) {
+        return Err(Error::invalid(
+            op,
+            format!("axis {axis} is out of range for rank {rank}"),
+        ));
+    }
+    Ok(a as usize)
+}
+
+impl Tensor {
+    /// `tf.gather_nd`.
+    #[track_caller]
+    pub fn gather_nd(&self, indices: &Tensor) -> Result<Tensor> {
+        apply1(GatherNd, &[self, indices])
+    }
+
+    /// `tf.tensor_scatter_nd_update`.
+    #[track_caller]
+    pub fn tensor_scatter_nd_update(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+        scatter(self, ScatterKind::Update, indices, updates)
+    }
+
+    /// `tf.tensor_scatter_nd_add` (repeated indices add up).
+    #[track_caller]
+    pub fn tensor_scatter_nd_add(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+        scatter(self, ScatterKind::Add, indices, updates)
+    }
+
+    /// `tf.tensor_scatter_nd_min`.
+    #[track_caller]
+    pub fn tensor_scatter_nd_min(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+        scatter(self, ScatterKind::Min, indices, updates)
+    }
+
+    /// `tf.tensor_scatter_nd_max`.
+    #[track_caller]
+    pub fn tensor_scatter_nd_max(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+        scatter(self, ScatterKind::Max, indices, updates)
+    }
+
+    /// `np.take_along_axis`: `out[..., i, ...] = self[..., idx[..., i, ...], ...]`
+    /// along `axis`; `idx` has the rank of `self` (e.g. the log-probability
+    /// of each row's label, without a one-hot).
+    #[track_caller]
+    pub fn take_along_axis(&self, idx: &Tensor, axis: i64) -> Result<Tensor> {
+        let dims = known_dims(self, "take_along_axis")?;
+        let idims = known_dims(idx, "take_along_axis")?;
+        let a = axis_index("take_along_axis", axis, dims.len())?;
+        if idims.len() != dims.len()
+            || idims
+                .iter()
+                .zip(&dims)
+                .enumerate()
+                .any(|(d, (i, s))| d != a && i != s)
+        {
+            return Err(Error::invalid(
+                "take_along_axis",
+                format!(
+                    "indices {} must have the shape of {} except along axis {axis}",
+                    idx.tensor_type(),
+                    self.tensor_type()
+                ),
+            ));
+        }
+        self.gather_nd(&coordinates(idx, a)?)
+    }
+
+    /// `np.take`: elements of the flattened tensor at `indices`.
+    #[track_caller]
+    pub fn take(&self, indices: &Tensor) -> Result<Tensor> {
+        let n: i64 = known_dims(self, "take")?.iter().product();
+        self.reshape(&[n])?.gather(indices, 0)
+    }
+
+    /// `tf.gather` with `batch_dims`: the first `batch_dims` dimensions of
+    /// `self` and `indices` are batch dimensions, gathered pairwise along
+    /// `axis` (which counts from the start of `self`, >= `batch_dims`).
+    #[track_caller]
+    pub fn gather_batched(&self, indices: &Tensor, axis: i64, batch_dims: usize) -> Result<Tensor> {
+        if batch_dims == 0 {
+            return self.gather(indices, axis);
+        }
+        let dims = known_dims(self, "gather")?;
+        let idims = known_dims(indices, "gather")?;
+        let a = axis_index("gather", axis, dims.len())?;
+        if a < batch_dims || idims.len() < batch_dims || idims[..batch_dims] != dims[..batch_dims] {
+            return Err(Error::invalid(
+                "gather",
+                format!(
+                    "batch_dims {batch_dims} needs matching leading dimensions and axis >= \
+                     batch_dims; got params {} and indices {}, axis {axis}",
+                    self.tensor_type(),
+                    indices.tensor_type()
+                ),
+            ));
+        }
+        // Move `axis` right after the batch dimensions, then gather with
+        // index rows (batch coordinates..., index).
+        let mut perm: Vec<i64> = (0..dims.len() as i64).filter(|&d| d != a as i64).collect();
+        perm.insert(batch_dims, a as i64);
+        let moved = self.transpose(&perm)?;
+        let itype = indices.dtype();
+        let mut columns = Vec::new();
+        for d in 0..batch_dims {
+            columns.push(Tensor::iota(&idims, d as i64, itype)?.expand_dims(-1)?);
+        }
+        columns.push(indices.expand_dims(-1)?);
+        let rows = Tensor::concat(&columns, -1)?;
+        // Result: [batch.., index dims.., the rest of `moved` in order].
+        let out = moved.gather_nd(&rows)?;
+        // Put the remaining params dims back around the index dims, as
+        // tf.gather orders them: params[:axis] + indices[batch:] + params[axis+1:].
+        let before = a - batch_dims; // params dims between batch and axis
+        if before == 0 {
+            return Ok(out);
+        }
+        let q = idims.len() - batch_dims;
+        let r = out.dims().len();
+        let mut order: Vec<i64> = (0..batch_dims as i64).collect();
+        order.extend((batch_dims + q..batch_dims + q + before).map(|d| d as i64));
+        order.extend((batch_dims..batch_dims + q).map(|d| d as i64));
+        order.extend((batch_dims + q + before..r).map(|d| d as i64));
+        out.transpose(&order)
+    }
+
+    /// `tf.math.unsorted_segment_sum`: rows of `self` summed into
+    /// `num_segments` segments by `segment_ids` (ids out of range are
+    /// dropped, as TensorFlow drops negative ones).
+    #[track_caller]
+    pub fn unsorted_segment_sum(&self, segment_ids: &Tensor, num_segments: i64) -> Result<Tensor> {
+        self.segments(segment_ids, num_segments, ScatterKind::Add, Scalar::I64(0))
+    }
+
+    /// `tf.math.unsorted_segment_max` (empty segments hold the dtype's
+    /// lowest value, as TensorFlow's).
+    #[track_caller]
+    pub fn unsorted_segment_max(&self, segment_ids: &Tensor, num_segments: i64) -> Result<Tensor> {
+        self.segments(
+            segment_ids,
+            num_segments,
+            ScatterKind::Max,
+            lowest(self.dtype()),
+        )
+    }
+
+    /// `tf.math.unsorted_segment_mean` (empty segments are zero).
+    #[track_caller]
+    pub fn unsorted_segment_mean(&self, segment_ids: &Tensor, num_segments: i64) -> Result<Tensor> {
+        let sums = self.unsorted_segment_sum(segment_ids, num_segments)?;
+        let ones = Tensor::fill(&segment_ids.dims(), 1, self.dtype())?;
+        let counts = ones.unsorted_segment_sum(segment_ids, num_segments)?;
+        let mut shape = counts.dims();
+        shape.extend(std::iter::repeat_n(1, sums.dims().len() - shape.len()));
+        sums.div(&counts.maximum_scalar(1.0)?.reshape(&shape)?)
+    }
+
+    fn segments(&self, ids: &Tensor, n: i64, kind: ScatterKind, init: Scalar) -> Result<Tensor> {
+        let dims = known_dims(self, "unsorted_segment")?;
+        let idims = known_dims(ids, "unsorted_segment")?;
+        if idims.len() > dims.len() || dims[..idims.len()] != idims[..] {
+            return Err(Error::invalid(
+                "unsorted_segment",
+                format!(
+                    "segment_ids {} must match the leading dimensions of {}",
+                    ids.tensor_type(),
+                    self.tensor_type()
+                ),
+            ));
+        }
+        let mut out_dims = vec![n];
+        out_dims.extend(&dims[idims.len()..]);
+        let start = Tensor::fill(&out_dims, init, self.dtype())?;
+        scatter(&start, kind, &ids.expand_dims(-1)?, self)
+    }
+}

@@ -1,0 +1,345 @@
+//! gather_nd, tensor_scatter_nd_*, take, take_along_axis, gather with
+//! batch_dims and unsorted segment reductions (#15 item 4) against loops
+//! written here; eager and traced; gradients against finite differences;
+//! out-of-range indices as documented (gather clamps, scatter drops).
+
+use xlafn::prelude::*;
+
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) as f64 / (1u64 << 31) as f64) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+fn t(data: &[f64], dims: &[i64]) -> Tensor {
+    Tensor::from_vec(data.to_vec(), dims).unwrap()
+}
+
+fn idx(data: &[i32], dims: &[i64]) -> Tensor {
+    Tensor::from_vec(data.to_vec(), dims).unwrap()
+}
+
+fn both(
+    f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + Clone + 'static,
+    x: &Tensor,
+) -> Vec<f64> {
+    let eager = f(x).unwrap().to_vec::<f64>().unwrap();
+    let g = f.clone();
+    let traced = function(move |x: Tensor| g(&x))
+        .call((x,))
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    assert_eq!(eager, traced);
+    eager
+}
+
+#[test]
+fn gather_nd_elements_and_slices() {
+    let p = values(24, 1);
+    let params = t(&p, &[2, 3, 4]);
+    // Full-depth rows pick elements.
+    let rows = idx(&[1, 2, 3, 0, 0, 1, 1, 0, 2], &[3, 3]);
+    let r2 = rows.clone();
+    let got = both(move |x| x.gather_nd(&r2), &params);
+    assert_eq!(got, vec![p[12 + 8 + 3], p[1], p[12 + 2]]);
+    // Depth 1 rows pick [3, 4] slices; batch of [2, 1].
+    let rows = idx(&[1, 0], &[2, 1, 1]);
+    let got = params.gather_nd(&rows).unwrap();
+    assert_eq!(got.dims(), vec![2, 1, 3, 4]);
+    let got = got.to_vec::<f64>().unwrap();
+    assert_eq!(&got[..12], &p[12..]);
+    assert_eq!(&got[12..], &p[..12]);
+    // Out of range: XLA clamps the start index into range.
+    let clamped = params.gather_nd(&idx(&[5, -3, 9], &[1, 3])).unwrap();
+    assert_eq!(clamped.to_vec::<f64>().unwrap(), vec![p[12 + 3]]);
+}
+
+#[test]
+fn scatters_update_add_min_max() {
+    let base = values(6, 2);
+    let tensor = t(&base, &[3, 2]);
+    let rows = idx(&[2, 0, 2], &[3, 1]);
+    let upd = values(6, 3);
+    let updates = t(&upd, &[3, 2]);
+    let add = tensor
+        .tensor_scatter_nd_add(&rows, &updates)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let mut want = base.clone();
+    for (r, &target) in [2usize, 0, 2].iter().enumerate() {
+        for c in 0..2 {
+            want[target * 2 + c] += upd[r * 2 + c];
+        }
+    }
+    assert_eq!(add, want);
+    let unique = idx(&[2, 0], &[2, 1]);
+    let two = t(&upd[..4], &[2, 2]);
+    let got = tensor
+        .tensor_scatter_nd_update(&unique, &two)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    assert_eq!(got, vec![upd[2], upd[3], base[2], base[3], upd[0], upd[1]]);
+    for (max, f) in [(true, f64::max as fn(f64, f64) -> f64), (false, f64::min)] {
+        let got = if max {
+            tensor.tensor_scatter_nd_max(&rows, &updates)
+        } else {
+            tensor.tensor_scatter_nd_min(&rows, &updates)
+        }
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+        let mut want = base.clone();
+        for (r, &target) in [2usize, 0, 2].iter().enumerate() {
+            for c in 0..2 {
+                want[target * 2 + c] = f(want[target * 2 + c], upd[r * 2 + c]);
+            }
+        }
+        assert_eq!(got, want, "max={max}");
+    }
+    // Element scatter, traced, and an out-of-range row dropped.
+    let points = idx(&[0, 1, 7, 0, 2, 0], &[3, 2]);
+    let vals = t(&[10.0, 20.0, 30.0], &[3]);
+    let f = function(move |x: Tensor| x.tensor_scatter_nd_update(&points, &vals));
+    let got = f.call((&tensor,)).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(got, vec![base[0], 10.0, base[2], base[3], 30.0, base[5]]);
+}
+
+#[test]
+fn take_along_axis_take_and_batched_gather() {
+    let x = values(12, 4);
+    let xt = t(&x, &[3, 4]);
+    let labels = idx(&[3, 0, 2], &[3, 1]);
+    let l2 = labels.clone();
+    let got = both(move |x| x.take_along_axis(&l2, 1), &xt);
+    assert_eq!(got, vec![x[3], x[4], x[10]]);
+    let cols = idx(&[1, 1, 0, 2, 2, 2, 1, 0], &[2, 4]);
+    let got = xt
+        .take_along_axis(&cols, 0)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let want: Vec<f64> = (0..8)
+        .map(|k| x[[1, 1, 0, 2, 2, 2, 1, 0][k] * 4 + k % 4])
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        xt.take(&idx(&[11, 0, 5], &[3]))
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap(),
+        vec![x[11], x[0], x[5]]
+    );
+    // batch_dims = 1: params [2, 3, 4], indices [2, 2], axis 1 -> [2, 2, 4].
+    let p = values(24, 5);
+    let pt = t(&p, &[2, 3, 4]);
+    let ind = idx(&[2, 0, 1, 1], &[2, 2]);
+    let got = pt.gather_batched(&ind, 1, 1).unwrap();
+    assert_eq!(got.dims(), vec![2, 2, 4]);
+    let got = got.to_vec::<f64>().unwrap();
+    let mut want = Vec::new();
+    for b in 0..2 {
+        for j in 0..2 {
+            let i = [2usize, 0, 1, 1][b * 2 + j];
+            want.extend_from_slice(&p[b * 12 + i * 4..b * 12 + i * 4 + 4]);
+        }
+    }
+    assert_eq!(got, want);
+    // axis 2 with batch_dims 1: [2, 3, 2] (params dim 1 stays before).
+    let ind = idx(&[3, 1, 0, 0], &[2, 2]);
+    let got = pt.gather_batched(&ind, 2, 1).unwrap();
+    assert_eq!(got.dims(), vec![2, 3, 2]);
+    let got = got.to_vec::<f64>().unwrap();
+    let mut want = Vec::new();
+    for b in 0..2 {
+        for r in 0..3 {
+            for j in 0..2 {
+                want.push(p[b * 12 + r * 4 + [3usize, 1, 0, 0][b * 2 + j]]);
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn unsorted_segment_reductions() {
+    let data = values(10, 6);
+    let dt = t(&data, &[5, 2]);
+    let ids = idx(&[2, 0, 2, 5, 0], &[5]); // 5 is out of range: dropped
+    let sum = dt
+        .unsorted_segment_sum(&ids, 3)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let mean = dt
+        .unsorted_segment_mean(&ids, 3)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let max = dt
+        .unsorted_segment_max(&ids, 3)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let mut ws = vec![0.0; 6];
+    let mut wn = [0.0; 3];
+    let mut wm = vec![f64::NEG_INFINITY; 6];
+    for (r, &s) in [2usize, 0, 2, 5, 0].iter().enumerate() {
+        if s >= 3 {
+            continue;
+        }
+        wn[s] += 1.0;
+        for c in 0..2 {
+            ws[s * 2 + c] += data[r * 2 + c];
+            wm[s * 2 + c] = wm[s * 2 + c].max(data[r * 2 + c]);
+        }
+    }
+    for i in 0..6 {
+        assert!((sum[i] - ws[i]).abs() < 1e-12);
+        let m = if wn[i / 2] > 0.0 {
+            ws[i] / wn[i / 2]
+        } else {
+            0.0
+        };
+        assert!((mean[i] - m).abs() < 1e-12);
+        assert_eq!(max[i], wm[i]);
+    }
+}
+
+/// Central differences of `sum(f(x) * r)` against the tape's gradient.
+fn check_gradient(f: impl Fn(&Tensor) -> Result<Tensor>, x: &[f64], dims: &[i64], what: &str) {
+    let xt = t(x, dims);
+    let y = f(&xt).unwrap();
+    let r = t(
+        &values(y.dims().iter().product::<i64>() as usize, 9),
+        &y.dims(),
+    );
+    let loss = |v: &[f64]| -> f64 {
+        f(&t(v, dims))
+            .unwrap()
+            .mul(&r)
+            .unwrap()
+            .reduce_sum(&[], false)
+            .unwrap()
+            .item::<f64>()
+            .unwrap()
+    };
+    let tape = GradientTape::new();
+    tape.watch(&xt);
+    let l = f(&xt)
+        .unwrap()
+        .mul(&r)
+        .unwrap()
+        .reduce_sum(&[], false)
+        .unwrap();
+    let g = tape.gradient(&l, &[Source::from(&xt)]).unwrap()[0]
+        .clone()
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let h = 1e-6;
+    for i in 0..x.len() {
+        let (mut up, mut down) = (x.to_vec(), x.to_vec());
+        up[i] += h;
+        down[i] -= h;
+        let n = (loss(&up) - loss(&down)) / (2.0 * h);
+        assert!(
+            (g[i] - n).abs() < 1e-6 * (1.0 + n.abs()),
+            "{what}: [{i}] {} vs {n}",
+            g[i]
+        );
+    }
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    let x = values(12, 7);
+    let rows = idx(&[1, 2, 0, 1, 1, 2], &[3, 2]);
+    check_gradient(
+        |p| p.gather_nd(&rows),
+        &x,
+        &[3, 4],
+        "gather_nd (repeated rows)",
+    );
+    let labels = idx(&[3, 0, 2], &[3, 1]);
+    check_gradient(
+        |p| p.take_along_axis(&labels, 1),
+        &x,
+        &[3, 4],
+        "take_along_axis",
+    );
+    let rows1 = idx(&[2, 0, 2], &[3, 1]);
+    let upd = t(&values(12, 8), &[3, 4]);
+    check_gradient(
+        |p| p.tensor_scatter_nd_add(&rows1, &upd),
+        &x,
+        &[3, 4],
+        "scatter_add tensor",
+    );
+    check_gradient(
+        |p| p.tensor_scatter_nd_update(&idx(&[2, 0], &[2, 1]), &upd.slice(&[0, 0], &[2, 4])?),
+        &x,
+        &[3, 4],
+        "scatter_update tensor",
+    );
+    let base = t(&x, &[3, 4]);
+    check_gradient(
+        |u| base.tensor_scatter_nd_add(&rows1, u),
+        &values(12, 8),
+        &[3, 4],
+        "scatter_add updates",
+    );
+    check_gradient(
+        |u| base.tensor_scatter_nd_max(&rows1, u),
+        &values(12, 8),
+        &[3, 4],
+        "scatter_max updates",
+    );
+    let ids = idx(&[1, 0, 1], &[3]);
+    check_gradient(
+        |d| d.unsorted_segment_mean(&ids, 2),
+        &x,
+        &[3, 4],
+        "segment mean",
+    );
+}
+
+#[test]
+fn sparse_cross_entropy_without_one_hot() {
+    // -log softmax(logits)[label], by take_along_axis, against loops.
+    let logits = values(12, 10);
+    let lt = t(&logits, &[3, 4]);
+    let labels = [1usize, 3, 0];
+    let lab = idx(&[1, 3, 0], &[3, 1]);
+    let m = lt.reduce_max(&[1], true).unwrap();
+    let lse = lt
+        .sub(&m)
+        .unwrap()
+        .exp()
+        .unwrap()
+        .reduce_sum(&[1], true)
+        .unwrap()
+        .log()
+        .unwrap()
+        .add(&m)
+        .unwrap();
+    let loss = lse
+        .sub(&lt.take_along_axis(&lab, 1).unwrap())
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    for r in 0..3 {
+        let row = &logits[r * 4..r * 4 + 4];
+        let z: f64 = row.iter().map(|v| v.exp()).sum();
+        let want = z.ln() - row[labels[r]];
+        assert!((loss[r] - want).abs() < 1e-12);
+    }
+}
