@@ -189,9 +189,9 @@ fn unsorted_segment_reductions() {
         .unwrap()
         .to_vec::<f64>()
         .unwrap();
-    let mut ws = vec![0.0; 6];
+    let mut ws = [0.0; 6];
     let mut wn = [0.0; 3];
-    let mut wm = vec![f64::NEG_INFINITY; 6];
+    let mut wm = [f64::NEG_INFINITY; 6];
     for (r, &s) in [2usize, 0, 2, 5, 0].iter().enumerate() {
         if s >= 3 {
             continue;
