@@ -14,12 +14,15 @@ pub mod callback;
 pub(crate) mod codec;
 pub mod constant;
 pub mod control;
+pub mod custom_gradient;
 pub mod elementwise;
 pub mod ensure;
 pub mod indexing;
 pub mod linalg;
+pub mod pad;
 pub mod reduce;
 pub mod shape;
+pub mod stats;
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -151,6 +154,11 @@ op_catalog! {
     Cond(control::Cond),
     While(control::While),
     Call(control::Call),
+    Pad(pad::Pad),
+    Reverse(pad::Reverse),
+    BroadcastTo(pad::BroadcastTo),
+    StopGradient(stats::StopGradient),
+    CustomGradient(custom_gradient::CustomGradient),
 }
 
 // ---- helpers shared by op definitions ----
