@@ -19,8 +19,9 @@
 //!   meets it again and is recorded with it.
 //! - The gradient function may use tensors the body computed (TF's
 //!   `log1pexp` example keeps `exp(x)`). It is kept with the op, for the
-//!   inputs it was made for; when the op is met again on other inputs (a
-//!   replay in another graph), the body is run again on those inputs for a
+//!   inputs and the graph it was made in; when the op is met elsewhere (a
+//!   replay in another graph, or a `cond` branch's gradient built in the
+//!   enclosing graph), the body runs again on the inputs there for a
 //!   gradient function whose tensors belong there. That second run is
 //!   recorded by any enclosing tape, so higher-order gradients see how the
 //!   gradient function's tensors depend on the inputs.
@@ -50,6 +51,16 @@ pub type GradFn = Arc<dyn Fn(&[Tensor]) -> Result<Vec<Option<Tensor>>> + Send + 
 /// A custom-gradient body: results and their gradient function.
 pub type CustomBody = Arc<dyn Fn(&[Tensor]) -> Result<(Vec<Tensor>, GradFn)> + Send + Sync>;
 
+/// The inputs of a body run and the graph it ran in (`None`: eagerly).
+type Place = (Vec<TensorKey>, Option<crate::trace::GraphId>);
+
+fn place(xs: &[Tensor]) -> Place {
+    (
+        xs.iter().map(Tensor::key).collect(),
+        crate::trace::current_graph(),
+    )
+}
+
 /// The op marking a custom-gradient function's results (see the module
 /// docs). Inputs: the function's `num_inputs` inputs, then its results;
 /// outputs: the results.
@@ -57,9 +68,11 @@ pub type CustomBody = Arc<dyn Fn(&[Tensor]) -> Result<(Vec<Tensor>, GradFn)> + S
 pub struct CustomGradient {
     pub num_inputs: usize,
     body: CustomBody,
-    /// The gradient function of the body's first run and the inputs it was
-    /// made for.
-    saved: Arc<Mutex<(Vec<TensorKey>, GradFn)>>,
+    /// The gradient function of the body's first run, and where it was
+    /// made: the inputs and the graph being traced (a region replayed in
+    /// another graph meets the same inputs where the saved function's
+    /// tensors are out of scope).
+    saved: Arc<Mutex<(Place, GradFn)>>,
 }
 
 impl std::fmt::Debug for CustomGradient {
@@ -85,10 +98,10 @@ impl CustomGradient {
     /// The gradient function for these inputs: the saved one, or a new
     /// run of the body.
     fn grad_fn(&self, xs: &[Tensor]) -> Result<GradFn> {
-        let keys: Vec<TensorKey> = xs.iter().map(Tensor::key).collect();
+        let here = place(xs);
         {
             let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
-            if saved.0 == keys {
+            if saved.0 == here {
                 return Ok(saved.1.clone());
             }
         }
@@ -177,8 +190,9 @@ fn check_grad(i: usize, g: &Tensor, x: &Tensor) -> Result<Tensor> {
 ///     let e = xs[0].exp()?;
 ///     let y = e.add_scalar(1.0)?.log()?;
 ///     let grad = move |dy: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
-///         // 1 - 1 / (1 + e) = e / (1 + e)
-///         Ok(vec![Some(dy[0].mul(&e.div(&e.add_scalar(1.0)?)?)?)])
+///         // 1 - 1 / (1 + e): 1 where e overflows to inf.
+///         let sig = e.add_scalar(1.0)?.pow_scalar(-1.0)?.neg()?.add_scalar(1.0)?;
+///         Ok(vec![Some(dy[0].mul(&sig)?)])
 ///     };
 ///     Ok((vec![y], grad))
 /// });
@@ -223,7 +237,7 @@ fn call(body: &CustomBody, xs: &[Tensor]) -> Result<Vec<Tensor>> {
     let op = CustomGradient {
         num_inputs: xs.len(),
         body: body.clone(),
-        saved: Arc::new(Mutex::new((xs.iter().map(Tensor::key).collect(), grad_fn))),
+        saved: Arc::new(Mutex::new((place(xs), grad_fn))),
     };
     let inputs: Vec<&Tensor> = xs.iter().chain(&ys).collect();
     if tracing {
