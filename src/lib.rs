@@ -47,7 +47,10 @@ pub use ops::callback::{
     with_print_output,
 };
 pub use ops::conv::{ConvOptions, Padding};
+pub use ops::custom_gradient::custom_gradient;
 pub use ops::elementwise::where_;
+pub use ops::pad::PadMode;
+pub use ops::stats::NormOrd;
 pub use ops::window::{WindowDims, WindowKind};
 pub use tensor::Tensor;
 pub use variable::Variable;
@@ -66,7 +69,10 @@ pub mod prelude {
     };
     pub use crate::ir::Shape;
     pub use crate::ops::callback::{host_callback, named_host_callback};
+    pub use crate::ops::custom_gradient::custom_gradient;
     pub use crate::ops::elementwise::where_;
+    pub use crate::ops::pad::PadMode;
+    pub use crate::ops::stats::NormOrd;
     pub use crate::optimizers::{Adam, Optimizer, Sgd};
     pub use crate::tensor::Tensor;
     pub use crate::variable::Variable;

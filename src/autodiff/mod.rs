@@ -65,4 +65,4 @@ pub(crate) fn region_gradients(
 }
 
 pub use tape::{GradientTape, Source};
-pub(crate) use tape::{record_op, record_variable_read, recording};
+pub(crate) use tape::{pause_recording, record_op, record_variable_read, recording};

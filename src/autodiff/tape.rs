@@ -48,6 +48,28 @@ pub(crate) fn record_op(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) {
     });
 }
 
+/// Stops every tape on this thread from recording until the guard drops
+/// (a custom-gradient body runs so).
+pub(crate) struct PausedRecording(Vec<Rc<RefCell<State>>>);
+
+pub(crate) fn pause_recording() -> PausedRecording {
+    let saved = RECORDING.with(|r| std::mem::take(&mut *r.borrow_mut()));
+    ANY.with(|a| a.set(false));
+    PausedRecording(saved)
+}
+
+impl Drop for PausedRecording {
+    fn drop(&mut self) {
+        RECORDING.with(|r| {
+            let mut r = r.borrow_mut();
+            let started_inside = std::mem::take(&mut *r);
+            *r = std::mem::take(&mut self.0);
+            r.extend(started_inside);
+            ANY.with(|a| a.set(!r.is_empty()));
+        });
+    }
+}
+
 /// Notes a variable read on every recording tape (variables are watched
 /// automatically).
 pub(crate) fn record_variable_read(variable_id: u64, value: &Tensor) {

@@ -557,6 +557,26 @@ impl Emitter {
         self.op1("stablehlo.slice", &[x], &attrs, out)
     }
 
+    /// `stablehlo.pad`: `low`/`high` elements of `value` (a scalar of
+    /// `x`'s dtype) at each edge (negative: cut off) and `interior` between
+    /// neighbours; `out` is the padded type.
+    pub fn pad(
+        &mut self,
+        x: &Val,
+        value: &Val,
+        low: &[i64],
+        high: &[i64],
+        interior: &[i64],
+        out: ArraySpec,
+    ) -> Val {
+        let attrs = [
+            ("edge_padding_low", i64_array(low)),
+            ("edge_padding_high", i64_array(high)),
+            ("interior_padding", i64_array(interior)),
+        ];
+        self.op1("stablehlo.pad", &[x, value], &attrs, out)
+    }
+
     pub fn reverse(&mut self, x: &Val, dims: &[i64]) -> Val {
         self.op1(
             "stablehlo.reverse",

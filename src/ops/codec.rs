@@ -25,9 +25,11 @@ use super::elementwise::{Binary, Cast, Select, Unary};
 use super::ensure::EnsureShape;
 use super::indexing::{DynamicSlice, DynamicUpdateSlice};
 use super::linalg::MatMul;
+use super::pad::{BroadcastTo, Pad, Reverse};
 use super::reduce::{ArgReduce, Reduce, Softmax};
 use super::scatter::{GatherNd, ScatterNd};
 use super::shape::{Concat, Gather, OneHot, Reshape, Slice, StridedSlice, Transpose};
+use super::stats::StopGradient;
 use super::window::{ReduceWindow, SelectAndScatterAdd};
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
@@ -94,6 +96,10 @@ enum OpJson {
     Softmax(Softmax),
     DynamicSlice(DynamicSlice),
     DynamicUpdateSlice(DynamicUpdateSlice),
+    Pad(Pad),
+    Reverse(Reverse),
+    BroadcastTo(BroadcastTo),
+    StopGradient(StopGradient),
     HostCallback {
         callback: usize,
         results: Vec<ArraySpec>,
@@ -177,6 +183,10 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::Softmax(o) => OpJson::Softmax(o.clone()),
         Op::DynamicSlice(o) => OpJson::DynamicSlice(o.clone()),
         Op::DynamicUpdateSlice(o) => OpJson::DynamicUpdateSlice(o.clone()),
+        Op::Pad(o) => OpJson::Pad(o.clone()),
+        Op::Reverse(o) => OpJson::Reverse(o.clone()),
+        Op::BroadcastTo(o) => OpJson::BroadcastTo(o.clone()),
+        Op::StopGradient(o) => OpJson::StopGradient(*o),
         Op::HostCallback(o) => OpJson::HostCallback {
             callback: declare(o.id())?,
             results: o.results.clone(),
@@ -190,6 +200,13 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
             body: encode_region(&o.body, declare)?,
             loop_types: o.loop_types.clone(),
         },
+        Op::CustomGradient(_) => {
+            return Err(Error::Value(
+                "export: the graph holds a custom_gradient op, whose gradient function is a Rust \
+                 closure and cannot be written; export a function without custom_gradient"
+                    .into(),
+            ));
+        }
         Op::Call(_) => {
             return Err(Error::Value(
                 "export: the graph holds a recorded function call (a gradient tape's), which \
@@ -303,6 +320,10 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::Softmax(o) => Op::Softmax(o.clone()),
         OpJson::DynamicSlice(o) => Op::DynamicSlice(o.clone()),
         OpJson::DynamicUpdateSlice(o) => Op::DynamicUpdateSlice(o.clone()),
+        OpJson::Pad(o) => Op::Pad(o.clone()),
+        OpJson::Reverse(o) => Op::Reverse(o.clone()),
+        OpJson::BroadcastTo(o) => Op::BroadcastTo(o.clone()),
+        OpJson::StopGradient(o) => Op::StopGradient(*o),
         OpJson::HostCallback { callback, results } => {
             results
                 .iter()

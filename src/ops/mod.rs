@@ -15,13 +15,16 @@ pub(crate) mod codec;
 pub mod constant;
 pub mod control;
 pub mod conv;
+pub mod custom_gradient;
 pub mod elementwise;
 pub mod ensure;
 pub mod indexing;
 pub mod linalg;
+pub mod pad;
 pub mod reduce;
 pub mod scatter;
 pub mod shape;
+pub mod stats;
 pub mod window;
 
 use crate::dtype::{ArraySpec, DType};
@@ -160,6 +163,11 @@ op_catalog! {
     Cond(control::Cond),
     While(control::While),
     Call(control::Call),
+    Pad(pad::Pad),
+    Reverse(pad::Reverse),
+    BroadcastTo(pad::BroadcastTo),
+    StopGradient(stats::StopGradient),
+    CustomGradient(custom_gradient::CustomGradient),
 }
 
 // ---- helpers shared by op definitions ----

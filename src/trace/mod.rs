@@ -98,6 +98,11 @@ pub fn is_tracing() -> bool {
     STACK.with(|s| !s.borrow().is_empty())
 }
 
+/// The graph being traced on this thread (the innermost), if any.
+pub(crate) fn current_graph() -> Option<GraphId> {
+    STACK.with(|s| s.borrow().last().map(|f| f.id))
+}
+
 /// The name of the function being traced on this thread, if any.
 pub fn current_function() -> Option<Arc<str>> {
     STACK.with(|s| s.borrow().last().map(|f| f.function.clone()))

@@ -1,0 +1,203 @@
+//! Layer: ops. Statistics and norms built on the reductions, following
+//! TensorFlow: `reduce_logsumexp` (max-shifted, so it stays finite for
+//! large inputs), `reduce_variance`/`reduce_std`, `moments`
+//! (`tf.nn.moments`), `l2_normalize` (`tf.math.l2_normalize`), `norm`
+//! (`tf.norm` for vectors: euclidean, 1 and infinity), `clip_by_value`, and
+//! the one op of the family, `stop_gradient` (the identity with no
+//! gradient).
+//!
+//! The composites are `Tensor` methods over existing ops, so their
+//! gradients are the chain rule through those ops. They take floats only
+//! and name themselves in their errors. Imports `ir`, `lower::emitter`,
+//! `dtype`, `error` and `tensor`.
+
+use super::{OpDef, check_dtype, expect_arity};
+use crate::dtype::ArraySpec;
+use crate::error::{Error, Result};
+use crate::ir::{Scalar, TensorType};
+use crate::lower::{Emitter, Val};
+use crate::tensor::{Tensor, apply1};
+
+// ---------------------------------------------------------- stop_gradient
+
+/// `tf.stop_gradient`: the identity, through which no gradient flows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct StopGradient;
+
+impl OpDef for StopGradient {
+    fn name(&self) -> &'static str {
+        "stop_gradient"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity("stop_gradient", inputs, 1)?;
+        inputs[0].dtype.check_compilable()?;
+        Ok(vec![inputs[0].clone()])
+    }
+
+    fn lower(&self, _cx: &mut Emitter, inputs: &[Val], _outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        Ok(vec![inputs[0].clone()])
+    }
+
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        _outputs: &[Tensor],
+        _grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        super::no_gradient(inputs)
+    }
+}
+
+// ------------------------------------------------------------------- norm
+
+/// Which vector norm `Tensor::norm` computes (`tf.norm`'s `ord`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormOrd {
+    /// sqrt(sum(x²)) (`'euclidean'`, also the Frobenius norm over all
+    /// elements or two axes).
+    Euclidean,
+    /// sum(|x|).
+    One,
+    /// max(|x|) (`np.inf`).
+    Inf,
+}
+
+fn float_only(op: &str, x: &Tensor) -> Result<()> {
+    let d = x.dtype();
+    check_dtype(op, d, d.is_float(), "floating-point")
+}
+
+/// Drops the `axes` that a keepdims reduction kept (all axes if empty).
+fn squeeze_axes(x: &Tensor, axes: &[i64], keepdims: bool) -> Result<Tensor> {
+    if keepdims {
+        return Ok(x.clone());
+    }
+    if axes.is_empty() {
+        return x.reshape(&[]);
+    }
+    x.squeeze(axes)
+}
+
+impl Tensor {
+    /// `tf.stop_gradient`: the same value, treated as a constant by
+    /// gradient tapes.
+    #[track_caller]
+    pub fn stop_gradient(&self) -> Result<Tensor> {
+        apply1(StopGradient, &[self])
+    }
+
+    /// `tf.math.reduce_logsumexp`: log(sum(exp(x))) over `axes` (empty:
+    /// all), computed as `m + log(sum(exp(x - m)))` with `m` the max (0
+    /// where the max is infinite), so large inputs do not overflow.
+    #[track_caller]
+    pub fn reduce_logsumexp(&self, axes: &[i64], keepdims: bool) -> Result<Tensor> {
+        float_only("reduce_logsumexp", self)?;
+        let raw_max = self.reduce_max(axes, true)?;
+        let finite = raw_max.is_finite()?;
+        let m = finite
+            .where_(&raw_max, &raw_max.zeros_like()?)?
+            .stop_gradient()?;
+        let sum = self.sub(&m)?.exp()?.reduce_sum(axes, true)?;
+        let out = sum.log()?.add(&m)?;
+        squeeze_axes(&out, axes, keepdims)
+    }
+
+    /// `tf.math.reduce_variance`: the mean squared deviation from the mean
+    /// over `axes` (empty: all).
+    #[track_caller]
+    pub fn reduce_variance(&self, axes: &[i64], keepdims: bool) -> Result<Tensor> {
+        float_only("reduce_variance", self)?;
+        let mean = self.reduce_mean(axes, true)?;
+        self.sub(&mean)?.square()?.reduce_mean(axes, keepdims)
+    }
+
+    /// `tf.math.reduce_std`: the square root of `reduce_variance`.
+    #[track_caller]
+    pub fn reduce_std(&self, axes: &[i64], keepdims: bool) -> Result<Tensor> {
+        float_only("reduce_std", self)?;
+        self.reduce_variance(axes, keepdims)?.sqrt()
+    }
+
+    /// `tf.nn.moments(x, axes, keepdims)`: the mean and the variance over
+    /// `axes` (empty: all). The variance is taken around the mean with its
+    /// gradient stopped, as TensorFlow does (the derivative of the
+    /// variance with respect to the mean is zero there).
+    #[track_caller]
+    pub fn moments(&self, axes: &[i64], keepdims: bool) -> Result<(Tensor, Tensor)> {
+        float_only("moments", self)?;
+        let mean = self.reduce_mean(axes, true)?;
+        let variance = self
+            .sub(&mean.stop_gradient()?)?
+            .square()?
+            .reduce_mean(axes, true)?;
+        Ok((
+            squeeze_axes(&mean, axes, keepdims)?,
+            squeeze_axes(&variance, axes, keepdims)?,
+        ))
+    }
+
+    /// `tf.math.l2_normalize(x, axis, epsilon)`: `x / sqrt(max(sum(x²),
+    /// epsilon))` over `axes` (empty: all); TensorFlow's default epsilon
+    /// is `1e-12`.
+    #[track_caller]
+    pub fn l2_normalize(&self, axes: &[i64], epsilon: f64) -> Result<Tensor> {
+        float_only("l2_normalize", self)?;
+        let square_sum = self.square()?.reduce_sum(axes, true)?;
+        self.mul(&square_sum.maximum_scalar(epsilon)?.rsqrt()?)
+    }
+
+    /// `tf.norm(x, ord, axis, keepdims)` for vector norms over `axes`
+    /// (empty: every element, as one vector). The euclidean norm also
+    /// takes two axes (the Frobenius norm); 1 and infinity take at most
+    /// one axis (matrix norms are not implemented).
+    #[track_caller]
+    pub fn norm(&self, ord: NormOrd, axes: &[i64], keepdims: bool) -> Result<Tensor> {
+        float_only("norm", self)?;
+        if axes.len() > 2 || (ord != NormOrd::Euclidean && axes.len() > 1) {
+            return Err(Error::invalid(
+                "norm",
+                format!(
+                    "{ord:?} norm over axes {axes:?}: only vector norms (one axis, or none for all \
+                     elements) and the euclidean norm over two axes are supported"
+                ),
+            ));
+        }
+        match ord {
+            NormOrd::Euclidean => self.square()?.reduce_sum(axes, keepdims)?.sqrt(),
+            NormOrd::One => self.abs()?.reduce_sum(axes, keepdims),
+            NormOrd::Inf => self.abs()?.reduce_max(axes, keepdims),
+        }
+    }
+
+    /// `tf.clip_by_value(self, min, max)`: `min(max(self, min), max)` with
+    /// `min` and `max` broadcast to this tensor's shape (which must not
+    /// grow). The gradient passes where `min <= x <= max`.
+    #[track_caller]
+    pub fn clip_by_value(&self, min: &Tensor, max: &Tensor) -> Result<Tensor> {
+        let out = self.maximum(min)?.minimum(max)?;
+        if out.shape() != self.shape() {
+            return Err(Error::invalid(
+                "clip_by_value",
+                format!(
+                    "clip bounds {} and {} would broadcast {} to {}",
+                    min.tensor_type(),
+                    max.tensor_type(),
+                    self.tensor_type(),
+                    out.shape()
+                ),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// `clip_by_value` with host-number bounds.
+    #[track_caller]
+    pub fn clip_by_value_scalar(
+        &self,
+        min: impl Into<Scalar>,
+        max: impl Into<Scalar>,
+    ) -> Result<Tensor> {
+        self.maximum_scalar(min)?.minimum_scalar(max)
+    }
+}

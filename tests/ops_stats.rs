@@ -1,0 +1,337 @@
+//! reduce_logsumexp, reduce_variance/std, moments, l2_normalize, norm,
+//! clip_by_value and stop_gradient against loops over `ndarray` lanes in
+//! f64; eager and traced agree; gradients against central finite
+//! differences; dtype and argument errors.
+
+use ndarray::{ArrayD, Axis, IxDyn};
+use xlafn::prelude::*;
+
+type F = dyn Fn(&Tensor) -> Result<Tensor>;
+
+fn sample(dims: &[usize]) -> ArrayD<f64> {
+    let n: usize = dims.iter().product();
+    ArrayD::from_shape_vec(
+        IxDyn(dims),
+        (0..n)
+            .map(|i| ((i as f64) * 1.37).sin() * 2.0 + 0.1)
+            .collect(),
+    )
+    .unwrap()
+}
+
+fn tensor(a: &ArrayD<f64>) -> Tensor {
+    Tensor::from_ndarray(a).unwrap()
+}
+
+fn read(t: &Tensor) -> ArrayD<f64> {
+    t.to_ndarray::<f64>().unwrap()
+}
+
+fn assert_close(got: &ArrayD<f64>, want: &ArrayD<f64>, what: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shapes");
+    for (g, w) in got.iter().zip(want) {
+        let ok = (g - w).abs() <= 1e-12 * (1.0 + w.abs()) || (g == w);
+        assert!(ok, "{what}: got {got} want {want}");
+    }
+}
+
+fn assert_invalid<T: std::fmt::Debug>(r: xlafn::Result<T>, op: &str, needle: &str) {
+    match r {
+        Err(Error::InvalidArgument { op: got, message }) => {
+            assert_eq!(got, op, "wrong op in error: {message}");
+            assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+        }
+        other => panic!("expected InvalidArgument from {op}, got {other:?}"),
+    }
+}
+
+/// `f` over the lanes of `axis` (or over all elements, as a scalar).
+fn lanes(a: &ArrayD<f64>, axis: Option<usize>, f: impl Fn(&[f64]) -> f64) -> ArrayD<f64> {
+    match axis {
+        Some(k) => a.map_axis(Axis(k), |l| f(&l.to_vec())),
+        None => ArrayD::from_elem(IxDyn(&[]), f(&a.iter().copied().collect::<Vec<_>>())),
+    }
+}
+
+fn logsumexp(v: &[f64]) -> f64 {
+    let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let m = if m.is_finite() { m } else { 0.0 };
+    v.iter().map(|x| (x - m).exp()).sum::<f64>().ln() + m
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+fn variance(v: &[f64]) -> f64 {
+    let m = mean(v);
+    v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / v.len() as f64
+}
+
+fn eager_and_traced(
+    f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static,
+    x: &Tensor,
+) -> ArrayD<f64> {
+    let eager = read(&f(x).unwrap());
+    let traced = function(move |x: Tensor| -> Result<Tensor> { f(&x) });
+    assert_close(
+        &read(&traced.call((x,)).unwrap()),
+        &eager,
+        "eager vs traced",
+    );
+    eager
+}
+
+fn check_gradient(f: &F, x0: &ArrayD<f64>) {
+    let dims: Vec<i64> = x0.shape().iter().map(|&d| d as i64).collect();
+    let flat: Vec<f64> = x0.iter().copied().collect();
+    let out_size = f(&tensor(x0)).unwrap().size() as usize;
+    let w: Vec<f64> = (0..out_size)
+        .map(|i| 0.5 + (i as f64 * 0.37) % 1.0)
+        .collect();
+    let loss = |x: &Tensor| -> Result<Tensor> {
+        let y = f(x)?;
+        y.mul(&Tensor::from_vec(w.clone(), &y.dims())?)?
+            .reduce_sum(&[], false)
+    };
+    let x = Tensor::from_vec(flat.clone(), &dims).unwrap();
+    let tape = GradientTape::new();
+    tape.watch(&x);
+    let s = loss(&x).unwrap();
+    let analytic = tape.gradient(&s, &[(&x).into()]).unwrap()[0]
+        .clone()
+        .expect("a gradient")
+        .to_vec::<f64>()
+        .unwrap();
+    let eps = 1e-6;
+    for i in 0..flat.len() {
+        let at = |d: f64| {
+            let mut v = flat.clone();
+            v[i] += d;
+            loss(&Tensor::from_vec(v, &dims).unwrap())
+                .unwrap()
+                .item::<f64>()
+                .unwrap()
+        };
+        let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
+        assert!(
+            (analytic[i] - numeric).abs() <= 1e-5 * (1.0 + numeric.abs()),
+            "element {i}: analytic {} vs numeric {numeric}",
+            analytic[i]
+        );
+    }
+}
+
+#[test]
+fn logsumexp_matches_a_max_shifted_loop_and_stays_finite() {
+    let a = sample(&[3, 4]);
+    for axis in [None, Some(0), Some(1)] {
+        let axes: Vec<i64> = axis.map(|k| vec![k as i64]).unwrap_or_default();
+        let got = eager_and_traced(move |x| x.reduce_logsumexp(&axes, false), &tensor(&a));
+        assert_close(&got, &lanes(&a, axis, logsumexp), "logsumexp");
+    }
+    let kept = tensor(&a).reduce_logsumexp(&[-1], true).unwrap();
+    assert_eq!(kept.dims(), vec![3, 1]);
+    // Large and infinite inputs.
+    let big = Tensor::vector(&[1000.0f64, 1000.0]).unwrap();
+    let got = big
+        .reduce_logsumexp(&[], false)
+        .unwrap()
+        .item::<f64>()
+        .unwrap();
+    assert!((got - (1000.0 + 2f64.ln())).abs() < 1e-9, "{got}");
+    let ninf = Tensor::vector(&[f64::NEG_INFINITY; 2]).unwrap();
+    let got = ninf
+        .reduce_logsumexp(&[], false)
+        .unwrap()
+        .item::<f64>()
+        .unwrap();
+    assert_eq!(got, f64::NEG_INFINITY);
+    check_gradient(&|x| x.reduce_logsumexp(&[1], false), &a);
+    check_gradient(&|x| x.reduce_logsumexp(&[], true), &a);
+}
+
+#[test]
+fn variance_std_and_moments_match_loops() {
+    let a = sample(&[3, 4]);
+    for axis in [None, Some(0), Some(1)] {
+        let axes: Vec<i64> = axis.map(|k| vec![k as i64]).unwrap_or_default();
+        let ax = axes.clone();
+        let var = eager_and_traced(move |x| x.reduce_variance(&ax, false), &tensor(&a));
+        assert_close(&var, &lanes(&a, axis, variance), "variance");
+        let ax = axes.clone();
+        let std = eager_and_traced(move |x| x.reduce_std(&ax, false), &tensor(&a));
+        assert_close(&std, &lanes(&a, axis, |v| variance(v).sqrt()), "std");
+        let (m, v) = tensor(&a).moments(&axes, false).unwrap();
+        assert_close(&read(&m), &lanes(&a, axis, mean), "moments mean");
+        assert_close(&read(&v), &lanes(&a, axis, variance), "moments variance");
+        let ax = axes.clone();
+        let traced = eager_and_traced(
+            move |x| {
+                let (m, v) = x.moments(&ax, false)?;
+                Tensor::stack(&[m, v], 0)
+            },
+            &tensor(&a),
+        );
+        assert_close(
+            &traced.index_axis(Axis(0), 1).to_owned(),
+            &lanes(&a, axis, variance),
+            "traced",
+        );
+    }
+    let (m, v) = tensor(&a).moments(&[0], true).unwrap();
+    assert_eq!((m.dims(), v.dims()), (vec![1, 4], vec![1, 4]));
+    check_gradient(&|x| x.reduce_variance(&[0], false), &a);
+    check_gradient(&|x| x.reduce_std(&[1], true), &a);
+    check_gradient(
+        &|x| {
+            let (m, v) = x.moments(&[1], false)?;
+            m.add(&v.mul_scalar(2.0)?)
+        },
+        &a,
+    );
+    let i = Tensor::vector(&[1i32, 2]).unwrap();
+    assert_invalid(
+        i.reduce_variance(&[], false),
+        "reduce_variance",
+        "floating-point",
+    );
+    assert_invalid(i.moments(&[], false), "moments", "floating-point");
+}
+
+#[test]
+fn l2_normalize_and_norms_match_loops() {
+    let a = sample(&[3, 4]);
+    let want = {
+        let mut w = a.clone();
+        for mut row in w.lanes_mut(Axis(1)) {
+            let n = row.iter().map(|v| v * v).sum::<f64>().max(1e-12).sqrt();
+            row.mapv_inplace(|v| v / n);
+        }
+        w
+    };
+    let got = eager_and_traced(|x| x.l2_normalize(&[1], 1e-12), &tensor(&a));
+    assert_close(&got, &want, "l2_normalize");
+    // The epsilon keeps a zero vector at zero.
+    let z = Tensor::vector(&[0.0f64, 0.0])
+        .unwrap()
+        .l2_normalize(&[], 1e-12)
+        .unwrap();
+    assert_eq!(z.to_vec::<f64>().unwrap(), vec![0.0, 0.0]);
+    check_gradient(&|x| x.l2_normalize(&[1], 1e-12), &a);
+    check_gradient(&|x| x.l2_normalize(&[], 1e-12), &a);
+
+    let euclid = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let one = |v: &[f64]| v.iter().map(|x| x.abs()).sum::<f64>();
+    let inf = |v: &[f64]| v.iter().map(|x| x.abs()).fold(0.0, f64::max);
+    for axis in [None, Some(0), Some(1)] {
+        let axes: Vec<i64> = axis.map(|k| vec![k as i64]).unwrap_or_default();
+        for (ord, f) in [
+            (NormOrd::Euclidean, &euclid as &dyn Fn(&[f64]) -> f64),
+            (NormOrd::One, &one),
+            (NormOrd::Inf, &inf),
+        ] {
+            let ax = axes.clone();
+            let got = eager_and_traced(move |x| x.norm(ord, &ax, false), &tensor(&a));
+            assert_close(&got, &lanes(&a, axis, f), &format!("{ord:?} norm"));
+            let ax = axes.clone();
+            check_gradient(&move |x| x.norm(ord, &ax, false), &a);
+        }
+    }
+    // Frobenius over two axes; keepdims.
+    let fro = tensor(&a).norm(NormOrd::Euclidean, &[0, 1], true).unwrap();
+    assert_eq!(fro.dims(), vec![1, 1]);
+    assert!(
+        (fro.to_vec::<f64>().unwrap()[0] - euclid(&a.iter().copied().collect::<Vec<_>>())).abs()
+            < 1e-12
+    );
+    assert_invalid(
+        tensor(&a).norm(NormOrd::One, &[0, 1], false),
+        "norm",
+        "only vector norms",
+    );
+    let i = Tensor::vector(&[1i64, 2]).unwrap();
+    assert_invalid(
+        i.norm(NormOrd::Euclidean, &[], false),
+        "norm",
+        "floating-point",
+    );
+    assert_invalid(i.l2_normalize(&[], 1e-12), "l2_normalize", "floating-point");
+    assert_invalid(
+        i.reduce_logsumexp(&[], false),
+        "reduce_logsumexp",
+        "floating-point",
+    );
+}
+
+#[test]
+fn clip_by_value_matches_a_loop_and_passes_gradients_inside_the_bounds() {
+    let a = sample(&[3, 4]);
+    let lo = Tensor::vector(&[-1.0f64, -0.5, 0.0, -2.0]).unwrap();
+    let hi = Tensor::scalar(1.0f64);
+    let los = [-1.0, -0.5, 0.0, -2.0];
+    let want = ArrayD::from_shape_fn(IxDyn(&[3, 4]), |i| a[&i].max(los[i[1]]).min(1.0));
+    let (l2, h2) = (lo.clone(), hi.clone());
+    let got = eager_and_traced(move |x| x.clip_by_value(&l2, &h2), &tensor(&a));
+    assert_close(&got, &want, "clip_by_value");
+    let got = tensor(&a).clip_by_value_scalar(-0.5, 0.5).unwrap();
+    assert_close(&read(&got), &a.mapv(|v| v.clamp(-0.5, 0.5)), "clip scalar");
+    // Gradient: 1 inside the bounds, 0 outside (no element sits on one).
+    let (l2, h2) = (lo.clone(), hi.clone());
+    check_gradient(&move |x| x.clip_by_value(&l2, &h2), &a);
+    let x = Tensor::vector(&[1.0f64, 2.0]).unwrap();
+    let wide = Tensor::from_vec(vec![0.0f64; 4], &[2, 2]).unwrap();
+    assert_invalid(
+        x.clip_by_value(&wide, &hi),
+        "clip_by_value",
+        "would broadcast",
+    );
+}
+
+#[test]
+fn stop_gradient_is_the_identity_without_a_gradient() {
+    let x = Tensor::vector(&[1.5f64, -2.0]).unwrap();
+    let got = eager_and_traced(|x| x.stop_gradient(), &x);
+    assert_eq!(got.iter().copied().collect::<Vec<_>>(), vec![1.5, -2.0]);
+    // d/dx (x * stop(x)) = stop(x).
+    let tape = GradientTape::new();
+    tape.watch(&x);
+    let y = x
+        .mul(&x.stop_gradient().unwrap())
+        .unwrap()
+        .reduce_sum(&[], false)
+        .unwrap();
+    let g = tape.gradient(&y, &[(&x).into()]).unwrap()[0]
+        .clone()
+        .unwrap();
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![1.5, -2.0]);
+    // Only through stop_gradient: no gradient at all.
+    let tape = GradientTape::new();
+    tape.watch(&x);
+    let y = x.stop_gradient().unwrap().reduce_sum(&[], false).unwrap();
+    assert!(tape.gradient(&y, &[(&x).into()]).unwrap()[0].is_none());
+    // Inside a traced function with the tape there.
+    let f = function(|x: Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let y = x
+            .square()?
+            .add(&x.stop_gradient()?.square()?)?
+            .reduce_sum(&[], false)?;
+        Ok(tape.gradient(&y, &[(&x).into()])?[0].clone().unwrap())
+    });
+    assert_eq!(
+        f.call((&x,)).unwrap().to_vec::<f64>().unwrap(),
+        vec![3.0, -4.0]
+    );
+}
+
+#[test]
+fn reduce_any_and_all_exist_for_bools() {
+    let b = Tensor::from_vec(vec![true, false, false, false], &[2, 2]).unwrap();
+    assert_eq!(
+        b.reduce_any(&[1], false).unwrap().to_vec::<bool>().unwrap(),
+        vec![true, false]
+    );
+    assert!(!b.reduce_all(&[], false).unwrap().item::<bool>().unwrap());
+}
