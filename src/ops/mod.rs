@@ -20,6 +20,7 @@ pub mod indexing;
 pub mod linalg;
 pub mod reduce;
 pub mod shape;
+pub mod special;
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
