@@ -758,3 +758,44 @@ fn dtype_errors_name_the_op() {
     let msg = g.call((i.clone(),)).unwrap_err().to_string();
     assert!(msg.contains("erf"), "{msg}");
 }
+
+// ---------------------------------------------------------------- exports
+
+#[test]
+fn the_new_ops_survive_export_and_load() {
+    // CHLO and the new StableHLO ops pass the loader's program check, and
+    // the saved graph (the ops' serialized form) compiles a new shape.
+    let f = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None], DType::F32)])
+        .build(|x: Tensor| -> Result<Tensor> {
+            let tape = GradientTape::new();
+            tape.watch(&x);
+            let y = x.abs()?.add_scalar(0.5)?.digamma()?.add(&x.erf()?)?;
+            let y = y.add(&x.tan()?.atan2(&x.cosh()?)?)?.add(&x.gelu(false)?)?;
+            let y = y.add(&x.softplus()?)?.reduce_sum(&[], false)?;
+            let g = tape.gradient(&y, &[Source::from(&x)])?[0].clone().unwrap();
+            let bits = x
+                .cast(DType::I32)?
+                .left_shift_scalar(2)?
+                .bitwise_xor_scalar(5)?;
+            let pc = bits.population_count()?.cast(DType::F32)?;
+            g.add(&pc)?
+                .add(&x.mul_scalar(0.5)?.asin()?)?
+                .add(&x.rem_scalar(0.75)?)
+        });
+    let spec = TensorSpec::new(&[None], DType::F32);
+    let cf = f.get_concrete_function((spec,)).unwrap();
+    let dir = std::env::temp_dir().join(format!("xlafn-special-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    cf.export(&dir, &[vec![vec![3]]]).unwrap();
+    let loaded = xlafn::load(&dir).unwrap();
+    for x in [
+        Tensor::vector(&[-1.5f32, 0.25, 1.75]).unwrap(),
+        Tensor::vector(&[0.5f32, -0.3, 1.2, 1.9, -1.1]).unwrap(),
+    ] {
+        let want = f.call((x.clone(),)).unwrap().to_vec::<f32>().unwrap();
+        let got = loaded.call(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+        assert_eq!(got, want);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

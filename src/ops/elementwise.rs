@@ -7,6 +7,9 @@
 //! `floordiv` and `floormod` round toward negative infinity (Python). For
 //! integer division by zero XLA's defined results apply (quotient -1 bits,
 //! remainder the dividend) where TensorFlow would raise.
+//!
+//! Special functions, activations and bitwise ops are variants of the same
+//! enums; their lowering, gradient rules and methods are in `special`.
 
 use super::{OpDef, check_dtype, describe, expect_arity, grad_or_zeros, same_dtype, unbroadcast};
 use crate::dtype::{ArraySpec, DType};
