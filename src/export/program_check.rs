@@ -36,9 +36,25 @@ pub const MAX_NESTING: usize = 128;
 /// Ops the emitter writes, by their generic-form names.
 const OPS: &[&str] = &[
     "func.return",
+    "chlo.acos",
+    "chlo.acosh",
+    "chlo.asin",
+    "chlo.asinh",
+    "chlo.atan",
+    "chlo.atanh",
+    "chlo.cosh",
+    "chlo.digamma",
+    "chlo.erf",
+    "chlo.erf_inv",
+    "chlo.erfc",
+    "chlo.lgamma",
+    "chlo.polygamma",
+    "chlo.sinh",
+    "chlo.tan",
     "stablehlo.abs",
     "stablehlo.add",
     "stablehlo.and",
+    "stablehlo.atan2",
     "stablehlo.bitcast_convert",
     "stablehlo.broadcast_in_dim",
     "stablehlo.ceil",
@@ -55,6 +71,7 @@ const OPS: &[&str] = &[
     "stablehlo.dynamic_slice",
     "stablehlo.dynamic_update_slice",
     "stablehlo.exponential",
+    "stablehlo.exponential_minus_one",
     "stablehlo.floor",
     "stablehlo.gather",
     "stablehlo.if",
@@ -70,6 +87,7 @@ const OPS: &[&str] = &[
     "stablehlo.not",
     "stablehlo.or",
     "stablehlo.pad",
+    "stablehlo.popcnt",
     "stablehlo.power",
     "stablehlo.reduce",
     "stablehlo.reduce_window",
@@ -83,6 +101,8 @@ const OPS: &[&str] = &[
     "stablehlo.scatter",
     "stablehlo.select",
     "stablehlo.select_and_scatter",
+    "stablehlo.shift_left",
+    "stablehlo.shift_right_arithmetic",
     "stablehlo.shift_right_logical",
     "stablehlo.sign",
     "stablehlo.sine",
@@ -92,6 +112,7 @@ const OPS: &[&str] = &[
     "stablehlo.tanh",
     "stablehlo.transpose",
     "stablehlo.while",
+    "stablehlo.xor",
 ];
 
 /// Custom-call targets the emitter writes: only the runtime's host
@@ -753,15 +774,17 @@ mod tests {
                     names.push(name.to_string());
                 }
             }
-            for call in [
-                ".unary(\"",
-                ".unary_to(\"",
-                ".binary(\"",
-                "propagating(cx, \"",
+            for (call, dialect) in [
+                (".unary(\"", "stablehlo"),
+                (".unary_to(\"", "stablehlo"),
+                (".binary(\"", "stablehlo"),
+                ("propagating(cx, \"", "stablehlo"),
+                (".chlo(\"", "chlo"),
+                (".chlo_binary(\"", "chlo"),
             ] {
                 for (i, _) in src.match_indices(call) {
                     let rest = &src[i + call.len()..];
-                    names.push(format!("stablehlo.{}", &rest[..rest.find('"').unwrap()]));
+                    names.push(format!("{dialect}.{}", &rest[..rest.find('"').unwrap()]));
                 }
             }
         }

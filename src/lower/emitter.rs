@@ -412,6 +412,17 @@ impl Emitter {
         )
     }
 
+    /// An elementwise CHLO op (`erf`, `lgamma`, `asin`, ...): XLA expands
+    /// it into StableHLO when it compiles the program.
+    pub fn chlo(&mut self, name: &str, x: &Val) -> Val {
+        self.op1(&format!("chlo.{name}"), &[x], &[], x.ty.clone())
+    }
+
+    /// A CHLO op on two operands of the same type (`polygamma`).
+    pub fn chlo_binary(&mut self, name: &str, a: &Val, b: &Val) -> Val {
+        self.op1(&format!("chlo.{name}"), &[a, b], &[], a.ty.clone())
+    }
+
     /// An elementwise op on two operands of the same type
     /// (`add`, `power`, `and`, `remainder`, ...).
     pub fn binary(&mut self, name: &str, a: &Val, b: &Val) -> Val {

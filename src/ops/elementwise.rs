@@ -7,6 +7,9 @@
 //! `floordiv` and `floormod` round toward negative infinity (Python). For
 //! integer division by zero XLA's defined results apply (quotient -1 bits,
 //! remainder the dividend) where TensorFlow would raise.
+//!
+//! Special functions, activations and bitwise ops are variants of the same
+//! enums; their lowering, gradient rules and methods are in `special`.
 
 use super::{OpDef, check_dtype, describe, expect_arity, grad_or_zeros, same_dtype, unbroadcast};
 use crate::dtype::{ArraySpec, DType};
@@ -40,12 +43,38 @@ pub enum Unary {
     LogicalNot,
     IsNan,
     IsFinite,
+    // Special functions, activations and bitwise ops: their lowering and
+    // gradient rules are in `special`.
+    Erf,
+    Erfc,
+    ErfInv,
+    Expm1,
+    Tan,
+    Atan,
+    Asin,
+    Acos,
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
+    Lgamma,
+    Digamma,
+    /// `polygamma(1, x)`, the derivative of digamma (its gradient rule).
+    Trigamma,
+    Reciprocal,
+    Softplus,
+    LogSigmoid,
+    IsInf,
+    BitwiseNot,
+    PopulationCount,
 }
 
 /// Which operand dtypes a unary op accepts.
 enum Accepts {
     Float,
     Numeric,
+    Int,
     Bool,
 }
 
@@ -53,15 +82,18 @@ impl Unary {
     fn accepts(self) -> Accepts {
         use Unary::*;
         match self {
-            Neg | Abs | Square | Relu | Sign => Accepts::Numeric,
+            Neg | Abs | Square | Relu | Sign | Reciprocal => Accepts::Numeric,
             LogicalNot => Accepts::Bool,
+            BitwiseNot | PopulationCount => Accepts::Int,
             _ => Accepts::Float,
         }
     }
 
     fn result_dtype(self, input: DType) -> DType {
         match self {
-            Unary::IsNan | Unary::IsFinite => DType::Bool,
+            Unary::IsNan | Unary::IsFinite | Unary::IsInf => DType::Bool,
+            // TensorFlow's population_count gives uint8 for every dtype.
+            Unary::PopulationCount => DType::U8,
             _ => input,
         }
     }
@@ -91,6 +123,28 @@ impl OpDef for Unary {
             LogicalNot => "logical_not",
             IsNan => "is_nan",
             IsFinite => "is_finite",
+            Erf => "erf",
+            Erfc => "erfc",
+            ErfInv => "erf_inv",
+            Expm1 => "expm1",
+            Tan => "tan",
+            Atan => "atan",
+            Asin => "asin",
+            Acos => "acos",
+            Sinh => "sinh",
+            Cosh => "cosh",
+            Asinh => "asinh",
+            Acosh => "acosh",
+            Atanh => "atanh",
+            Lgamma => "lgamma",
+            Digamma => "digamma",
+            Trigamma => "trigamma",
+            Reciprocal => "reciprocal",
+            Softplus => "softplus",
+            LogSigmoid => "log_sigmoid",
+            IsInf => "is_inf",
+            BitwiseNot => "bitwise_not",
+            PopulationCount => "population_count",
         }
     }
 
@@ -100,6 +154,7 @@ impl OpDef for Unary {
         let (ok, wanted) = match self.accepts() {
             Accepts::Float => (d.is_float(), "floating-point"),
             Accepts::Numeric => (d.is_numeric(), "numeric"),
+            Accepts::Int => (d.is_int(), "integer"),
             Accepts::Bool => (d == DType::Bool, "bool"),
         };
         check_dtype(self.name(), d, ok, wanted)?;
@@ -144,6 +199,9 @@ impl OpDef for Unary {
             LogicalNot => cx.unary("not", x),
             IsNan => cx.compare(Cmp::Ne, x, x),
             IsFinite => cx.unary_to("is_finite", x, DType::Bool),
+            Erf | Erfc | ErfInv | Expm1 | Tan | Atan | Asin | Acos | Sinh | Cosh | Asinh
+            | Acosh | Atanh | Lgamma | Digamma | Trigamma | Reciprocal | Softplus | LogSigmoid
+            | IsInf | BitwiseNot | PopulationCount => super::special::lower_unary(*self, cx, x),
         };
         Ok(vec![out])
     }
@@ -159,7 +217,16 @@ impl OpDef for Unary {
         if !x.dtype().is_float()
             || matches!(
                 self,
-                Floor | Ceil | Round | Sign | LogicalNot | IsNan | IsFinite
+                Floor
+                    | Ceil
+                    | Round
+                    | Sign
+                    | LogicalNot
+                    | IsNan
+                    | IsFinite
+                    | IsInf
+                    | BitwiseNot
+                    | PopulationCount
             )
         {
             return Ok(vec![None]); // piecewise constant, or not real-valued
@@ -179,9 +246,12 @@ impl OpDef for Unary {
             Relu => g.mul(&x.gt_scalar(0.0)?.cast(x.dtype())?)?,
             Sin => g.mul(&x.cos()?)?,
             Cos => g.mul(&x.sin()?)?.neg()?,
-            Floor | Ceil | Round | Sign | LogicalNot | IsNan | IsFinite => {
-                unreachable!("handled above")
+            Erf | Erfc | ErfInv | Expm1 | Tan | Atan | Asin | Acos | Sinh | Cosh | Asinh
+            | Acosh | Atanh | Lgamma | Digamma | Trigamma | Reciprocal | Softplus | LogSigmoid => {
+                super::special::unary_grad(*self, x, y, &g)?
             }
+            Floor | Ceil | Round | Sign | LogicalNot | IsNan | IsFinite | IsInf | BitwiseNot
+            | PopulationCount => unreachable!("handled above"),
         };
         Ok(vec![Some(dx)])
     }
@@ -209,6 +279,14 @@ pub enum Binary {
     Ge,
     LogicalAnd,
     LogicalOr,
+    // Lowering and gradient rules in `special`.
+    Atan2,
+    TruncateMod,
+    BitwiseAnd,
+    BitwiseOr,
+    BitwiseXor,
+    LeftShift,
+    RightShift,
 }
 
 impl Binary {
@@ -255,6 +333,13 @@ impl OpDef for Binary {
             Ge => "greater_equal",
             LogicalAnd => "logical_and",
             LogicalOr => "logical_or",
+            Atan2 => "atan2",
+            TruncateMod => "truncatemod",
+            BitwiseAnd => "bitwise_and",
+            BitwiseOr => "bitwise_or",
+            BitwiseXor => "bitwise_xor",
+            LeftShift => "left_shift",
+            RightShift => "right_shift",
         }
     }
 
@@ -266,6 +351,10 @@ impl OpDef for Binary {
         match self {
             Eq | Ne => check_dtype(name, d, true, "any")?,
             LogicalAnd | LogicalOr => check_dtype(name, d, d == DType::Bool, "bool")?,
+            Atan2 => check_dtype(name, d, d.is_float(), "floating-point")?,
+            BitwiseAnd | BitwiseOr | BitwiseXor | LeftShift | RightShift => {
+                check_dtype(name, d, d.is_int(), "integer")?
+            }
             _ => check_dtype(name, d, d.is_numeric(), "numeric")?,
         }
         let shape = broadcast_shapes(&inputs[0].shape, &inputs[1].shape).ok_or_else(|| {
@@ -306,6 +395,9 @@ impl OpDef for Binary {
             Minimum => nan_propagating(cx, "minimum", &a, &b),
             LogicalAnd => cx.binary("and", &a, &b),
             LogicalOr => cx.binary("or", &a, &b),
+            Atan2 | TruncateMod | BitwiseAnd | BitwiseOr | BitwiseXor | LeftShift | RightShift => {
+                super::special::lower_binary(*self, cx, &a, &b)
+            }
             Eq | Ne | Lt | Le | Gt | Ge => unreachable!("comparisons returned above"),
         };
         Ok(vec![out])
@@ -342,6 +434,10 @@ impl OpDef for Binary {
             // TensorFlow: d(a mod b) = da - floor(a/b) db.
             FloorDiv => return Ok(vec![None, None]),
             FloorMod => (g.clone(), g.mul(&a.floordiv(b)?)?.neg()?),
+            Atan2 | TruncateMod => super::special::binary_grad(*self, a, b, &g)?,
+            BitwiseAnd | BitwiseOr | BitwiseXor | LeftShift | RightShift => {
+                return Ok(vec![None, None]);
+            }
             Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr => return Ok(vec![None, None]),
         };
         Ok(vec![Some(unbroadcast(&da, a)?), Some(unbroadcast(&db, b)?)])

@@ -24,6 +24,7 @@ pub mod pad;
 pub mod reduce;
 pub mod scatter;
 pub mod shape;
+pub mod special;
 pub mod stats;
 pub mod window;
 
