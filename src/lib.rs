@@ -24,6 +24,7 @@ pub mod export;
 pub mod function;
 pub mod ir;
 pub mod lower;
+pub mod nn;
 pub mod ops;
 pub mod optimizers;
 pub mod random;
