@@ -131,15 +131,33 @@ impl Adam {
     }
 }
 
-impl Optimizer for Adam {
-    fn apply_gradients(&self, grads_and_vars: &[(Option<Tensor>, &Variable)]) -> Result<()> {
-        let step = match self.step.get() {
+impl Adam {
+    /// Creates the slot variables of `vars` (and the step count) now,
+    /// eagerly, as Keras' `optimizer.build`: a training step traced
+    /// afterwards creates no variables, so it is traced once.
+    pub fn build(&self, vars: &[&Variable]) -> Result<()> {
+        self.step_variable()?;
+        for v in vars {
+            self.m.get(v)?;
+            self.v.get(v)?;
+        }
+        Ok(())
+    }
+
+    fn step_variable(&self) -> Result<Variable> {
+        Ok(match self.step.get() {
             Some(s) => s.clone(),
             None => {
                 let s = Variable::try_new(Tensor::try_scalar(0f32)?)?;
                 self.step.get_or_init(|| s).clone()
             }
-        };
+        })
+    }
+}
+
+impl Optimizer for Adam {
+    fn apply_gradients(&self, grads_and_vars: &[(Option<Tensor>, &Variable)]) -> Result<()> {
+        let step = self.step_variable()?;
         step.assign_add(&Tensor::fill(&[], 1.0, DType::F32)?)?;
         let t = step.try_read()?;
         for (g, var) in grads_and_vars {
