@@ -764,6 +764,34 @@ impl Emitter {
             .remove(0))
     }
 
+    /// The lower Cholesky factor of `a` (batched).
+    pub fn cholesky(&mut self, a: &Val, out: ArraySpec) -> Val {
+        self.op1(
+            "stablehlo.cholesky",
+            &[a],
+            &[("lower", "true".to_string())],
+            out,
+        )
+    }
+
+    /// `triangular_solve` with flags `[left_side, lower, transpose_a,
+    /// unit_diagonal]`.
+    pub fn triangular_solve(&mut self, a: &Val, b: &Val, flags: [bool; 4], out: ArraySpec) -> Val {
+        let [left_side, lower, transpose_a, unit_diagonal] = flags;
+        let transpose = if transpose_a {
+            "TRANSPOSE"
+        } else {
+            "NO_TRANSPOSE"
+        };
+        let attrs = [
+            ("left_side", left_side.to_string()),
+            ("lower", lower.to_string()),
+            ("transpose_a", format!("#stablehlo<transpose {transpose}>")),
+            ("unit_diagonal", unit_diagonal.to_string()),
+        ];
+        self.op1("stablehlo.triangular_solve", &[a, b], &attrs, out)
+    }
+
     /// `convolution` of `lhs` (input) with `rhs` (kernel).
     pub fn convolution(&mut self, lhs: &Val, rhs: &Val, c: &ConvAttrs, out: ArraySpec) -> Val {
         let dn = format!(

@@ -21,6 +21,7 @@ use super::callback::HostCallback;
 use super::constant::{Constant, FillLike, Iota, RandomBits, RandomNormal, RandomUniform};
 use super::control::{Cond, Region, While};
 use super::conv::Conv;
+use super::decomp::{Cholesky, TriangularSolve};
 use super::elementwise::{Binary, Cast, Select, Unary};
 use super::ensure::EnsureShape;
 use super::indexing::{DynamicSlice, DynamicUpdateSlice};
@@ -88,6 +89,8 @@ enum OpJson {
     EnsureShape(EnsureShape),
     OneHot(OneHot),
     MatMul(MatMul),
+    Cholesky(Cholesky),
+    TriangularSolve(TriangularSolve),
     Conv(Conv),
     ReduceWindow(ReduceWindow),
     SelectAndScatterAdd(SelectAndScatterAdd),
@@ -175,6 +178,8 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::EnsureShape(o) => OpJson::EnsureShape(o.clone()),
         Op::OneHot(o) => OpJson::OneHot(o.clone()),
         Op::MatMul(o) => OpJson::MatMul(o.clone()),
+        Op::Cholesky(o) => OpJson::Cholesky(o.clone()),
+        Op::TriangularSolve(o) => OpJson::TriangularSolve(o.clone()),
         Op::Conv(o) => OpJson::Conv(o.clone()),
         Op::ReduceWindow(o) => OpJson::ReduceWindow(o.clone()),
         Op::SelectAndScatterAdd(o) => OpJson::SelectAndScatterAdd(o.clone()),
@@ -312,6 +317,8 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::EnsureShape(o) => Op::EnsureShape(o.clone()),
         OpJson::OneHot(o) => Op::OneHot(o.clone()),
         OpJson::MatMul(o) => Op::MatMul(o.clone()),
+        OpJson::Cholesky(o) => Op::Cholesky(o.clone()),
+        OpJson::TriangularSolve(o) => Op::TriangularSolve(o.clone()),
         OpJson::Conv(o) => Op::Conv(o.clone()),
         OpJson::ReduceWindow(o) => Op::ReduceWindow(o.clone()),
         OpJson::SelectAndScatterAdd(o) => Op::SelectAndScatterAdd(o.clone()),

@@ -16,6 +16,7 @@ pub mod constant;
 pub mod control;
 pub mod conv;
 pub mod custom_gradient;
+pub mod decomp;
 pub mod elementwise;
 pub mod ensure;
 pub mod indexing;
@@ -152,6 +153,8 @@ op_catalog! {
     EnsureShape(ensure::EnsureShape),
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),
+    Cholesky(decomp::Cholesky),
+    TriangularSolve(decomp::TriangularSolve),
     Conv(conv::Conv),
     ReduceWindow(window::ReduceWindow),
     SelectAndScatterAdd(window::SelectAndScatterAdd),
