@@ -480,3 +480,15 @@ fn a_function_that_sorts_exports_and_loads() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn boolean_and_unsigned_keys() {
+    let b = Tensor::from_vec(vec![true, false, true, false, false], &[5]).unwrap();
+    let idx = b.argsort(0, false, true).unwrap().to_vec::<i32>().unwrap();
+    assert_eq!(idx, vec![1, 3, 4, 0, 2]);
+    let sorted = b.sort(0, true).unwrap().to_vec::<bool>().unwrap();
+    assert_eq!(sorted, vec![true, true, false, false, false]);
+    let u = Tensor::from_vec(vec![u64::MAX, 3, 1 << 63, 0], &[4]).unwrap();
+    let sorted = u.sort(0, false).unwrap().to_vec::<u64>().unwrap();
+    assert_eq!(sorted, vec![0, 3, 1 << 63, u64::MAX]);
+}
