@@ -4,12 +4,14 @@
 //! with `jax.random`. Keys are split and folded with random bits drawn
 //! from them; draws (`uniform`, `normal`, `bernoulli`, `categorical`,
 //! `dropout`) are ops whose only input is the key. The same key gives the
-//! same numbers eagerly and compiled. [`Generator`] is TensorFlow's
-//! stateful `tf.random.Generator`: its key lives in a variable that each
-//! draw advances, also inside compiled functions.
+//! same numbers eagerly and compiled; `truncated_normal` and
+//! `permutation` are built on those draws (the latter on `ops::sort`).
+//! [`Generator`] is TensorFlow's stateful `tf.random.Generator`: its key
+//! lives in a variable that each draw advances, also inside compiled
+//! functions.
 //!
 //! Layer: a user-facing module over `ops::constant` (the random ops),
-//! `tensor` and `variable`.
+//! `ops::sort`, `tensor` and `variable`.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -101,6 +103,56 @@ pub fn normal(key: &Tensor, dims: &[i64], dtype: DType, mean: f64, stddev: f64) 
         stddev: Scalar::F64(stddev),
     };
     apply1(op, &[key])
+}
+
+/// Normal floats with `mean` and `stddev`, none more than two `stddev`
+/// from the mean (`tf.random.truncated_normal`, which re-draws those).
+/// Drawn by the inverse CDF: `u` uniform in `(Phi(-2), Phi(2))`, then
+/// `sqrt(2) * erf_inv(2u - 1)` (computed in f32 for 16-bit dtypes).
+#[track_caller]
+pub fn truncated_normal(
+    key: &Tensor,
+    dims: &[i64],
+    dtype: DType,
+    mean: f64,
+    stddev: f64,
+) -> Result<Tensor> {
+    if !dtype.is_float() {
+        return Err(Error::invalid(
+            "truncated_normal",
+            format!("draws floats, not {dtype}"),
+        ));
+    }
+    // Phi(-2) = erfc(sqrt(2)) / 2.
+    const PHI_MINUS_2: f64 = 0.022_750_131_948_179_195;
+    let work = match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    };
+    let u = uniform(key, dims, work, PHI_MINUS_2, 1.0 - PHI_MINUS_2)?;
+    let z = u
+        .mul_scalar(2.0)?
+        .sub_scalar(1.0)?
+        .erf_inv()?
+        .mul_scalar(std::f64::consts::SQRT_2)?
+        // Rounding must not step outside the bounds.
+        .clip_by_value_scalar(-2.0, 2.0)?;
+    z.mul_scalar(stddev)?.add_scalar(mean)?.cast(dtype)
+}
+
+/// A random permutation of `0..n` (i32, `jax.random.permutation`): the
+/// argsort of `n` random 64-bit words (a stable sort, so the rare equal
+/// words still give a permutation).
+#[track_caller]
+pub fn permutation(key: &Tensor, n: i64) -> Result<Tensor> {
+    check_key(key)?;
+    if !(0..=i32::MAX as i64).contains(&n) {
+        return Err(Error::invalid(
+            "permutation",
+            format!("n must be in [0, 2^31 - 1], got {n}"),
+        ));
+    }
+    bits(key, &[n], DType::U64)?.argsort(0, false, true)
 }
 
 /// `true` with probability `p` (`jax.random.bernoulli`).

@@ -906,6 +906,24 @@ impl Emitter {
             .remove(0))
     }
 
+    /// `sort` of `operands` (all of one shape) along `dim`, ordered by
+    /// `comparator`: a region over two scalars per operand (its left and
+    /// right element, in operand order) returning whether left comes first.
+    pub fn sort(
+        &mut self,
+        operands: &[&Val],
+        dim: i64,
+        is_stable: bool,
+        comparator: String,
+    ) -> Vec<Val> {
+        let types: Vec<ArraySpec> = operands.iter().map(|v| v.ty.clone()).collect();
+        let attrs = [
+            ("dimension", format!("{dim} : i64")),
+            ("is_stable", is_stable.to_string()),
+        ];
+        self.op("stablehlo.sort", operands, &[comparator], &attrs, &types)
+    }
+
     /// Threefry random bits: returns (new state, bits of type `out`).
     pub fn rng_bit_generator(&mut self, state: &Val, out: ArraySpec) -> (Val, Val) {
         let attrs = [(

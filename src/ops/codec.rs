@@ -30,6 +30,7 @@ use super::pad::{BroadcastTo, Pad, Reverse};
 use super::reduce::{ArgReduce, Reduce, Softmax};
 use super::scatter::{GatherNd, ScatterNd};
 use super::shape::{Concat, Gather, OneHot, Reshape, Slice, StridedSlice, Transpose};
+use super::sort::Sort;
 use super::stats::StopGradient;
 use super::window::{ReduceWindow, SelectAndScatterAdd};
 use crate::dtype::ArraySpec;
@@ -103,6 +104,7 @@ enum OpJson {
     Reverse(Reverse),
     BroadcastTo(BroadcastTo),
     StopGradient(StopGradient),
+    Sort(Sort),
     HostCallback {
         callback: usize,
         results: Vec<ArraySpec>,
@@ -192,6 +194,7 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::Reverse(o) => OpJson::Reverse(o.clone()),
         Op::BroadcastTo(o) => OpJson::BroadcastTo(o.clone()),
         Op::StopGradient(o) => OpJson::StopGradient(*o),
+        Op::Sort(o) => OpJson::Sort(o.clone()),
         Op::HostCallback(o) => OpJson::HostCallback {
             callback: declare(o.id())?,
             results: o.results.clone(),
@@ -331,6 +334,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::Reverse(o) => Op::Reverse(o.clone()),
         OpJson::BroadcastTo(o) => Op::BroadcastTo(o.clone()),
         OpJson::StopGradient(o) => Op::StopGradient(*o),
+        OpJson::Sort(o) => Op::Sort(o.clone()),
         OpJson::HostCallback { callback, results } => {
             results
                 .iter()

@@ -25,6 +25,7 @@ pub mod pad;
 pub mod reduce;
 pub mod scatter;
 pub mod shape;
+pub mod sort;
 pub mod special;
 pub mod stats;
 pub mod window;
@@ -171,6 +172,7 @@ op_catalog! {
     Reverse(pad::Reverse),
     BroadcastTo(pad::BroadcastTo),
     StopGradient(stats::StopGradient),
+    Sort(sort::Sort),
     CustomGradient(custom_gradient::CustomGradient),
 }
 

@@ -268,7 +268,7 @@ fn scatter(t: &Tensor, kind: ScatterKind, indices: &Tensor, updates: &Tensor) ->
 
 /// `[d0, ..., dn-1]`-shaped index rows `(i0, ..., i_{axis-1}, idx, ...)`:
 /// the coordinates of every element of `idx` with `idx` at `axis`.
-fn coordinates(idx: &Tensor, axis: usize) -> Result<Tensor> {
+pub(crate) fn coordinates(idx: &Tensor, axis: usize) -> Result<Tensor> {
     let dims = idx.dims();
     let itype = idx.dtype();
     let mut columns = Vec::with_capacity(dims.len());
