@@ -24,7 +24,7 @@ use super::conv::Conv;
 use super::elementwise::{Binary, Cast, Select, Unary};
 use super::ensure::EnsureShape;
 use super::indexing::{DynamicSlice, DynamicUpdateSlice};
-use super::linalg::MatMul;
+use super::linalg::{DotGeneral, MatMul};
 use super::pad::{BroadcastTo, Pad, Reverse};
 use super::reduce::{ArgReduce, Reduce, Softmax};
 use super::scatter::{GatherNd, ScatterNd};
@@ -88,6 +88,7 @@ enum OpJson {
     EnsureShape(EnsureShape),
     OneHot(OneHot),
     MatMul(MatMul),
+    DotGeneral(DotGeneral),
     Conv(Conv),
     ReduceWindow(ReduceWindow),
     SelectAndScatterAdd(SelectAndScatterAdd),
@@ -175,6 +176,7 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::EnsureShape(o) => OpJson::EnsureShape(o.clone()),
         Op::OneHot(o) => OpJson::OneHot(o.clone()),
         Op::MatMul(o) => OpJson::MatMul(o.clone()),
+        Op::DotGeneral(o) => OpJson::DotGeneral(o.clone()),
         Op::Conv(o) => OpJson::Conv(o.clone()),
         Op::ReduceWindow(o) => OpJson::ReduceWindow(o.clone()),
         Op::SelectAndScatterAdd(o) => OpJson::SelectAndScatterAdd(o.clone()),
@@ -312,6 +314,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::EnsureShape(o) => Op::EnsureShape(o.clone()),
         OpJson::OneHot(o) => Op::OneHot(o.clone()),
         OpJson::MatMul(o) => Op::MatMul(o.clone()),
+        OpJson::DotGeneral(o) => Op::DotGeneral(o.clone()),
         OpJson::Conv(o) => Op::Conv(o.clone()),
         OpJson::ReduceWindow(o) => Op::ReduceWindow(o.clone()),
         OpJson::SelectAndScatterAdd(o) => Op::SelectAndScatterAdd(o.clone()),

@@ -16,6 +16,7 @@ pub mod constant;
 pub mod control;
 pub mod conv;
 pub mod custom_gradient;
+pub mod einsum;
 pub mod elementwise;
 pub mod ensure;
 pub mod indexing;
@@ -152,6 +153,7 @@ op_catalog! {
     EnsureShape(ensure::EnsureShape),
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),
+    DotGeneral(linalg::DotGeneral),
     Conv(conv::Conv),
     ReduceWindow(window::ReduceWindow),
     SelectAndScatterAdd(window::SelectAndScatterAdd),
