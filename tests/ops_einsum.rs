@@ -153,7 +153,11 @@ fn two_operand_forms() {
     check("ij,ij->", "ij,ij->", &[&[2, 3], &[2, 3]]);
     check("ij,ij->ij", "ij,ij->ij", &[&[2, 3], &[2, 3]]);
     check("ij,kj->ki", "ij,kj->ki", &[&[3, 4], &[2, 4]]);
-    check("bhqd,bhkd->bhqk", "bhqd,bhkd->bhqk", &[&[2, 2, 3, 4], &[2, 2, 5, 4]]);
+    check(
+        "bhqd,bhkd->bhqk",
+        "bhqd,bhkd->bhqk",
+        &[&[2, 2, 3, 4], &[2, 2, 5, 4]],
+    );
     // Letters only one operand has that the output drops are summed.
     check("ij,k->i", "ij,k->i", &[&[3, 4], &[2]]);
     // Upper case letters.
@@ -265,7 +269,10 @@ fn dot_general_matches_the_reference() {
     let m = tensor(&values(6, 5), &[2, 3]);
     let n = tensor(&values(12, 6), &[3, 4]);
     assert_eq!(
-        f.call((m.clone(), n.clone())).unwrap().to_vec::<f64>().unwrap(),
+        f.call((m.clone(), n.clone()))
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap(),
         m.matmul(&n).unwrap().to_vec::<f64>().unwrap()
     );
 }
@@ -288,7 +295,10 @@ fn dot_general_errors() {
         (a.dot_general(&b, &[1], &[1], &[0], &[]), "same length"),
         (a.dot_general(&b, &[1], &[], &[], &[]), "same length"),
         (a.dot_general(&b, &[2], &[1], &[], &[]), "out of range"),
-        (a.dot_general(&b, &[1, 1], &[1, 0], &[], &[]), "more than once"),
+        (
+            a.dot_general(&b, &[1, 1], &[1, 0], &[], &[]),
+            "more than once",
+        ),
         (a.dot_general(&b, &[0], &[0], &[0], &[0]), "more than once"),
         (a.dot_general(&b, &[], &[], &[0], &[0]), "equal sizes"),
         (
@@ -313,7 +323,10 @@ fn dot_general_shape_rule_with_unknown_dims() {
     };
     let t = |dims: Vec<Option<i64>>| TensorType::new(DType::F32, Shape::from_dims(dims));
     let out = op
-        .infer(&[t(vec![None, Some(3), None]), t(vec![Some(2), Some(4), Some(5)])])
+        .infer(&[
+            t(vec![None, Some(3), None]),
+            t(vec![Some(2), Some(4), Some(5)]),
+        ])
         .unwrap();
     assert_eq!(
         out[0].shape,
@@ -389,7 +402,11 @@ fn check_gradients(
 fn einsum_gradients_match_finite_differences() {
     for (spec, reference, shapes) in [
         ("ij,jk->ik", "ij,jk->ik", vec![&[3usize, 4][..], &[4, 2]]),
-        ("bi,ij,bj->b", "bi,ij,bj->b", vec![&[2, 3], &[3, 4], &[2, 4]]),
+        (
+            "bi,ij,bj->b",
+            "bi,ij,bj->b",
+            vec![&[2, 3], &[3, 4], &[2, 4]],
+        ),
         ("ii,ij->j", "ii,ij->j", vec![&[3, 3], &[3, 2]]),
         ("iji->j", "iji->j", vec![&[3, 2, 3]]),
         (
@@ -439,7 +456,9 @@ fn gradients_inside_a_compiled_function() {
         let tape = GradientTape::new();
         tape.watch(a);
         tape.watch(b);
-        let l = einsum("ij,jk->ik", &[a, b])?.square()?.reduce_sum(&[], false)?;
+        let l = einsum("ij,jk->ik", &[a, b])?
+            .square()?
+            .reduce_sum(&[], false)?;
         let g = tape.gradient(&l, &[Source::from(a), Source::from(b)])?;
         Ok((g[0].clone().unwrap(), g[1].clone().unwrap()))
     };
@@ -492,10 +511,7 @@ fn einsum_errors() {
             einsum("ij,jk->ik", &[&sq, &sq.cast(DType::F32).unwrap()]),
             "expected to be a f64",
         ),
-        (
-            einsum("ij->", &[&sq.cast(DType::Bool).unwrap()]),
-            "numeric",
-        ),
+        (einsum("ij->", &[&sq.cast(DType::Bool).unwrap()]), "numeric"),
     ];
     for (r, want) in cases {
         let (op, message) = invalid(r);

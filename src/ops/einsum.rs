@@ -23,11 +23,11 @@
 //! Layer: ops. Imports `tensor` (the ops it plans onto), `ir` (shapes),
 //! `dtype` and `error`.
 
+use super::elementwise::where_;
 use super::{check_dtype, same_dtype};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ir::{Dim, Scalar, TensorType};
-use super::elementwise::where_;
 use crate::tensor::{Tensor, scalar_as};
 
 /// A dimension's label: an ASCII letter's code, or `ELLIPSIS + k` for the
@@ -246,7 +246,14 @@ pub fn einsum(spec: &str, operands: &[&Tensor]) -> Result<Tensor> {
             let mut once: Vec<Label> = terms
                 .iter()
                 .flat_map(Term::letters)
-                .filter(|l| terms.iter().flat_map(Term::letters).filter(|m| m == l).count() == 1)
+                .filter(|l| {
+                    terms
+                        .iter()
+                        .flat_map(Term::letters)
+                        .filter(|m| m == l)
+                        .count()
+                        == 1
+                })
                 .collect();
             once.sort_unstable();
             let mut out: Vec<Label> = (0..total).map(|k| ELLIPSIS + k as Label).collect();
@@ -326,7 +333,9 @@ fn squeeze_broadcast(
     let axes: Vec<usize> = (0..part.labels.len())
         .filter(|&a| {
             let l = part.labels[a];
-            l >= ELLIPSIS && dims[a] == 1 && matches!(sizes.get(&l), Some((Some(n), _, _)) if *n != 1)
+            l >= ELLIPSIS
+                && dims[a] == 1
+                && matches!(sizes.get(&l), Some((Some(n), _, _)) if *n != 1)
         })
         .collect();
     if axes.is_empty() {
@@ -365,8 +374,11 @@ fn take_diagonals(part: &mut Part, dtype: DType) -> Result<()> {
         let mut mask_dims = vec![1i64; ls.len()];
         mask_dims[p] = n;
         mask_dims[q] = n;
-        let mask = Tensor::iota(&mask_dims, p as i64, DType::I32)?
-            .eq(&Tensor::iota(&mask_dims, q as i64, DType::I32)?)?;
+        let mask = Tensor::iota(&mask_dims, p as i64, DType::I32)?.eq(&Tensor::iota(
+            &mask_dims,
+            q as i64,
+            DType::I32,
+        )?)?;
         let zero = scalar_as(Scalar::I64(0), dtype)?;
         part.x = where_(&mask, &part.x, &zero)?.reduce_sum(&[q as i64], false)?;
         part.labels.remove(q);

@@ -1,4 +1,6 @@
-//! Linear algebra: batched matrix multiplication, as `tf.linalg.matmul`.
+//! Linear algebra: batched matrix multiplication, as `tf.linalg.matmul`,
+//! and the general `dot_general` (`jax.lax.dot_general`) that `einsum`
+//! plans onto.
 //!
 //! Both operands have rank >= 2: the last two dimensions are the matrices,
 //! the leading ones are batch dimensions that broadcast NumPy-style (so a
@@ -8,6 +10,11 @@
 //! `broadcast_in_dim`, then emits one `dot_general` with batching
 //! dimensions; transposes are folded into its contracting dimensions
 //! rather than emitted as separate ops.
+//!
+//! `dot_general` takes explicit batch and contracting dimension lists (no
+//! broadcasting) and lowers to one StableHLO `dot_general`; its gradient
+//! for each operand is another `dot_general` of the output gradient with
+//! the other operand, then one transpose.
 //!
 //! Precision: f32 dots use XLA's default precision, which on CPU is full
 //! f32; some GPUs may use reduced-precision (TF32) arithmetic.
