@@ -49,6 +49,7 @@ pub use ops::callback::{
 };
 pub use ops::conv::{ConvOptions, Padding};
 pub use ops::custom_gradient::custom_gradient;
+pub use ops::einsum::einsum;
 pub use ops::elementwise::where_;
 pub use ops::pad::PadMode;
 pub use ops::stats::NormOrd;
@@ -71,6 +72,7 @@ pub mod prelude {
     pub use crate::ir::Shape;
     pub use crate::ops::callback::{host_callback, named_host_callback};
     pub use crate::ops::custom_gradient::custom_gradient;
+    pub use crate::ops::einsum::einsum;
     pub use crate::ops::elementwise::where_;
     pub use crate::ops::pad::PadMode;
     pub use crate::ops::stats::NormOrd;

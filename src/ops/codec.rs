@@ -25,7 +25,7 @@ use super::decomp::{Cholesky, TriangularSolve};
 use super::elementwise::{Binary, Cast, Select, Unary};
 use super::ensure::EnsureShape;
 use super::indexing::{DynamicSlice, DynamicUpdateSlice};
-use super::linalg::MatMul;
+use super::linalg::{DotGeneral, MatMul};
 use super::pad::{BroadcastTo, Pad, Reverse};
 use super::reduce::{ArgReduce, Reduce, Softmax};
 use super::scatter::{GatherNd, ScatterNd};
@@ -92,6 +92,7 @@ enum OpJson {
     MatMul(MatMul),
     Cholesky(Cholesky),
     TriangularSolve(TriangularSolve),
+    DotGeneral(DotGeneral),
     Conv(Conv),
     ReduceWindow(ReduceWindow),
     SelectAndScatterAdd(SelectAndScatterAdd),
@@ -182,6 +183,7 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::MatMul(o) => OpJson::MatMul(o.clone()),
         Op::Cholesky(o) => OpJson::Cholesky(o.clone()),
         Op::TriangularSolve(o) => OpJson::TriangularSolve(o.clone()),
+        Op::DotGeneral(o) => OpJson::DotGeneral(o.clone()),
         Op::Conv(o) => OpJson::Conv(o.clone()),
         Op::ReduceWindow(o) => OpJson::ReduceWindow(o.clone()),
         Op::SelectAndScatterAdd(o) => OpJson::SelectAndScatterAdd(o.clone()),
@@ -322,6 +324,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::MatMul(o) => Op::MatMul(o.clone()),
         OpJson::Cholesky(o) => Op::Cholesky(o.clone()),
         OpJson::TriangularSolve(o) => Op::TriangularSolve(o.clone()),
+        OpJson::DotGeneral(o) => Op::DotGeneral(o.clone()),
         OpJson::Conv(o) => Op::Conv(o.clone()),
         OpJson::ReduceWindow(o) => Op::ReduceWindow(o.clone()),
         OpJson::SelectAndScatterAdd(o) => Op::SelectAndScatterAdd(o.clone()),

@@ -1,4 +1,6 @@
-//! Linear algebra: batched matrix multiplication, as `tf.linalg.matmul`.
+//! Linear algebra: batched matrix multiplication, as `tf.linalg.matmul`,
+//! and the general `dot_general` (`jax.lax.dot_general`) that `einsum`
+//! plans onto.
 //!
 //! Both operands have rank >= 2: the last two dimensions are the matrices,
 //! the leading ones are batch dimensions that broadcast NumPy-style (so a
@@ -8,6 +10,11 @@
 //! `broadcast_in_dim`, then emits one `dot_general` with batching
 //! dimensions; transposes are folded into its contracting dimensions
 //! rather than emitted as separate ops.
+//!
+//! `dot_general` takes explicit batch and contracting dimension lists (no
+//! broadcasting) and lowers to one StableHLO `dot_general`; its gradient
+//! for each operand is another `dot_general` of the output gradient with
+//! the other operand, then one transpose.
 //!
 //! Precision: f32 dots use XLA's default precision, which on CPU is full
 //! f32; some GPUs may use reduced-precision (TF32) arithmetic.
@@ -191,6 +198,305 @@ impl Tensor {
             MatMul {
                 transpose_a,
                 transpose_b,
+            },
+            &[self, other],
+        )
+    }
+}
+
+/// `jax.lax.dot_general`: contracts `lhs_contracting` of the left operand
+/// with `rhs_contracting` of the right one (pairwise, in order), and takes
+/// `lhs_batch`/`rhs_batch` as batch dimensions (pairwise, same sizes). The
+/// result's dimensions are the batch ones (in the order listed), then the
+/// left operand's remaining ("free") dimensions, then the right operand's,
+/// each in their original order, as StableHLO's `dot_general`. Dimension
+/// numbers are non-negative (the `Tensor` method normalises negative ones).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+pub struct DotGeneral {
+    pub lhs_contracting: Vec<i64>,
+    pub rhs_contracting: Vec<i64>,
+    pub lhs_batch: Vec<i64>,
+    pub rhs_batch: Vec<i64>,
+}
+
+/// One operand's dimension roles: batch, contracting and free dimensions.
+struct Roles {
+    batch: Vec<usize>,
+    contracting: Vec<usize>,
+    free: Vec<usize>,
+}
+
+impl DotGeneral {
+    fn error(&self, inputs: &[TensorType], what: String) -> Error {
+        Error::invalid(
+            "dot_general",
+            format!(
+                "{what} (operands: {}; lhs_contracting={:?}, rhs_contracting={:?}, lhs_batch={:?}, rhs_batch={:?})",
+                describe(inputs),
+                self.lhs_contracting,
+                self.rhs_contracting,
+                self.lhs_batch,
+                self.rhs_batch
+            ),
+        )
+    }
+
+    /// Checks one operand's dimension numbers against its rank (each in
+    /// range, none used twice) and splits its dimensions by role.
+    fn roles(
+        &self,
+        inputs: &[TensorType],
+        side: &str,
+        rank: usize,
+        batch: &[i64],
+        contracting: &[i64],
+    ) -> Result<Roles> {
+        let mut used = vec![false; rank];
+        let mut check = |list: &[i64], what: &str| -> Result<Vec<usize>> {
+            list.iter()
+                .map(|&d| {
+                    if d < 0 || d >= rank as i64 {
+                        return Err(self.error(
+                            inputs,
+                            format!(
+                                "{side}_{what} dimension {d} is out of range for the {side} operand of rank {rank}"
+                            ),
+                        ));
+                    }
+                    if std::mem::replace(&mut used[d as usize], true) {
+                        return Err(self.error(
+                            inputs,
+                            format!(
+                                "dimension {d} of the {side} operand is used more than once as a batch or contracting dimension"
+                            ),
+                        ));
+                    }
+                    Ok(d as usize)
+                })
+                .collect()
+        };
+        let batch = check(batch, "batch")?;
+        let contracting = check(contracting, "contracting")?;
+        let free = (0..rank).filter(|&d| !used[d]).collect();
+        Ok(Roles {
+            batch,
+            contracting,
+            free,
+        })
+    }
+}
+
+impl OpDef for DotGeneral {
+    fn name(&self) -> &'static str {
+        "dot_general"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity("dot_general", inputs, 2)?;
+        let d = same_dtype("dot_general", inputs)?;
+        check_dtype("dot_general", d, d.is_numeric(), "numeric")?;
+        if self.lhs_batch.len() != self.rhs_batch.len() {
+            return Err(self.error(
+                inputs,
+                format!(
+                    "lhs_batch and rhs_batch must have the same length, got {} and {}",
+                    self.lhs_batch.len(),
+                    self.rhs_batch.len()
+                ),
+            ));
+        }
+        if self.lhs_contracting.len() != self.rhs_contracting.len() {
+            return Err(self.error(
+                inputs,
+                format!(
+                    "lhs_contracting and rhs_contracting must have the same length, got {} and {}",
+                    self.lhs_contracting.len(),
+                    self.rhs_contracting.len()
+                ),
+            ));
+        }
+        let (Some(a), Some(b)) = (inputs[0].shape.dims(), inputs[1].shape.dims()) else {
+            return Ok(vec![TensorType::new(d, Shape::unknown_rank())]);
+        };
+        let l = self.roles(
+            inputs,
+            "lhs",
+            a.len(),
+            &self.lhs_batch,
+            &self.lhs_contracting,
+        )?;
+        let r = self.roles(
+            inputs,
+            "rhs",
+            b.len(),
+            &self.rhs_batch,
+            &self.rhs_contracting,
+        )?;
+        let mut dims = Vec::new();
+        for (what, ls, rs) in [
+            ("batch", &l.batch, &r.batch),
+            ("contracting", &l.contracting, &r.contracting),
+        ] {
+            for (&i, &j) in ls.iter().zip(rs) {
+                if let (Some(x), Some(y)) = (a[i], b[j])
+                    && x != y
+                {
+                    return Err(self.error(
+                        inputs,
+                        format!(
+                            "{what} dimensions must have equal sizes, got {x} (lhs dimension {i}) and {y} (rhs dimension {j})"
+                        ),
+                    ));
+                }
+                if what == "batch" {
+                    dims.push(a[i].or(b[j]));
+                }
+            }
+        }
+        dims.extend(l.free.iter().map(|&i| a[i]));
+        dims.extend(r.free.iter().map(|&j| b[j]));
+        Ok(vec![TensorType::new(d, Shape::from_dims(dims))])
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        Ok(vec![cx.dot_general(
+            &inputs[0],
+            &inputs[1],
+            &self.lhs_batch,
+            &self.rhs_batch,
+            &self.lhs_contracting,
+            &self.rhs_contracting,
+            outputs[0].clone(),
+        )])
+    }
+
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.vjp_needed(inputs, outputs, grads, &[true, true])
+    }
+
+    /// With `G` the output gradient (dimensions: batch, lhs free, rhs free),
+    /// `dA` is `dot_general(G, B)` batching G's batch dimensions with B's
+    /// and contracting G's rhs-free dimensions with B's free ones; its
+    /// dimensions are then A's batch, A's free, and A's contracting ones
+    /// (in the order of B's matching contracting dimensions), which one
+    /// transpose puts back in A's order. `dB` is the mirror image.
+    fn vjp_needed(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+        needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        if !a.dtype().is_float() {
+            return Ok(vec![None, None]);
+        }
+        let g = grad_or_zeros(grads, &outputs[0])?;
+        let types = [
+            TensorType::new(a.dtype(), a.shape()),
+            TensorType::new(b.dtype(), b.shape()),
+        ];
+        let l = self.roles(
+            &types,
+            "lhs",
+            a.rank(),
+            &self.lhs_batch,
+            &self.lhs_contracting,
+        )?;
+        let r = self.roles(
+            &types,
+            "rhs",
+            b.rank(),
+            &self.rhs_batch,
+            &self.rhs_contracting,
+        )?;
+        let nb = l.batch.len();
+        let (nlf, nrf) = (l.free.len(), r.free.len());
+        let gbatch: Vec<i64> = (0..nb as i64).collect();
+        let g_lfree: Vec<i64> = (nb..nb + nlf).map(|i| i as i64).collect();
+        let g_rfree: Vec<i64> = (nb + nlf..nb + nlf + nrf).map(|i| i as i64).collect();
+        let as_i64 = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
+        // `grad_for(x's roles, other's roles, the other operand, G's dims
+        // that pair with the other's free ones, x's contracting dims paired
+        // with the other's)`.
+        let grad_for = |mine: &Roles,
+                        theirs: &Roles,
+                        other: &Tensor,
+                        g_theirs: &[i64],
+                        my_contract: &[usize],
+                        their_contract: &[usize]|
+         -> Result<Tensor> {
+            let d = g.dot_general(
+                other,
+                g_theirs,
+                &as_i64(&theirs.free),
+                &gbatch,
+                &as_i64(&theirs.batch),
+            )?;
+            // The result's dimensions, as dimensions of x: batch, x's free,
+            // then x's contracting dims in ascending order of the other
+            // operand's matching dims (the other's leftover free dims).
+            let mut pairs: Vec<(usize, usize)> = their_contract
+                .iter()
+                .copied()
+                .zip(my_contract.iter().copied())
+                .collect();
+            pairs.sort_unstable();
+            let mut src = mine.batch.clone();
+            src.extend(&mine.free);
+            src.extend(pairs.iter().map(|&(_, m)| m));
+            let mut perm = vec![0i64; src.len()];
+            for (i, &s) in src.iter().enumerate() {
+                perm[s] = i as i64;
+            }
+            if perm.iter().enumerate().all(|(i, &p)| p == i as i64) {
+                Ok(d)
+            } else {
+                d.transpose(&perm)
+            }
+        };
+        let da = needed[0]
+            .then(|| grad_for(&l, &r, b, &g_rfree, &l.contracting, &r.contracting))
+            .transpose()?;
+        let db = needed[1]
+            .then(|| grad_for(&r, &l, a, &g_lfree, &r.contracting, &l.contracting))
+            .transpose()?;
+        Ok(vec![da, db])
+    }
+}
+
+impl Tensor {
+    /// `jax.lax.dot_general`: contracts `lhs_contracting` dimensions of
+    /// `self` with `rhs_contracting` dimensions of `other` (pairwise) and
+    /// treats `lhs_batch`/`rhs_batch` as batch dimensions; the result has
+    /// the batch dimensions, then `self`'s remaining dimensions, then
+    /// `other`'s. Negative dimension numbers count from the end.
+    #[track_caller]
+    pub fn dot_general(
+        &self,
+        other: &Tensor,
+        lhs_contracting: &[i64],
+        rhs_contracting: &[i64],
+        lhs_batch: &[i64],
+        rhs_batch: &[i64],
+    ) -> Result<Tensor> {
+        let norm = |list: &[i64], x: &Tensor| -> Vec<i64> {
+            let r = x.shape().rank().unwrap_or(0) as i64;
+            list.iter()
+                .map(|&d| if d < 0 && d >= -r { d + r } else { d })
+                .collect()
+        };
+        apply1(
+            DotGeneral {
+                lhs_contracting: norm(lhs_contracting, self),
+                rhs_contracting: norm(rhs_contracting, other),
+                lhs_batch: norm(lhs_batch, self),
+                rhs_batch: norm(rhs_batch, other),
             },
             &[self, other],
         )

@@ -17,6 +17,7 @@ pub mod control;
 pub mod conv;
 pub mod custom_gradient;
 pub mod decomp;
+pub mod einsum;
 pub mod elementwise;
 pub mod ensure;
 pub mod indexing;
@@ -156,6 +157,7 @@ op_catalog! {
     MatMul(linalg::MatMul),
     Cholesky(decomp::Cholesky),
     TriangularSolve(decomp::TriangularSolve),
+    DotGeneral(linalg::DotGeneral),
     Conv(conv::Conv),
     ReduceWindow(window::ReduceWindow),
     SelectAndScatterAdd(window::SelectAndScatterAdd),
