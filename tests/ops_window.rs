@@ -169,6 +169,7 @@ fn check_gradient(kind: WindowKind, w: &WindowDims, what: &str) {
 fn window_gradients_match_finite_differences() {
     for (what, w) in geometries() {
         check_gradient(WindowKind::Sum, &w, &format!("sum {what}"));
+        check_gradient(WindowKind::Prod, &w, &format!("prod {what}"));
     }
     // Max and min windows: no dilation (select_and_scatter).
     for (what, w) in geometries().into_iter().take(2) {
@@ -311,6 +312,34 @@ fn cumulative_ops_match_loops() {
             acc += x[r * 4 + c];
             assert!((got[r * 4 + c] - acc).abs() < 1e-12);
         }
+    }
+    // cumprod's gradient against central differences of the loop.
+    let tape = GradientTape::new();
+    tape.watch(&xt);
+    let y = xt.cumprod(1, false, true).unwrap();
+    let g = tape
+        .gradient(&y.reduce_sum(&[], false).unwrap(), &[Source::from(&xt)])
+        .unwrap();
+    let g = g[0].as_ref().unwrap().to_vec::<f64>().unwrap();
+    let total = |v: &[f64]| -> f64 {
+        (0..3)
+            .map(|r| {
+                (0..4)
+                    .map(|i| v[r * 4 + i..r * 4 + 4].iter().product::<f64>())
+                    .sum::<f64>()
+            })
+            .sum()
+    };
+    for k in 0..12 {
+        let (mut up, mut down) = (x.clone(), x.clone());
+        up[k] += 1e-6;
+        down[k] -= 1e-6;
+        let want = (total(&up) - total(&down)) / 2e-6;
+        assert!(
+            (g[k] - want).abs() < 1e-6 * (1.0 + want.abs()),
+            "cumprod [{k}]: {} vs {want}",
+            g[k]
+        );
     }
     // The gradient of cumsum is the reversed cumsum of the gradient.
     let tape = GradientTape::new();

@@ -7,7 +7,9 @@
 //!
 //! Gradients: a sum window's is the transposed window sum, computed as the
 //! input gradient of the equivalent convolution with a kernel of ones
-//! (`ops::conv`); a max or min window's scatters each output gradient to
+//! (`ops::conv`); a product window's is that of `g * y`, divided by the
+//! input (not finite at zeros, as TensorFlow's `cumprod`); a max or min
+//! window's scatters each output gradient to
 //! the element its window chose, with StableHLO's `select_and_scatter`
 //! ([`SelectAndScatterAdd`], no dilation). Padding a max window pads with
 //! -inf, so padded elements are never chosen.
@@ -210,7 +212,7 @@ impl OpDef for ReduceWindow {
     fn vjp(
         &self,
         inputs: &[Tensor],
-        _outputs: &[Tensor],
+        outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let (x, Some(g)) = (&inputs[0], &grads[0]) else {
@@ -221,6 +223,10 @@ impl OpDef for ReduceWindow {
         }
         let dx = match self.kind {
             WindowKind::Sum => self.sum_gradient(x, g)?,
+            // d prod(w) / d x_i = prod(w) / x_i for every window w holding
+            // x_i: the transposed window sum of g * y, divided by x. Like
+            // TensorFlow's cumprod gradient, this is not finite where x is 0.
+            WindowKind::Prod => self.sum_gradient(x, &g.mul(&outputs[0])?)?.div(x)?,
             WindowKind::Max | WindowKind::Min if self.dims.undilated() => apply1(
                 SelectAndScatterAdd {
                     dims: self.dims.clone(),
@@ -445,7 +451,8 @@ impl Tensor {
         self.cumulative(WindowKind::Sum, axis, exclusive, reverse)
     }
 
-    /// `tf.math.cumprod` along `axis` (no gradient yet).
+    /// `tf.math.cumprod` along `axis` (its gradient divides by the input,
+    /// as TensorFlow's: not finite where an element is 0).
     #[track_caller]
     pub fn cumprod(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
         self.cumulative(WindowKind::Prod, axis, exclusive, reverse)
