@@ -5,6 +5,9 @@
 //! finite differences in f64; error cases.
 
 use ndarray::{ArrayD, Axis, IxDyn};
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
 use xlafn::prelude::*;
 
 type F = dyn Fn(&Tensor) -> Result<Tensor>;
@@ -100,41 +103,7 @@ fn eager_and_traced(
 fn check_gradient(f: &F, x0: &ArrayD<f64>) {
     let dims: Vec<i64> = x0.shape().iter().map(|&d| d as i64).collect();
     let flat: Vec<f64> = x0.iter().copied().collect();
-    let out_size = f(&tensor(x0)).unwrap().size() as usize;
-    let w: Vec<f64> = (0..out_size)
-        .map(|i| 0.5 + (i as f64 * 0.37) % 1.0)
-        .collect();
-    let loss = |x: &Tensor| -> Result<Tensor> {
-        let y = f(x)?;
-        y.mul(&Tensor::from_vec(w.clone(), &y.dims())?)?
-            .reduce_sum(&[], false)
-    };
-    let x = Tensor::from_vec(flat.clone(), &dims).unwrap();
-    let tape = GradientTape::new();
-    tape.watch(&x);
-    let s = loss(&x).unwrap();
-    let analytic = tape.gradient(&s, &[(&x).into()]).unwrap()[0]
-        .clone()
-        .expect("a gradient")
-        .to_vec::<f64>()
-        .unwrap();
-    let eps = 1e-6;
-    for i in 0..flat.len() {
-        let at = |d: f64| {
-            let mut v = flat.clone();
-            v[i] += d;
-            loss(&Tensor::from_vec(v, &dims).unwrap())
-                .unwrap()
-                .item::<f64>()
-                .unwrap()
-        };
-        let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
-        assert!(
-            (analytic[i] - numeric).abs() <= 1e-5 * (1.0 + numeric.abs()),
-            "element {i}: analytic {} vs numeric {numeric}",
-            analytic[i]
-        );
-    }
+    gradcheck::check_gradient(f, &flat, &dims, 1e-5, "gradient");
 }
 
 // -------------------------------------------------------------------- pad

@@ -3,6 +3,9 @@
 //! written here; eager and traced; gradients against finite differences;
 //! out-of-range indices as documented (gather clamps, scatter drops).
 
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
 use xlafn::prelude::*;
 
 fn values(n: usize, seed: u64) -> Vec<f64> {
@@ -216,47 +219,7 @@ fn unsorted_segment_reductions() {
 
 /// Central differences of `sum(f(x) * r)` against the tape's gradient.
 fn check_gradient(f: impl Fn(&Tensor) -> Result<Tensor>, x: &[f64], dims: &[i64], what: &str) {
-    let xt = t(x, dims);
-    let y = f(&xt).unwrap();
-    let r = t(
-        &values(y.dims().iter().product::<i64>() as usize, 9),
-        &y.dims(),
-    );
-    let loss = |v: &[f64]| -> f64 {
-        f(&t(v, dims))
-            .unwrap()
-            .mul(&r)
-            .unwrap()
-            .reduce_sum(&[], false)
-            .unwrap()
-            .item::<f64>()
-            .unwrap()
-    };
-    let tape = GradientTape::new();
-    tape.watch(&xt);
-    let l = f(&xt)
-        .unwrap()
-        .mul(&r)
-        .unwrap()
-        .reduce_sum(&[], false)
-        .unwrap();
-    let g = tape.gradient(&l, &[Source::from(&xt)]).unwrap()[0]
-        .clone()
-        .unwrap()
-        .to_vec::<f64>()
-        .unwrap();
-    let h = 1e-6;
-    for i in 0..x.len() {
-        let (mut up, mut down) = (x.to_vec(), x.to_vec());
-        up[i] += h;
-        down[i] -= h;
-        let n = (loss(&up) - loss(&down)) / (2.0 * h);
-        assert!(
-            (g[i] - n).abs() < 1e-6 * (1.0 + n.abs()),
-            "{what}: [{i}] {} vs {n}",
-            g[i]
-        );
-    }
+    gradcheck::check_gradient(&f, x, dims, 1e-6, what);
 }
 
 #[test]

@@ -6,6 +6,9 @@
 
 use std::cmp::Ordering;
 use xlafn::ops::sort::sort_many;
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
 use xlafn::prelude::*;
 use xlafn::random;
 
@@ -287,44 +290,7 @@ fn top_k_matches_rust() {
 
 /// Central differences of `sum(f(x) * r)` against the tape's gradient.
 fn check_gradient(f: impl Fn(&Tensor) -> Result<Tensor>, x: &[f64], dims: &[i64], what: &str) {
-    let xt = t(x, dims);
-    let y = f(&xt).unwrap();
-    let r = t(&distinct(y.size() as usize, 9), &y.dims());
-    let loss = |v: &[f64]| -> f64 {
-        f(&t(v, dims))
-            .unwrap()
-            .mul(&r)
-            .unwrap()
-            .reduce_sum(&[], false)
-            .unwrap()
-            .item::<f64>()
-            .unwrap()
-    };
-    let tape = GradientTape::new();
-    tape.watch(&xt);
-    let l = f(&xt)
-        .unwrap()
-        .mul(&r)
-        .unwrap()
-        .reduce_sum(&[], false)
-        .unwrap();
-    let g = tape.gradient(&l, &[Source::from(&xt)]).unwrap()[0]
-        .clone()
-        .unwrap()
-        .to_vec::<f64>()
-        .unwrap();
-    let h = 1e-6;
-    for i in 0..x.len() {
-        let (mut up, mut down) = (x.to_vec(), x.to_vec());
-        up[i] += h;
-        down[i] -= h;
-        let n = (loss(&up) - loss(&down)) / (2.0 * h);
-        assert!(
-            (g[i] - n).abs() < 1e-6 * (1.0 + n.abs()),
-            "{what}: [{i}] {} vs {n}",
-            g[i]
-        );
-    }
+    gradcheck::check_gradient(&f, x, dims, 1e-6, what);
 }
 
 #[test]
