@@ -236,9 +236,27 @@ fn check_branches(then_flat: &[Tensor], else_flat: &[Tensor]) -> Result<()> {
 /// ```
 #[track_caller]
 pub fn while_loop<S, RC, RB>(
+    cond_fn: impl FnMut(&S) -> RC,
+    body_fn: impl FnMut(S) -> RB,
+    init: S,
+) -> Result<S>
+where
+    S: Output,
+    RC: IntoOutput<Out = Tensor>,
+    RB: IntoOutput<Out = S>,
+{
+    counted_while_loop(cond_fn, body_fn, init, None)
+}
+
+/// [`while_loop`] with the number of iterations when it is known at trace
+/// time (a `for_range` over host-known bounds). The count is a hint for
+/// the loop's gradient only: it sizes the buffer of forward states so the
+/// backward pass needs no counting loop.
+fn counted_while_loop<S, RC, RB>(
     mut cond_fn: impl FnMut(&S) -> RC,
     mut body_fn: impl FnMut(S) -> RB,
     init: S,
+    trip_count: Option<i64>,
 ) -> Result<S>
 where
     S: Output,
@@ -295,7 +313,9 @@ where
     let op = While {
         cond: cond_region,
         body: body_region,
+        record: recording_slots(&inputs, &loop_types, trip_count),
         loop_types,
+        trip_count,
     };
     let mut outs = apply(op, &inputs)?.into_iter();
     let state = S::rebuild(&init, &mut outs);
@@ -410,11 +430,13 @@ where
 {
     let limit = limit.into_arg()?;
     let dtype = limit.dtype();
-    let start = start.into_arg()?.cast(dtype)?;
-    let delta = delta.into_arg()?.cast(dtype)?;
+    let (start, delta) = (start.into_arg()?, delta.into_arg()?);
+    let trips = static_trip_count(&start, &limit, &delta);
+    let start = start.cast(dtype)?;
+    let delta = delta.cast(dtype)?;
     let moving = check_step(&delta)?;
     let ascending = delta.gt_scalar(0)?;
-    let (_, state) = while_loop(
+    let (_, state) = counted_while_loop(
         |(i, _): &(Tensor, S)| -> Result<Tensor> {
             let below = i.lt(&limit)?;
             let above = i.gt(&limit)?;
@@ -429,8 +451,61 @@ where
             Ok((i.add(&delta)?, next))
         },
         (start, init),
+        trips,
     )?;
     Ok(state)
+}
+
+/// Under a recording gradient tape, a loop with float inputs records its
+/// states for the gradient (see `While::record`).
+fn recording_slots(
+    inputs: &[&Tensor],
+    loop_types: &[TensorType],
+    trip_count: Option<i64>,
+) -> Option<i64> {
+    if !crate::autodiff::recording() || !inputs.iter().any(|t| t.dtype().is_float()) {
+        return None;
+    }
+    crate::ops::while_grad::record_slots(loop_types, trip_count)
+}
+
+/// The number of iterations of an integer `for_range` whose bounds and
+/// step are all known at trace time; `None` otherwise (float ranges
+/// included: their count depends on rounding).
+fn static_trip_count(start: &Tensor, limit: &Tensor, delta: &Tensor) -> Option<i64> {
+    if [start, limit, delta].iter().any(|t| !t.dtype().is_int()) {
+        return None;
+    }
+    // Eager values reach `static_scalar` through f64: only trust integers
+    // it holds exactly.
+    let value = |t: &Tensor| match trace::static_scalar(t)? {
+        crate::ir::Scalar::I64(v) if v.unsigned_abs() < 1 << 53 => Some(i128::from(v)),
+        crate::ir::Scalar::U64(v) if v < 1 << 53 => Some(i128::from(v)),
+        _ => None,
+    };
+    let (lo, hi) = limit.dtype().int_range()?;
+    let (start, limit, delta) = (value(start)?, value(limit)?, value(delta)?);
+    // The loop runs in the limit's dtype: values it cannot hold would wrap.
+    if [start, limit, delta].iter().any(|v| *v < lo || *v > hi) {
+        return None;
+    }
+    let span = if delta > 0 {
+        limit - start
+    } else {
+        start - limit
+    };
+    let step = delta.abs();
+    if step == 0 || span <= 0 {
+        return Some(0).filter(|_| step != 0);
+    }
+    let trips = (span + step - 1) / step;
+    // The counter's last value, `start + trips * delta`, must not wrap
+    // either, or the loop would run on past the limit.
+    let last = start + trips * delta;
+    if last < lo || last > hi {
+        return None;
+    }
+    i64::try_from(trips).ok()
 }
 
 /// A zero step never reaches `limit` (or never leaves `start`): an error,

@@ -118,6 +118,8 @@ enum OpJson {
         cond: RegionJson,
         body: RegionJson,
         loop_types: Vec<TensorType>,
+        #[serde(default)]
+        record: Option<i64>,
     },
 }
 
@@ -209,6 +211,7 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
             cond: encode_region(&o.cond, declare)?,
             body: encode_region(&o.body, declare)?,
             loop_types: o.loop_types.clone(),
+            record: o.record,
         },
         Op::CustomGradient(_) => {
             return Err(Error::Value(
@@ -366,6 +369,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
             cond,
             body,
             loop_types,
+            record,
         } => {
             loop_types.iter().try_for_each(check_type)?;
             let n = loop_types.len();
@@ -373,6 +377,8 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
                 cond: decode_region(cond, node_inputs, n, bind)?,
                 body: decode_region(body, node_inputs, n, bind)?,
                 loop_types: loop_types.clone(),
+                trip_count: None,
+                record: *record,
             })
         }
     })

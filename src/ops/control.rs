@@ -15,7 +15,7 @@
 use super::{OpDef, describe};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
-use crate::ir::{Graph, TensorType, shape_is_subtype, shape_supertype};
+use crate::ir::{Graph, Scalar, TensorType, shape_is_subtype, shape_supertype};
 use crate::lower::{Emitter, Val, lower_subgraph};
 use crate::tensor::Tensor;
 use std::hash::{Hash, Hasher};
@@ -231,6 +231,20 @@ pub struct While {
     /// The loop values' types as traced (possibly relaxed to unknown dims,
     /// like TensorFlow's shape invariants).
     pub loop_types: Vec<TensorType>,
+    /// How many times the loop runs, when that is known at trace time (a
+    /// `for_range` over host-known bounds). Only the gradient reads it, to
+    /// size its buffer of forward states; it is not part of the op's
+    /// identity and exports do not carry it (a loaded loop's gradient
+    /// counts on the device instead of trusting a file).
+    pub trip_count: Option<i64>,
+    /// Set when the loop was traced under a recording gradient tape: the
+    /// number of slots of a buffer, per loop value, into which each
+    /// iteration writes the state that entered it (the last slot taking
+    /// every state past the others), so that the gradient reads the states
+    /// instead of running the loop again. The op then has, after the loop
+    /// values, the trip count (i32) and one `[slots, ...]` buffer per loop
+    /// value as extra outputs. XLA drops them when nothing reads them.
+    pub record: Option<i64>,
 }
 
 impl std::fmt::Debug for While {
@@ -248,7 +262,7 @@ impl std::fmt::Debug for While {
 
 impl PartialEq for While {
     fn eq(&self, other: &Self) -> bool {
-        self.cond.same(&other.cond) && self.body.same(&other.body)
+        self.cond.same(&other.cond) && self.body.same(&other.body) && self.record == other.record
     }
 }
 impl Eq for While {}
@@ -256,6 +270,64 @@ impl Hash for While {
     fn hash<H: Hasher>(&self, state: &mut H) {
         hash_region(&self.cond, state);
         hash_region(&self.body, state);
+        self.record.hash(state);
+    }
+}
+
+impl While {
+    /// The types of the recording outputs (see [`While::record`]): the
+    /// trip count, then a `[slots, ...]` buffer per loop value.
+    fn record_types(&self, loop_values: &[TensorType], slots: i64) -> Result<Vec<TensorType>> {
+        if !(1..=super::while_grad::MAX_RECORD_SLOTS).contains(&slots) {
+            return Err(Error::invalid(
+                "while",
+                format!("a state record of {slots} slots is out of range"),
+            ));
+        }
+        let mut types = vec![TensorType::new(DType::I32, crate::ir::Shape::scalar())];
+        for t in loop_values {
+            let Some(dims) = t.shape.as_known() else {
+                return Err(Error::invalid(
+                    "while",
+                    format!("a recorded loop value must have a known shape, got {t}"),
+                ));
+            };
+            let mut dims = dims.to_vec();
+            dims.insert(0, slots);
+            crate::dtype::check_array_size(t.dtype, &dims)?;
+            types.push(TensorType::new(t.dtype, crate::ir::Shape::known(&dims)));
+        }
+        Ok(types)
+    }
+
+    /// Lowers the body of a recording loop: the user's body on the loop
+    /// values, then the state that entered this iteration written into slot
+    /// `min(j, slots - 1)` of each buffer, and `j + 1`.
+    fn lower_recording_body(
+        &self,
+        cx: &mut Emitter,
+        args: &[Val],
+        inputs: &[Val],
+        slots: i64,
+    ) -> Result<Vec<Val>> {
+        let n = self.loop_types.len();
+        let mut next = self.body.lower(cx, &args[..n], inputs)?;
+        let counter = ArraySpec::scalar(DType::I32);
+        let j = &args[n];
+        let last = cx.constant(Scalar::I64(slots - 1), counter.clone());
+        let slot = cx.binary("minimum", j, &last);
+        let zero = cx.constant(Scalar::I64(0), counter.clone());
+        let one = cx.constant(Scalar::I64(1), counter);
+        next.push(cx.binary("add", j, &one));
+        for (state, buffer) in args[..n].iter().zip(&args[n + 1..]) {
+            let mut one_slot = vec![1];
+            one_slot.extend(&state.ty.dims);
+            let update = cx.reshape(state, &one_slot);
+            let mut starts = vec![&slot];
+            starts.extend(std::iter::repeat_n(&zero, state.ty.rank()));
+            next.push(cx.dynamic_update_slice(buffer, &update, &starts));
+        }
+        Ok(next)
     }
 }
 
@@ -288,19 +360,30 @@ impl OpDef for While {
             .graph
             .infer_results(&self.body.param_types(init, inputs))?;
         // The loop values keep the initial types when the body preserves them.
-        init.iter()
+        let mut types = init
+            .iter()
             .zip(&next)
             .map(|(a, b)| join("while", a, b))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(slots) = self.record {
+            types.extend(self.record_types(&types, slots)?);
+        }
+        Ok(types)
     }
 
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
         let n = self.loop_types.len();
-        let init: Vec<&Val> = inputs[..n].iter().collect();
+        check_same_concrete("while", "loop value", &inputs[..n], &outputs[..n])?;
+        let mut init: Vec<Val> = inputs[..n].to_vec();
+        if self.record.is_some() {
+            init.push(cx.constant(Scalar::I64(0), ArraySpec::scalar(DType::I32)));
+            for spec in &outputs[n + 1..] {
+                init.push(cx.constant(Scalar::I64(0), spec.clone()));
+            }
+        }
         let types: Vec<ArraySpec> = init.iter().map(|v| v.ty.clone()).collect();
-        check_same_concrete("while", "loop value", &inputs[..n], outputs)?;
         let cond_r = cx.region(&types, |cx, args| {
-            let r = self.cond.lower(cx, args, inputs)?;
+            let r = self.cond.lower(cx, &args[..n], inputs)?;
             match r.as_slice() {
                 [p] if p.ty == ArraySpec::scalar(DType::Bool) => Ok(r),
                 _ => Err(Error::invalid(
@@ -310,215 +393,26 @@ impl OpDef for While {
             }
         })?;
         let body_r = cx.region(&types, |cx, args| {
-            let r = self.body.lower(cx, args, inputs)?;
+            let r = match self.record {
+                Some(slots) => self.lower_recording_body(cx, args, inputs, slots)?,
+                None => self.body.lower(cx, args, inputs)?,
+            };
             check_same_concrete("while", "next loop value", &r, &types)?;
             Ok(r)
         })?;
+        let init: Vec<&Val> = init.iter().collect();
         Ok(cx.while_(&init, cond_r, body_r))
     }
 
-    /// The gradient of a `while`: the trip count `T` is found by running
-    /// the loop again, then a backward loop walks the iterations in
-    /// reverse, applying the body's vector-Jacobian product (its region
-    /// replayed under a tape) at each iteration's state.
-    ///
-    /// XLA needs static buffers and `T` is known only at run time, so the
-    /// states are checkpointed: `K` slots (as many as fit in
-    /// `CHECKPOINT_BYTES`, at most `MAX_CHECKPOINTS`) hold every
-    /// `ceil(T / K)`-th state, filled by a forward pass, and each backward
-    /// step recomputes its state from the checkpoint before it. That costs
-    /// about `T * ceil(T / K) / 2` body runs instead of `T^2 / 2`, and is
-    /// linear while `T <= K`. When a state's shape is not fully known at
-    /// trace time, states are recomputed from the initial values.
+    /// The gradient of a `while`: see [`super::while_grad`].
     fn vjp(
         &self,
         inputs: &[Tensor],
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        let n = self.loop_types.len();
-        let init: Vec<Tensor> = inputs[..n].to_vec();
-        let float_vars: Vec<usize> = (0..n).filter(|&i| init[i].dtype().is_float()).collect();
-        let mut float_caps: Vec<usize> = Vec::new();
-        for &i in &self.body.captures {
-            if inputs[i].dtype().is_float()
-                && !float_caps
-                    .iter()
-                    .any(|&j| inputs[j].key() == inputs[i].key())
-            {
-                float_caps.push(i);
-            }
-        }
-        let run_body = |state: &[Tensor]| -> Result<Vec<Tensor>> {
-            let mut args: Vec<&Tensor> = state.iter().collect();
-            args.extend(self.body.captures.iter().map(|&i| &inputs[i]));
-            crate::tensor::recompute(&self.body.graph, &args)
-        };
-        let run_cond = |state: &[Tensor]| -> Result<Tensor> {
-            let mut args: Vec<&Tensor> = state.iter().collect();
-            args.extend(self.cond.captures.iter().map(|&i| &inputs[i]));
-            Ok(crate::tensor::recompute(&self.cond.graph, &args)?.remove(0))
-        };
-        // The trip count.
-        let zero = Tensor::fill(&[], 0, crate::dtype::DType::I32)?;
-        let (trips, _) = crate::control::while_loop(
-            |(_, s): &(Tensor, Vec<Tensor>)| run_cond(s),
-            |(i, s): (Tensor, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>)> {
-                Ok((i.add_scalar(1)?, run_body(&s)?))
-            },
-            (zero.clone(), init.clone()),
-        )?;
-        let checkpoints = Checkpoints::record(&init, &trips, &zero, &run_body)?;
-        // Backward, from the last iteration to the first.
-        let g_vars: Vec<Tensor> = float_vars
-            .iter()
-            .map(|&i| grads[i].clone().map_or_else(|| outputs[i].zeros_like(), Ok))
-            .collect::<Result<_>>()?;
-        let g_caps: Vec<Tensor> = float_caps
-            .iter()
-            .map(|&i| inputs[i].zeros_like())
-            .collect::<Result<_>>()?;
-        let (_, g_vars, g_caps) = crate::control::while_loop(
-            |(k, _, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| k.gt_scalar(0),
-            |(k, g_vars, g_caps): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
-                let k = k.sub_scalar(1)?;
-                // The state entering iteration k, recomputed from the
-                // nearest checkpoint before it.
-                let (from, start) = match &checkpoints {
-                    Some(c) => c.before(&k, &zero)?,
-                    None => (zero.clone(), init.clone()),
-                };
-                let (_, state) = crate::control::while_loop(
-                    |(j, _): &(Tensor, Vec<Tensor>)| j.lt(&k),
-                    |(j, s): (Tensor, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>)> { Ok((j.add_scalar(1)?, run_body(&s)?)) },
-                    (from, start),
-                )?;
-                let mut region_inputs = state.clone();
-                region_inputs.extend(self.body.captures.iter().map(|&i| inputs[i].clone()));
-                let mut wrt: Vec<Tensor> = float_vars.iter().map(|&i| state[i].clone()).collect();
-                wrt.extend(float_caps.iter().map(|&i| inputs[i].clone()));
-                let mut out_grads: Vec<Option<Tensor>> = vec![None; n];
-                for (slot, g) in float_vars.iter().zip(&g_vars) {
-                    out_grads[*slot] = Some(g.clone());
-                }
-                let step = crate::autodiff::region_gradients(&self.body.graph, &region_inputs, &wrt, &out_grads)?;
-                let (new_vars, cap_steps) = step.split_at(float_vars.len());
-                let caps: Vec<Tensor> = g_caps.iter().zip(cap_steps).map(|(a, b)| a.add(b)).collect::<Result<_>>()?;
-                Ok((k, new_vars.to_vec(), caps))
-            },
-            (trips, g_vars, g_caps),
-        )?;
-        let mut out = vec![None; inputs.len()];
-        for (slot, g) in float_vars.into_iter().zip(g_vars) {
-            out[slot] = Some(g);
-        }
-        for (slot, g) in float_caps.into_iter().zip(g_caps) {
-            out[slot] = Some(g);
-        }
-        Ok(out)
+        super::while_grad::LoopGradient::new(self, inputs)?.run(outputs, grads)
     }
-}
-
-/// Bytes of checkpointed loop states a `while` gradient may hold.
-const CHECKPOINT_BYTES: i64 = 64 << 20;
-/// Most checkpoints a `while` gradient keeps.
-const MAX_CHECKPOINTS: i64 = 256;
-
-/// Every `stride`-th state of a loop's forward run, in buffers with a
-/// leading slot dimension (one buffer per loop value).
-struct Checkpoints {
-    buffers: Vec<Tensor>,
-    stride: Tensor,
-}
-
-impl Checkpoints {
-    /// Runs the loop from `init` for `trips` iterations, keeping every
-    /// `ceil(trips / K)`-th state. `None` when a state's shape is not fully
-    /// known or fewer than two slots fit in the budget.
-    fn record(
-        init: &[Tensor],
-        trips: &Tensor,
-        zero: &Tensor,
-        run_body: &dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>,
-    ) -> Result<Option<Checkpoints>> {
-        let Some(slots) = checkpoint_slots(init)? else {
-            return Ok(None);
-        };
-        let stride = trips
-            .add_scalar(slots - 1)?
-            .floordiv_scalar(slots)?
-            .maximum_scalar(1)?;
-        let buffers = init
-            .iter()
-            .map(|t| {
-                let mut dims = vec![slots];
-                dims.extend(t.dims());
-                Tensor::fill(&dims, 0, t.dtype())
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let (_, _, buffers) = crate::control::while_loop(
-            |(c, _, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| c.mul(&stride)?.lt(trips),
-            |(c, state, buffers): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
-                let buffers = buffers
-                    .iter()
-                    .zip(&state)
-                    .map(|(b, x)| {
-                        let mut one = vec![1];
-                        one.extend(x.dims());
-                        b.dynamic_update_slice(&x.reshape(&one)?, &slot_starts(&c, zero, x.rank()))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let steps = stride.minimum(&trips.sub(&c.mul(&stride)?)?)?;
-                let (_, state) = crate::control::while_loop(
-                    |(j, _): &(Tensor, Vec<Tensor>)| j.lt(&steps),
-                    |(j, s): (Tensor, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>)> { Ok((j.add_scalar(1)?, run_body(&s)?)) },
-                    (zero.clone(), state),
-                )?;
-                Ok((c.add_scalar(1)?, state, buffers))
-            },
-            (zero.clone(), init.to_vec(), buffers),
-        )?;
-        Ok(Some(Checkpoints { buffers, stride }))
-    }
-
-    /// The checkpoint at or before iteration `k`: its iteration number and
-    /// the state entering it.
-    fn before(&self, k: &Tensor, zero: &Tensor) -> Result<(Tensor, Vec<Tensor>)> {
-        let slot = k.floordiv(&self.stride)?;
-        let state = self
-            .buffers
-            .iter()
-            .map(|b| {
-                let dims = b.dims()[1..].to_vec();
-                let mut sizes = vec![1];
-                sizes.extend(&dims);
-                b.dynamic_slice(&slot_starts(&slot, zero, dims.len()), &sizes)?
-                    .reshape(&dims)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok((slot.mul(&self.stride)?, state))
-    }
-}
-
-/// `[slot, 0, 0, ...]`: the start of one slot of a checkpoint buffer.
-fn slot_starts(slot: &Tensor, zero: &Tensor, rank: usize) -> Vec<Tensor> {
-    std::iter::once(slot.clone())
-        .chain(std::iter::repeat_n(zero.clone(), rank))
-        .collect()
-}
-
-/// How many checkpoints of `state` fit in the budget (`None`: below two,
-/// or a shape not fully known).
-fn checkpoint_slots(state: &[Tensor]) -> Result<Option<i64>> {
-    let mut bytes = 0i64;
-    for t in state {
-        let Some(n) = t.shape().num_elements() else {
-            return Ok(None);
-        };
-        bytes += n * t.dtype().size_in_bytes()? as i64;
-    }
-    let slots = (CHECKPOINT_BYTES / bytes.max(1)).min(MAX_CHECKPOINTS);
-    Ok((slots >= 2).then_some(slots))
 }
 
 // ------------------------------------------------------------------- call

@@ -5,11 +5,17 @@
 //! Both operands have rank >= 2: the last two dimensions are the matrices,
 //! the leading ones are batch dimensions that broadcast NumPy-style (so a
 //! `(5, 1, 2, 3)` times a `(4, 3, 7)` is a `(5, 4, 2, 7)`). Operands must
-//! share a numeric dtype (TensorFlow does not promote). The lowering
-//! broadcasts both operands to the common batch shape with
-//! `broadcast_in_dim`, then emits one `dot_general` with batching
-//! dimensions; transposes are folded into its contracting dimensions
-//! rather than emitted as separate ops.
+//! share a numeric dtype (TensorFlow does not promote). When one operand is
+//! a plain matrix (rank 2) and the other is batched, as a dense layer on a
+//! `[batch, time, features]` input, the lowering is one `dot_general` with
+//! no batching dimensions: broadcasting the weight to every batch entry
+//! and multiplying batch by batch cost twice as much (measured, #16), and
+//! the weight's gradient is likewise one `dot_general` contracting the
+//! batch and row dimensions instead of a batched product summed over the
+//! batch. Otherwise the lowering broadcasts both operands to the common
+//! batch shape with `broadcast_in_dim` and emits one `dot_general` with
+//! batching dimensions. Transposes are folded into the contracting
+//! dimensions rather than emitted as separate ops.
 //!
 //! `dot_general` takes explicit batch and contracting dimension lists (no
 //! broadcasting) and lowers to one StableHLO `dot_general`; its gradient
@@ -114,6 +120,13 @@ impl OpDef for MatMul {
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
         let out = &outputs[0];
         let nb = out.rank() - 2;
+        let (ra, rb) = (inputs[0].ty.rank(), inputs[1].ty.rank());
+        if nb > 0 && rb == 2 && ra == nb + 2 {
+            return Ok(vec![self.lower_batched_by_matrix(cx, inputs, out)]);
+        }
+        if nb > 0 && ra == 2 && rb == nb + 2 {
+            return Ok(vec![self.lower_matrix_by_batched(cx, inputs, out)]);
+        }
         let a = broadcast_batch(cx, &inputs[0], &out.dims[..nb]);
         let b = broadcast_batch(cx, &inputs[1], &out.dims[..nb]);
         let batch: Vec<i64> = (0..nb as i64).collect();
@@ -167,8 +180,19 @@ impl OpDef for MatMul {
             (true, false) => a.matmul(&g),
             (true, true) => g.matmul_t(a, true, true),
         };
-        let da = needed[0].then(|| unbroadcast(&da()?, a)).transpose()?;
-        let db = needed[1].then(|| unbroadcast(&db()?, b)).transpose()?;
+        let (ra, rb) = (a.rank(), b.rank());
+        let da = needed[0]
+            .then(|| match (ra, rb) {
+                (2, r) if r > 2 => MatrixGrad { nb: r as i64 - 2 }.of_lhs(self, b, &g),
+                _ => unbroadcast(&da()?, a),
+            })
+            .transpose()?;
+        let db = needed[1]
+            .then(|| match (ra, rb) {
+                (r, 2) if r > 2 => MatrixGrad { nb: r as i64 - 2 }.of_rhs(self, a, &g),
+                _ => unbroadcast(&db()?, b),
+            })
+            .transpose()?;
         Ok(vec![da, db])
     }
 }
@@ -180,6 +204,90 @@ fn broadcast_batch(cx: &mut Emitter, x: &Val, batch: &[i64]) -> Val {
     let mut target = batch.to_vec();
     target.extend_from_slice(&x.ty.dims[r - 2..]);
     cx.broadcast_to(x, &target)
+}
+
+impl MatMul {
+    /// `[B..., m, k] @ [k, n]`: one `dot_general` without batching
+    /// dimensions, so XLA sees a single `[B*m, k] x [k, n]` product instead
+    /// of the matrix broadcast to every batch entry. Its free dimensions
+    /// come out as `[B..., m, n]`, already the result's order.
+    fn lower_batched_by_matrix(&self, cx: &mut Emitter, inputs: &[Val], out: &ArraySpec) -> Val {
+        let nb = (out.rank() - 2) as i64;
+        let lhs_contract = if self.transpose_a { nb } else { nb + 1 };
+        let rhs_contract = if self.transpose_b { 1 } else { 0 };
+        cx.dot_general(
+            &inputs[0],
+            &inputs[1],
+            &[],
+            &[],
+            &[lhs_contract],
+            &[rhs_contract],
+            out.clone(),
+        )
+    }
+
+    /// `[m, k] @ [B..., k, n]`: one `dot_general` without batching
+    /// dimensions (result `[m, B..., n]`), then one transpose to
+    /// `[B..., m, n]`.
+    fn lower_matrix_by_batched(&self, cx: &mut Emitter, inputs: &[Val], out: &ArraySpec) -> Val {
+        let nb = out.rank() - 2;
+        let lhs_contract = if self.transpose_a { 0 } else { 1 };
+        let rhs_contract = if self.transpose_b { nb + 1 } else { nb } as i64;
+        let m = out.dims[nb];
+        let mut dot_dims = vec![m];
+        dot_dims.extend_from_slice(&out.dims[..nb]);
+        dot_dims.push(out.dims[nb + 1]);
+        let dot = cx.dot_general(
+            &inputs[0],
+            &inputs[1],
+            &[],
+            &[],
+            &[lhs_contract],
+            &[rhs_contract],
+            ArraySpec::new(out.dtype, &dot_dims),
+        );
+        let mut perm: Vec<i64> = (1..=nb as i64).collect();
+        perm.extend([0, nb as i64 + 1]);
+        cx.transpose(&dot, &perm)
+    }
+}
+
+/// The gradient of the rank-2 operand of a matmul whose other operand is
+/// batched (`[B..., r, c]`): one `dot_general` contracting the batch
+/// dimensions and the matrix dimension the two share with `g`
+/// (`[B..., m, n]`), rather than a batched product reduced over the batch.
+struct MatrixGrad {
+    nb: i64,
+}
+
+impl MatrixGrad {
+    fn batch_and(&self, d: i64) -> Vec<i64> {
+        let mut v: Vec<i64> = (0..self.nb).collect();
+        v.push(d);
+        v
+    }
+
+    /// `dB` for `A` batched, `B` a matrix.
+    fn of_rhs(&self, m: &MatMul, a: &Tensor, g: &Tensor) -> Result<Tensor> {
+        let nb = self.nb;
+        let a_m = if m.transpose_a { nb + 1 } else { nb };
+        if m.transpose_b {
+            g.dot_general(a, &self.batch_and(nb), &self.batch_and(a_m), &[], &[])
+        } else {
+            a.dot_general(g, &self.batch_and(a_m), &self.batch_and(nb), &[], &[])
+        }
+    }
+
+    /// `dA` for `A` a matrix, `B` batched.
+    fn of_lhs(&self, m: &MatMul, b: &Tensor, g: &Tensor) -> Result<Tensor> {
+        let nb = self.nb;
+        let b_n = if m.transpose_b { nb } else { nb + 1 };
+        if m.transpose_a {
+            b.dot_general(g, &self.batch_and(b_n), &self.batch_and(nb + 1), &[], &[])
+        } else {
+            g.dot_general(b, &self.batch_and(nb + 1), &self.batch_and(b_n), &[], &[])
+        }
+    }
 }
 
 impl Tensor {

@@ -29,6 +29,7 @@ pub mod shape;
 pub mod sort;
 pub mod special;
 pub mod stats;
+pub(crate) mod while_grad;
 pub mod window;
 
 use crate::dtype::{ArraySpec, DType};

@@ -1,0 +1,448 @@
+//! The gradient of a `while` loop: a backward loop that walks the forward
+//! iterations in reverse, applying the body's vector-Jacobian product (the
+//! body region replayed under a tape) at the state that entered each one.
+//!
+//! Layer: ops (imports `ops::control::While`, `autodiff::region_gradients`,
+//! `control::{while_loop, cond}`, `tensor`).
+//!
+//! The states are the expensive part: the forward `while` keeps only its
+//! last one and XLA needs static buffer sizes. Three plans, cheapest first:
+//!
+//! 1. **Stored, static count** (a `for_range` over host-known bounds, the
+//!    loop's `trip_count`, and every state fits the memory budget): one
+//!    loop records the `T` states into `[T, ...]` buffers and the backward
+//!    loop reads state `k` from them. No counting, no recomputation, as
+//!    `jax.lax.scan` stores its residuals.
+//! 2. **Stored, dynamic count** (the count is known only on the device):
+//!    one loop runs the body to the end, counting trips and recording the
+//!    first `K` states (`K` slots fit the budget; later states go to one
+//!    spare slot). If the count is at most `K` the backward loop reads them
+//!    as in plan 1; otherwise a `cond` takes plan 3.
+//! 3. **Checkpointed**: every `ceil(T / K)`-th state is kept, and each
+//!    backward step recomputes its state from the checkpoint before it:
+//!    about `T * ceil(T / K) / 2` body runs instead of `T^2 / 2`, within
+//!    the budget however long the loop runs. States whose shape is not
+//!    fully known at trace time are recomputed from the initial values.
+
+use super::control::While;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ir::TensorType;
+use crate::tensor::Tensor;
+
+/// Bytes of recorded loop states a `while` gradient may hold.
+const STATE_BYTES: i64 = 64 << 20;
+/// Most states a `while` gradient keeps.
+const MAX_STATES: i64 = 256;
+/// Most slots of a forward loop's state record: the states plus a spare.
+pub(crate) const MAX_RECORD_SLOTS: i64 = MAX_STATES + 1;
+
+/// The slots of the state record a forward loop over values of `types`
+/// should keep (see `While::record`), or `None` when the states do not fit
+/// (or their shapes are not fully known, or a static count exceeds the
+/// budget): then the gradient reruns the loop.
+pub(crate) fn record_slots(types: &[TensorType], trip_count: Option<i64>) -> Option<i64> {
+    let shapes: Option<Vec<(Vec<i64>, DType)>> = types
+        .iter()
+        .map(|t| Some((t.shape.as_known()?, t.dtype)))
+        .collect();
+    let slots = budget_slots(&shapes?).ok()??;
+    match trip_count {
+        Some(t) if t <= slots => Some(t.max(1)),
+        Some(_) => None,
+        None => Some(slots + 1),
+    }
+}
+
+/// One `while` op's gradient computation: which loop values and captured
+/// values are differentiable, and how to rerun the body and condition.
+pub(super) struct LoopGradient<'a> {
+    op: &'a While,
+    inputs: &'a [Tensor],
+    /// Loop values with a float dtype (the others get no gradient).
+    float_vars: Vec<usize>,
+    /// Node inputs captured by the body with a float dtype, each once.
+    float_caps: Vec<usize>,
+    zero: Tensor,
+}
+
+/// Gradients being carried backward: of the float loop values, and the
+/// sums so far for the float captured values.
+type Carried = (Vec<Tensor>, Vec<Tensor>);
+
+impl<'a> LoopGradient<'a> {
+    pub(super) fn new(op: &'a While, inputs: &'a [Tensor]) -> Result<LoopGradient<'a>> {
+        let n = op.loop_types.len();
+        let float_vars = (0..n).filter(|&i| inputs[i].dtype().is_float()).collect();
+        let mut float_caps: Vec<usize> = Vec::new();
+        for &i in &op.body.captures {
+            if inputs[i].dtype().is_float()
+                && !float_caps
+                    .iter()
+                    .any(|&j| inputs[j].key() == inputs[i].key())
+            {
+                float_caps.push(i);
+            }
+        }
+        Ok(LoopGradient {
+            op,
+            inputs,
+            float_vars,
+            float_caps,
+            zero: Tensor::fill(&[], 0, DType::I32)?,
+        })
+    }
+
+    /// The gradients of every node input (loop values, then captures).
+    pub(super) fn run(
+        &self,
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let init = self.init();
+        let g_vars: Vec<Tensor> = self
+            .float_vars
+            .iter()
+            .map(|&i| grads[i].clone().map_or_else(|| outputs[i].zeros_like(), Ok))
+            .collect::<Result<_>>()?;
+        let g_caps: Vec<Tensor> = self
+            .float_caps
+            .iter()
+            .map(|&i| self.inputs[i].zeros_like())
+            .collect::<Result<_>>()?;
+        let carried = (g_vars, g_caps);
+        let n = self.op.loop_types.len();
+        let recorded = self.op.record.map(|slots| {
+            let stored = Stored {
+                trips: outputs[n].clone(),
+                buffers: outputs[n + 1..=2 * n].to_vec(),
+            };
+            (slots, stored)
+        });
+        let (g_vars, g_caps) = match (recorded, state_slots(&init)?, self.op.trip_count) {
+            (Some((slots, stored)), _, Some(trips)) if slots == trips.max(1) => {
+                let trips = Tensor::fill(&[], trips, DType::I32)?;
+                self.backward(&trips, carried, &|k| {
+                    read_slot(&stored.buffers, k, &self.zero)
+                })?
+            }
+            (Some((slots, stored)), _, _) => {
+                self.stored_or_checkpointed(&init, stored, slots - 1, carried)?
+            }
+            (None, Some(slots), Some(trips)) if trips <= slots => {
+                let stored = self.record_states(&init, trips.max(1))?;
+                let trips = Tensor::fill(&[], trips, DType::I32)?;
+                self.backward(&trips, carried, &|k| {
+                    read_slot(&stored.buffers, k, &self.zero)
+                })?
+            }
+            (None, Some(slots), Some(trips)) => {
+                let trips = Tensor::fill(&[], trips, DType::I32)?;
+                self.checkpointed(&init, &trips, slots, carried)?
+            }
+            (None, Some(slots), None) => {
+                let stored = self.record_states(&init, slots + 1)?;
+                self.stored_or_checkpointed(&init, stored, slots, carried)?
+            }
+            (None, None, _) => {
+                let trips = self.count_trips(&init)?;
+                self.backward(&trips, carried, &|k| {
+                    self.run_from(&self.zero, init.clone(), k)
+                })?
+            }
+        };
+        let mut out = vec![None; self.inputs.len()];
+        for (&slot, g) in self.float_vars.iter().zip(g_vars) {
+            out[slot] = Some(g);
+        }
+        for (&slot, g) in self.float_caps.iter().zip(g_caps) {
+            out[slot] = Some(g);
+        }
+        Ok(out)
+    }
+
+    /// Plan 2: the states `stored` recorded, of which the first `capacity`
+    /// are exact; plan 3 on the device when the loop ran more often.
+    fn stored_or_checkpointed(
+        &self,
+        init: &[Tensor],
+        stored: Stored,
+        capacity: i64,
+        carried: Carried,
+    ) -> Result<Carried> {
+        let trips = stored.trips.clone();
+        let fits = trips.le(&Tensor::fill(&[], capacity, DType::I32)?)?;
+        crate::control::cond(
+            &fits,
+            || -> Result<Carried> {
+                self.backward(&trips, carried.clone(), &|k| {
+                    read_slot(&stored.buffers, k, &self.zero)
+                })
+            },
+            || self.checkpointed(init, &trips, capacity.max(2), carried.clone()),
+        )
+    }
+
+    /// Plan 3 with `slots` checkpoints.
+    fn checkpointed(
+        &self,
+        init: &[Tensor],
+        trips: &Tensor,
+        slots: i64,
+        carried: Carried,
+    ) -> Result<Carried> {
+        let checkpoints = Checkpoints::record(self, init, trips, slots)?;
+        self.backward(trips, carried, &|k| {
+            let (from, start) = checkpoints.before(k, &self.zero)?;
+            self.run_from(&from, start, k)
+        })
+    }
+
+    fn init(&self) -> Vec<Tensor> {
+        self.inputs[..self.op.loop_types.len()].to_vec()
+    }
+
+    fn run_body(&self, state: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut args: Vec<&Tensor> = state.iter().collect();
+        args.extend(self.op.body.captures.iter().map(|&i| &self.inputs[i]));
+        crate::tensor::recompute(&self.op.body.graph, &args)
+    }
+
+    fn run_cond(&self, state: &[Tensor]) -> Result<Tensor> {
+        let mut args: Vec<&Tensor> = state.iter().collect();
+        args.extend(self.op.cond.captures.iter().map(|&i| &self.inputs[i]));
+        Ok(crate::tensor::recompute(&self.op.cond.graph, &args)?.remove(0))
+    }
+
+    /// How many times the loop runs from `init` (plan 3 without stored
+    /// states).
+    fn count_trips(&self, init: &[Tensor]) -> Result<Tensor> {
+        let (trips, _) = crate::control::while_loop(
+            |(_, s): &(Tensor, Vec<Tensor>)| self.run_cond(s),
+            |(i, s): (Tensor, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>)> {
+                Ok((i.add_scalar(1)?, self.run_body(&s)?))
+            },
+            (self.zero.clone(), init.to_vec()),
+        )?;
+        Ok(trips)
+    }
+
+    /// The state entering iteration `k`, by running the body from the
+    /// state entering iteration `from`.
+    fn run_from(&self, from: &Tensor, start: Vec<Tensor>, k: &Tensor) -> Result<Vec<Tensor>> {
+        let (_, state) = crate::control::while_loop(
+            |(j, _): &(Tensor, Vec<Tensor>)| j.lt(k),
+            |(j, s): (Tensor, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>)> {
+                Ok((j.add_scalar(1)?, self.run_body(&s)?))
+            },
+            (from.clone(), start),
+        )?;
+        Ok(state)
+    }
+
+    /// Runs the loop to its end, counting trips and writing the state that
+    /// enters iteration `j` into slot `min(j, slots - 1)` of `[slots, ...]`
+    /// buffers: with a static count `slots` is the count (at least one, so
+    /// that the buffers are valid when the loop never runs); otherwise the
+    /// last slot is a spare that takes every state past the others, so no
+    /// write needs a branch.
+    fn record_states(&self, init: &[Tensor], slots: i64) -> Result<Stored> {
+        let buffers = new_buffers(init, slots)?;
+        let last = Tensor::fill(&[], slots - 1, DType::I32)?;
+        let (trips, _, buffers) = crate::control::while_loop(
+            |(_, s, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| self.run_cond(s),
+            |(j, s, b): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
+                let b = write_slot(&b, &s, &j.minimum(&last)?, &self.zero)?;
+                Ok((j.add_scalar(1)?, self.run_body(&s)?, b))
+            },
+            (self.zero.clone(), init.to_vec(), buffers),
+        )?;
+        Ok(Stored { trips, buffers })
+    }
+
+    /// The backward loop over `trips` iterations, last first; `state_at(k)`
+    /// gives the state that entered iteration `k`.
+    fn backward(
+        &self,
+        trips: &Tensor,
+        carried: Carried,
+        state_at: &dyn Fn(&Tensor) -> Result<Vec<Tensor>>,
+    ) -> Result<Carried> {
+        let (_, g_vars, g_caps) = crate::control::while_loop(
+            |(k, _, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| k.gt_scalar(0),
+            |(k, g_vars, g_caps): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
+                let k = k.sub_scalar(1)?;
+                let state = state_at(&k)?;
+                let (g_vars, g_caps) = self.step_back(state, &g_vars, &g_caps)?;
+                Ok((k, g_vars, g_caps))
+            },
+            (trips.clone(), carried.0, carried.1),
+        )?;
+        Ok((g_vars, g_caps))
+    }
+
+    /// One iteration's vector-Jacobian product at `state`.
+    fn step_back(
+        &self,
+        state: Vec<Tensor>,
+        g_vars: &[Tensor],
+        g_caps: &[Tensor],
+    ) -> Result<Carried> {
+        let n = self.op.loop_types.len();
+        let mut wrt: Vec<Tensor> = self.float_vars.iter().map(|&i| state[i].clone()).collect();
+        wrt.extend(self.float_caps.iter().map(|&i| self.inputs[i].clone()));
+        let mut region_inputs = state;
+        region_inputs.extend(
+            self.op
+                .body
+                .captures
+                .iter()
+                .map(|&i| self.inputs[i].clone()),
+        );
+        let mut out_grads: Vec<Option<Tensor>> = vec![None; n];
+        for (&slot, g) in self.float_vars.iter().zip(g_vars) {
+            out_grads[slot] = Some(g.clone());
+        }
+        let step = crate::autodiff::region_gradients(
+            &self.op.body.graph,
+            &region_inputs,
+            &wrt,
+            &out_grads,
+        )?;
+        let (new_vars, cap_steps) = step.split_at(self.float_vars.len());
+        let caps = g_caps
+            .iter()
+            .zip(cap_steps)
+            .map(|(a, b)| a.add(b))
+            .collect::<Result<_>>()?;
+        Ok((new_vars.to_vec(), caps))
+    }
+}
+
+/// States recorded by a forward run, and its trip count.
+struct Stored {
+    trips: Tensor,
+    buffers: Vec<Tensor>,
+}
+
+/// Every `stride`-th state of a loop's forward run (plan 3), in buffers
+/// with a leading slot dimension (one buffer per loop value).
+struct Checkpoints {
+    buffers: Vec<Tensor>,
+    stride: Tensor,
+}
+
+impl Checkpoints {
+    /// Runs the loop from `init` for `trips` iterations, keeping every
+    /// `ceil(trips / slots)`-th state.
+    fn record(
+        grad: &LoopGradient<'_>,
+        init: &[Tensor],
+        trips: &Tensor,
+        slots: i64,
+    ) -> Result<Checkpoints> {
+        let zero = &grad.zero;
+        let stride = trips
+            .add_scalar(slots - 1)?
+            .floordiv_scalar(slots)?
+            .maximum_scalar(1)?;
+        let buffers = new_buffers(init, slots)?;
+        let (_, _, buffers) = crate::control::while_loop(
+            |(c, _, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| c.mul(&stride)?.lt(trips),
+            |(c, state, buffers): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
+                let buffers = write_slot(&buffers, &state, &c, zero)?;
+                let from = c.mul(&stride)?;
+                let to = from.add(&stride)?.minimum(trips)?;
+                let state = grad.run_from(&from, state, &to)?;
+                Ok((c.add_scalar(1)?, state, buffers))
+            },
+            (zero.clone(), init.to_vec(), buffers),
+        )?;
+        Ok(Checkpoints { buffers, stride })
+    }
+
+    /// The checkpoint at or before iteration `k`: its iteration number and
+    /// the state entering it.
+    fn before(&self, k: &Tensor, zero: &Tensor) -> Result<(Tensor, Vec<Tensor>)> {
+        let slot = k.floordiv(&self.stride)?;
+        Ok((
+            slot.mul(&self.stride)?,
+            read_slot(&self.buffers, &slot, zero)?,
+        ))
+    }
+}
+
+/// Zero buffers of `[slots, ...]` for each loop value of `state`.
+fn new_buffers(state: &[Tensor], slots: i64) -> Result<Vec<Tensor>> {
+    state
+        .iter()
+        .map(|t| {
+            let mut dims = vec![slots];
+            dims.extend(t.dims());
+            Tensor::fill(&dims, 0, t.dtype())
+        })
+        .collect()
+}
+
+/// `buffers` with `state` written into slot `slot`.
+fn write_slot(
+    buffers: &[Tensor],
+    state: &[Tensor],
+    slot: &Tensor,
+    zero: &Tensor,
+) -> Result<Vec<Tensor>> {
+    buffers
+        .iter()
+        .zip(state)
+        .map(|(b, x)| {
+            let mut one = vec![1];
+            one.extend(x.dims());
+            b.dynamic_update_slice(&x.reshape(&one)?, &slot_starts(slot, zero, x.rank()))
+        })
+        .collect()
+}
+
+/// The state held in slot `slot` of `buffers`.
+fn read_slot(buffers: &[Tensor], slot: &Tensor, zero: &Tensor) -> Result<Vec<Tensor>> {
+    buffers
+        .iter()
+        .map(|b| {
+            let dims = b.dims()[1..].to_vec();
+            let mut sizes = vec![1];
+            sizes.extend(&dims);
+            b.dynamic_slice(&slot_starts(slot, zero, dims.len()), &sizes)?
+                .reshape(&dims)
+        })
+        .collect()
+}
+
+/// `[slot, 0, 0, ...]`: the start of one slot of a state buffer.
+fn slot_starts(slot: &Tensor, zero: &Tensor, rank: usize) -> Vec<Tensor> {
+    std::iter::once(slot.clone())
+        .chain(std::iter::repeat_n(zero.clone(), rank))
+        .collect()
+}
+
+/// How many states of the loop fit in the budget (`None`: below two, or a
+/// shape not fully known).
+fn state_slots(state: &[Tensor]) -> Result<Option<i64>> {
+    let shapes: Option<Vec<(Vec<i64>, DType)>> = state
+        .iter()
+        .map(|t| Some((t.shape().as_known()?, t.dtype())))
+        .collect();
+    match shapes {
+        Some(shapes) => budget_slots(&shapes),
+        None => Ok(None),
+    }
+}
+
+/// How many states of these shapes fit in the budget (`None`: below two).
+fn budget_slots(shapes: &[(Vec<i64>, DType)]) -> Result<Option<i64>> {
+    let mut bytes = 0i64;
+    for (dims, dtype) in shapes {
+        let n: i64 = dims.iter().product();
+        bytes = bytes.saturating_add(n.saturating_mul(dtype.size_in_bytes()? as i64));
+    }
+    let slots = (STATE_BYTES / bytes.max(1)).min(MAX_STATES);
+    Ok((slots >= 2).then_some(slots))
+}
