@@ -161,3 +161,80 @@ fn a_loop_outside_any_tape_records_nothing() {
         .unwrap();
     assert!(!text.contains("dynamic_update_slice"), "{text}");
 }
+
+/// A loop that collects its states in a `TensorArray` (as an RNN collects
+/// its outputs): the gradient matches finite differences, and the forward
+/// record leaves the array out (no `[T, T, ...]` buffer of whole arrays).
+#[test]
+fn an_output_array_is_not_recorded() {
+    const T: usize = 6;
+    let fwd = |h0: &[f64], w: f64| -> f64 {
+        let mut h = h0.to_vec();
+        let mut total = 0.0;
+        for t in 0..T {
+            h = h.iter().map(|&v| (v * w + 0.1).tanh()).collect();
+            total += h
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v * (t + i + 1) as f64)
+                .sum::<f64>();
+        }
+        total
+    };
+    let f = function(|h0: Tensor, w: Tensor| -> Result<(Tensor, Tensor)> {
+        let tape = GradientTape::new();
+        tape.watch(&h0);
+        tape.watch(&w);
+        let ta = TensorArray::new(DType::F64, T as i64).with_element_shape(&[2])?;
+        let (_, ta) = for_range(
+            0,
+            T as i64,
+            1,
+            (h0.clone(), ta),
+            |t, (h, ta): (Tensor, TensorArray)| {
+                let h = h.mul(&w)?.add_scalar(0.1)?.tanh()?;
+                let ta = ta.write(&t, &h)?;
+                Ok::<_, Error>((h, ta))
+            },
+        )?;
+        let weights: Vec<f64> = (0..T)
+            .flat_map(|t| (0..2).map(move |i| (t + i + 1) as f64))
+            .collect();
+        let weights = Tensor::from_vec(weights, &[T as i64, 2])?;
+        let loss = ta.stack()?.mul(&weights)?.reduce_sum(&[], false)?;
+        let g = tape.gradient(&loss, &[(&h0).into(), (&w).into()])?;
+        Ok((g[0].clone().unwrap(), g[1].clone().unwrap()))
+    });
+    let (h0, w) = (vec![0.2f64, -0.5], 0.9f64);
+    let (dh, dw) = f
+        .call((Tensor::vector(&h0).unwrap(), Tensor::scalar(w)))
+        .unwrap();
+    for (i, g) in dh.to_vec::<f64>().unwrap().into_iter().enumerate() {
+        let want = numeric(&|e| {
+            let mut h = h0.clone();
+            h[i] += e;
+            fwd(&h, w)
+        });
+        close(g, want, &format!("array dh[{i}]"));
+    }
+    close(
+        dw.item::<f64>().unwrap(),
+        numeric(&|e| fwd(&h0, w + e)),
+        "array dw",
+    );
+    let text = f.concrete_functions()[0]
+        .stablehlo(&[
+            ArraySpec::new(DType::F64, &[2]),
+            ArraySpec::new(DType::F64, &[]),
+        ])
+        .unwrap();
+    // The forward loop carries its counter, h, the array, and the record:
+    // a trip count and buffers for the counter and h only.
+    let forward = text
+        .lines()
+        .find(|l| l.contains("stablehlo.while"))
+        .unwrap();
+    assert!(forward.contains(":6 = "), "{forward}");
+    assert!(!text.contains("tensor<6x6x2xf64>"), "{text}");
+    assert_eq!(text.matches("stablehlo.while").count(), 2, "{text}");
+}

@@ -310,13 +310,14 @@ where
         .chain(&cond_inputs)
         .chain(&body_inputs)
         .collect();
-    let op = While {
+    let mut op = While {
         cond: cond_region,
         body: body_region,
-        record: recording_slots(&inputs, &loop_types, trip_count),
+        record: None,
         loop_types,
         trip_count,
     };
+    op.record = recording_slots(&inputs, &op);
     let mut outs = apply(op, &inputs)?.into_iter();
     let state = S::rebuild(&init, &mut outs);
     assign_all(&carried, outs)?;
@@ -458,15 +459,18 @@ where
 
 /// Under a recording gradient tape, a loop with float inputs records its
 /// states for the gradient (see `While::record`).
-fn recording_slots(
-    inputs: &[&Tensor],
-    loop_types: &[TensorType],
-    trip_count: Option<i64>,
-) -> Option<i64> {
+fn recording_slots(inputs: &[&Tensor], op: &While) -> Option<i64> {
     if !crate::autodiff::recording() || !inputs.iter().any(|t| t.dtype().is_float()) {
         return None;
     }
-    crate::ops::while_grad::record_slots(loop_types, trip_count)
+    let recorded: Vec<TensorType> = op
+        .loop_types
+        .iter()
+        .zip(op.recorded_values())
+        .filter(|(_, r)| *r)
+        .map(|(t, _)| t.clone())
+        .collect();
+    crate::ops::while_grad::record_slots(&recorded, op.trip_count)
 }
 
 /// The number of iterations of an integer `for_range` whose bounds and

@@ -275,8 +275,18 @@ impl Hash for While {
 }
 
 impl While {
+    /// Which loop values a state record keeps (see
+    /// [`super::while_grad::recorded_values`]).
+    pub(crate) fn recorded_values(&self) -> Vec<bool> {
+        super::while_grad::recorded_values(
+            &self.body.graph,
+            &self.cond.graph,
+            self.loop_types.len(),
+        )
+    }
+
     /// The types of the recording outputs (see [`While::record`]): the
-    /// trip count, then a `[slots, ...]` buffer per loop value.
+    /// trip count, then a `[slots, ...]` buffer per recorded loop value.
     fn record_types(&self, loop_values: &[TensorType], slots: i64) -> Result<Vec<TensorType>> {
         if !(1..=super::while_grad::MAX_RECORD_SLOTS).contains(&slots) {
             return Err(Error::invalid(
@@ -285,7 +295,12 @@ impl While {
             ));
         }
         let mut types = vec![TensorType::new(DType::I32, crate::ir::Shape::scalar())];
-        for t in loop_values {
+        let recorded = self.recorded_values();
+        for t in loop_values
+            .iter()
+            .zip(&recorded)
+            .filter_map(|(t, &r)| r.then_some(t))
+        {
             let Some(dims) = t.shape.as_known() else {
                 return Err(Error::invalid(
                     "while",
@@ -319,7 +334,12 @@ impl While {
         let zero = cx.constant(Scalar::I64(0), counter.clone());
         let one = cx.constant(Scalar::I64(1), counter);
         next.push(cx.binary("add", j, &one));
-        for (state, buffer) in args[..n].iter().zip(&args[n + 1..]) {
+        let recorded = self.recorded_values();
+        let states = args[..n]
+            .iter()
+            .zip(recorded)
+            .filter_map(|(a, r)| r.then_some(a));
+        for (state, buffer) in states.zip(&args[n + 1..]) {
             let mut one_slot = vec![1];
             one_slot.extend(&state.ty.dims);
             let update = cx.reshape(state, &one_slot);

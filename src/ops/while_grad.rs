@@ -27,7 +27,8 @@
 use super::control::While;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ir::TensorType;
+use crate::ir::{Graph, TensorType, ValueId};
+use crate::ops::Op;
 use crate::tensor::Tensor;
 
 /// Bytes of recorded loop states a `while` gradient may hold.
@@ -36,6 +37,54 @@ const STATE_BYTES: i64 = 64 << 20;
 const MAX_STATES: i64 = 256;
 /// Most slots of a forward loop's state record: the states plus a spare.
 pub(crate) const MAX_RECORD_SLOTS: i64 = MAX_STATES + 1;
+
+/// Which loop values a state record keeps. A loop value the body only
+/// writes into (a `TensorArray` collecting outputs: used only as the
+/// target of `dynamic_update_slice`s whose results become that same loop
+/// value, and not read by the condition) is left out: no gradient needs
+/// its earlier values, and recording it would copy the whole array every
+/// iteration. The backward replay gets its final value in its place.
+pub(crate) fn recorded_values(body: &Graph, cond: &Graph, n: usize) -> Vec<bool> {
+    let mut uses: Vec<Vec<(usize, usize)>> = vec![Vec::new(); body.num_values()];
+    for (i, node) in body.nodes().iter().enumerate() {
+        for (pos, v) in node.inputs.iter().enumerate() {
+            uses[v.0 as usize].push((i, pos));
+        }
+    }
+    let cond_uses: Vec<bool> = {
+        let mut used = vec![false; cond.num_values()];
+        for node in cond.nodes() {
+            node.inputs.iter().for_each(|v| used[v.0 as usize] = true);
+        }
+        cond.results()
+            .iter()
+            .for_each(|v| used[v.0 as usize] = true);
+        used
+    };
+    (0..n)
+        .map(|i| {
+            let read_by_cond = cond.params().get(i).is_none_or(|p| cond_uses[p.0 as usize]);
+            read_by_cond || !only_written_into(body, &uses, body.params()[i], i)
+        })
+        .collect()
+}
+
+/// Is `v` used only as the target of `dynamic_update_slice`s whose results
+/// are, in turn, only so used or returned as loop value `slot`?
+fn only_written_into(body: &Graph, uses: &[Vec<(usize, usize)>], v: ValueId, slot: usize) -> bool {
+    let returned: Vec<usize> = (0..body.results().len())
+        .filter(|&r| body.results()[r] == v)
+        .collect();
+    if returned.iter().any(|&r| r != slot) {
+        return false;
+    }
+    uses[v.0 as usize].iter().all(|&(node, pos)| {
+        let node = &body.nodes()[node];
+        pos == 0
+            && matches!(node.op, Op::DynamicUpdateSlice(_))
+            && only_written_into(body, uses, node.outputs[0], slot)
+    })
+}
 
 /// The slots of the state record a forward loop over values of `types`
 /// should keep (see `While::record`), or `None` when the states do not fit
@@ -112,36 +161,37 @@ impl<'a> LoopGradient<'a> {
             .collect::<Result<_>>()?;
         let carried = (g_vars, g_caps);
         let n = self.op.loop_types.len();
+        let kept = self.op.recorded_values();
+        let finals = &outputs[..n];
         let recorded = self.op.record.map(|slots| {
+            let count = kept.iter().filter(|&&r| r).count();
             let stored = Stored {
                 trips: outputs[n].clone(),
-                buffers: outputs[n + 1..=2 * n].to_vec(),
+                buffers: outputs[n + 1..=n + count].to_vec(),
+                kept: kept.clone(),
+                finals: finals.to_vec(),
             };
             (slots, stored)
         });
         let (g_vars, g_caps) = match (recorded, state_slots(&init)?, self.op.trip_count) {
             (Some((slots, stored)), _, Some(trips)) if slots == trips.max(1) => {
                 let trips = Tensor::fill(&[], trips, DType::I32)?;
-                self.backward(&trips, carried, &|k| {
-                    read_slot(&stored.buffers, k, &self.zero)
-                })?
+                self.backward(&trips, carried, &|k| stored.state(k, &self.zero))?
             }
             (Some((slots, stored)), _, _) => {
                 self.stored_or_checkpointed(&init, stored, slots - 1, carried)?
             }
             (None, Some(slots), Some(trips)) if trips <= slots => {
-                let stored = self.record_states(&init, trips.max(1))?;
+                let stored = self.record_states(&init, finals, &kept, trips.max(1))?;
                 let trips = Tensor::fill(&[], trips, DType::I32)?;
-                self.backward(&trips, carried, &|k| {
-                    read_slot(&stored.buffers, k, &self.zero)
-                })?
+                self.backward(&trips, carried, &|k| stored.state(k, &self.zero))?
             }
             (None, Some(slots), Some(trips)) => {
                 let trips = Tensor::fill(&[], trips, DType::I32)?;
                 self.checkpointed(&init, &trips, slots, carried)?
             }
             (None, Some(slots), None) => {
-                let stored = self.record_states(&init, slots + 1)?;
+                let stored = self.record_states(&init, finals, &kept, slots + 1)?;
                 self.stored_or_checkpointed(&init, stored, slots, carried)?
             }
             (None, None, _) => {
@@ -175,9 +225,7 @@ impl<'a> LoopGradient<'a> {
         crate::control::cond(
             &fits,
             || -> Result<Carried> {
-                self.backward(&trips, carried.clone(), &|k| {
-                    read_slot(&stored.buffers, k, &self.zero)
-                })
+                self.backward(&trips, carried.clone(), &|k| stored.state(k, &self.zero))
             },
             || self.checkpointed(init, &trips, capacity.max(2), carried.clone()),
         )
@@ -246,18 +294,31 @@ impl<'a> LoopGradient<'a> {
     /// that the buffers are valid when the loop never runs); otherwise the
     /// last slot is a spare that takes every state past the others, so no
     /// write needs a branch.
-    fn record_states(&self, init: &[Tensor], slots: i64) -> Result<Stored> {
-        let buffers = new_buffers(init, slots)?;
+    /// Only the `kept` loop values are recorded; `finals` (the loop's
+    /// results) stand in for the others.
+    fn record_states(
+        &self,
+        init: &[Tensor],
+        finals: &[Tensor],
+        kept: &[bool],
+        slots: i64,
+    ) -> Result<Stored> {
+        let buffers = new_buffers(&only_kept(init, kept), slots)?;
         let last = Tensor::fill(&[], slots - 1, DType::I32)?;
         let (trips, _, buffers) = crate::control::while_loop(
             |(_, s, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| self.run_cond(s),
             |(j, s, b): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
-                let b = write_slot(&b, &s, &j.minimum(&last)?, &self.zero)?;
+                let b = write_slot(&b, &only_kept(&s, kept), &j.minimum(&last)?, &self.zero)?;
                 Ok((j.add_scalar(1)?, self.run_body(&s)?, b))
             },
             (self.zero.clone(), init.to_vec(), buffers),
         )?;
-        Ok(Stored { trips, buffers })
+        Ok(Stored {
+            trips,
+            buffers,
+            kept: kept.to_vec(),
+            finals: finals.to_vec(),
+        })
     }
 
     /// The backward loop over `trips` iterations, last first; `state_at(k)`
@@ -322,7 +383,36 @@ impl<'a> LoopGradient<'a> {
 /// States recorded by a forward run, and its trip count.
 struct Stored {
     trips: Tensor,
+    /// One buffer per kept loop value.
     buffers: Vec<Tensor>,
+    kept: Vec<bool>,
+    /// The loop's results, standing in for the values not kept.
+    finals: Vec<Tensor>,
+}
+
+impl Stored {
+    /// The state that entered iteration `k`.
+    fn state(&self, k: &Tensor, zero: &Tensor) -> Result<Vec<Tensor>> {
+        let mut read = read_slot(&self.buffers, k, zero)?.into_iter();
+        self.kept
+            .iter()
+            .zip(&self.finals)
+            .map(|(&kept, last)| match kept {
+                true => Ok(read.next().expect("one buffer per kept value")),
+                false => Ok(last.clone()),
+            })
+            .collect()
+    }
+}
+
+/// The values of `state` that `kept` marks.
+fn only_kept(state: &[Tensor], kept: &[bool]) -> Vec<Tensor> {
+    state
+        .iter()
+        .zip(kept)
+        .filter(|(_, k)| **k)
+        .map(|(t, _)| t.clone())
+        .collect()
 }
 
 /// Every `stride`-th state of a loop's forward run (plan 3), in buffers
