@@ -160,6 +160,9 @@ fn a_loop_outside_any_tape_records_nothing() {
         .stablehlo(&[ArraySpec::new(DType::F64, &[])])
         .unwrap();
     assert!(!text.contains("dynamic_update_slice"), "{text}");
+    // The constant step is checked at trace time: no host callback (whose
+    // presence would also stop in-place variable updates).
+    assert!(!text.contains("custom_call"), "{text}");
 }
 
 /// A loop that collects its states in a `TensorArray` (as an RNN collects

@@ -433,9 +433,10 @@ where
     let dtype = limit.dtype();
     let (start, delta) = (start.into_arg()?, delta.into_arg()?);
     let trips = static_trip_count(&start, &limit, &delta);
+    // Checked before the cast: a cast of a constant is no longer one.
+    let moving = check_step(&delta)?;
     let start = start.cast(dtype)?;
     let delta = delta.cast(dtype)?;
-    let moving = check_step(&delta)?;
     let ascending = delta.gt_scalar(0)?;
     let (_, state) = counted_while_loop(
         |(i, _): &(Tensor, S)| -> Result<Tensor> {
@@ -513,9 +514,9 @@ fn static_trip_count(start: &Tensor, limit: &Tensor, delta: &Tensor) -> Option<i
 }
 
 /// A zero step never reaches `limit` (or never leaves `start`): an error,
-/// as `tf.range` gives. A step known now (a host number or an eager
-/// tensor) is checked at once. A step only known when the program runs is
-/// checked then by a host callback where the plugin has them; in any case
+/// as `tf.range` gives. A step known now (a host number, an eager tensor
+/// or a constant in the trace) is checked at once. A step only known when
+/// the program runs is checked then by a host callback where the plugin has them; in any case
 /// the returned condition (`step != 0`) joins the loop's, so a zero step
 /// runs the body zero times rather than forever.
 fn check_step(delta: &Tensor) -> Result<Option<Tensor>> {
@@ -527,6 +528,14 @@ fn check_step(delta: &Tensor) -> Result<Option<Tensor>> {
     };
     if !delta.is_symbolic() {
         if delta.to_f64_vec()?.contains(&0.0) {
+            return Err(zero_step());
+        }
+        return Ok(None);
+    }
+    // A constant step inside a trace (`for_range(0, n, 1, ..)`) is known
+    // now too: no run-time check, so no host callback in the program.
+    if let Some(step) = trace::static_scalar(delta) {
+        if step.as_f64() == 0.0 {
             return Err(zero_step());
         }
         return Ok(None);
