@@ -11,10 +11,27 @@
 //! warm-up, with every call's result awaited; figures compared with each
 //! other (W1, W2) are timed side by side, their blocks taking turns. W5 (first call) runs in
 //! fresh processes: this binary re-invokes itself with `--w5-child w2`.
-//! Every workload W1-W8 is measured.
+//! Every workload W1-W12 is measured.
+//!
+//! W9-W12 are the real models of `common/real_models.rs` (a transformer
+//! block, a CNN, an LSTM, the guide's conv layer), from the same
+//! numpy-drawn parameters as the peers; the report prints their first
+//! losses beside the peers'.
+//!
+//! Flags:
+//! - `--only W9,W11,...`: run only the named workloads. W9-W12 are picked
+//!   one by one; W1-W8 run as one group when any of them is named.
+//! - `--hlo DIR`: also write the StableHLO of the W9, W10 and W11 training
+//!   steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
+//!   program as lowered, before the in-place aliasing of the variables is
+//!   added for the compile).
 
 #[path = "common/peers.rs"]
 mod peers;
+#[path = "common/real_models.rs"]
+mod real_models;
+#[path = "common/real_report.rs"]
+mod real_report;
 #[path = "common/w3.rs"]
 mod w3;
 
@@ -427,28 +444,9 @@ impl Check {
     }
 }
 
-fn main() -> xlafn::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == W5_CHILD_FLAG) {
-        let workload = args.get(i + 1).map_or("w2", String::as_str);
-        return w5_child(workload);
-    }
-    let value_of = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let json_path = value_of("--json");
-    let peer = match value_of("--peers") {
-        Some(path) => peers::Peers::from_file(&path)?,
-        None => peers::Peers::reference(),
-    };
-
-    // Everything in this process compiles cold; only W5's cached figure
-    // uses the on-disk compile cache (in its child processes).
-    xlafn::runtime::set_disk_cache_enabled(false);
-    let started = Instant::now();
+/// W1-W8: measures them, prints their figures, and adds their targets to
+/// `checks`; returns their JSON entries.
+fn basic_workloads(peer: &peers::Peers, checks: &mut Vec<Check>) -> xlafn::Result<String> {
     let w1 = w1()?;
     let (w2_eager, w2_unfused, w2_function) = w2()?;
     let w3_function = w3()?;
@@ -463,7 +461,6 @@ fn main() -> xlafn::Result<()> {
     let w8_gbps = w8()?;
 
     // ---------------------------------------------------------- figures
-    println!("{:<5} {:<34} {:>12}  unit", "work", "figure", "value");
     let row = |work: &str, figure: &str, value: f64, unit: &str| {
         println!("{work:<5} {figure:<34} {value:>12.2}  {unit}");
     };
@@ -529,7 +526,7 @@ fn main() -> xlafn::Result<()> {
     );
 
     // ---------------------------------------------------------- targets
-    let mut checks = vec![
+    checks.extend([
         Check::at_most(
             "W1",
             format!("function_us <= 1.25 x pjrt_raw_us ({:.2})", w1.pjrt_raw_us),
@@ -596,7 +593,7 @@ fn main() -> xlafn::Result<()> {
             w6_signature.traces as f64,
             1.0,
         ),
-    ];
+    ]);
     for (name, w) in [
         ("default", &w6_default),
         ("reduce_retracing", &w6_reduce),
@@ -622,36 +619,15 @@ fn main() -> xlafn::Result<()> {
         peer.w8_tf_jit_gbps.value,
     ));
 
-    println!(
-        "\n{:<5} {:<60} {:>10} {:>10}  {:<4} margin",
-        "work", "target", "value", "bound", "met"
-    );
-    for c in &checks {
-        println!(
-            "{:<5} {:<60} {:>10.2} {:>10.2}  {:<4} {:.2}x",
-            c.work,
-            c.what,
-            c.value,
-            c.bound,
-            if c.met() { "yes" } else { "NO" },
-            c.margin()
-        );
-    }
-    let met = checks.iter().filter(|c| c.met()).count();
-    println!(
-        "{met}/{} targets met (margin > 1 means inside the bound); the trace count targets are exact",
-        checks.len()
-    );
-    println!("report took {:.1} s", started.elapsed().as_secs_f64());
-
     // ---------------------------------------------------------- JSON
+    // (this group's entries; main joins the groups)
     let w6_json = |w: &W6| {
         format!(
             "{{\"traces\": {}, \"compiles\": {}, \"total_ms\": {:.3}}}",
             w.traces, w.compiles, w.total_ms
         )
     };
-    let mut json = String::from("{\n");
+    let mut json = String::new();
     let _ = writeln!(
         json,
         "  \"W1\": {{\"eager_us\": {:.3}, \"function_us\": {:.3}, \"concrete_us\": {:.3}, \"pjrt_raw_us\": {:.3}}},",
@@ -675,8 +651,77 @@ fn main() -> xlafn::Result<()> {
         w6_json(&w6_signature)
     );
     let _ = writeln!(json, "  \"W7\": {{\"gflops\": {w7_gflops:.3}}},");
-    let _ = writeln!(json, "  \"W8\": {{\"gbps\": {w8_gbps:.3}}}");
-    json.push_str("}\n");
+    let _ = write!(json, "  \"W8\": {{\"gbps\": {w8_gbps:.3}}}");
+    Ok(json)
+}
+
+fn main() -> xlafn::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == W5_CHILD_FLAG) {
+        let workload = args.get(i + 1).map_or("w2", String::as_str);
+        return w5_child(workload);
+    }
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let json_path = value_of("--json");
+    let peer = match value_of("--peers") {
+        Some(path) => peers::Peers::from_file(&path)?,
+        None => peers::Peers::reference(),
+    };
+    let only: Option<Vec<String>> =
+        value_of("--only").map(|list| list.split(',').map(|w| w.trim().to_uppercase()).collect());
+    let wants = |w: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == w));
+    let hlo_dir = value_of("--hlo");
+
+    // Everything in this process compiles cold; only W5's cached figure
+    // uses the on-disk compile cache (in its child processes).
+    xlafn::runtime::set_disk_cache_enabled(false);
+    let started = Instant::now();
+    println!("{:<5} {:<34} {:>12}  unit", "work", "figure", "value");
+    let mut checks = Vec::new();
+    let mut groups = Vec::new();
+    if ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]
+        .iter()
+        .any(|w| wants(w))
+    {
+        groups.push(basic_workloads(&peer, &mut checks)?);
+    }
+    groups.push(real_report::real_workloads(
+        &peer,
+        &wants,
+        hlo_dir.as_deref(),
+        &mut checks,
+    )?);
+
+    println!(
+        "\n{:<5} {:<60} {:>10} {:>10}  {:<4} margin",
+        "work", "target", "value", "bound", "met"
+    );
+    for c in &checks {
+        println!(
+            "{:<5} {:<60} {:>10.2} {:>10.2}  {:<4} {:.2}x",
+            c.work,
+            c.what,
+            c.value,
+            c.bound,
+            if c.met() { "yes" } else { "NO" },
+            c.margin()
+        );
+    }
+    let met = checks.iter().filter(|c| c.met()).count();
+    println!(
+        "{met}/{} targets met (margin > 1 means inside the bound); the trace count targets are exact",
+        checks.len()
+    );
+    println!("report took {:.1} s", started.elapsed().as_secs_f64());
+
+    // ---------------------------------------------------------- JSON
+    groups.retain(|g| !g.is_empty());
+    let json = format!("{{\n{}\n}}\n", groups.join(",\n"));
     if let Some(path) = json_path {
         std::fs::write(&path, json)
             .map_err(|e| Error::Value(format!("cannot write {path}: {e}")))?;

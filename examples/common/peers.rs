@@ -6,7 +6,8 @@
 //! day to day, so `--peers FILE` reads figures that `peers.py` measured on
 //! this machine: its whole JSON output, or the result line of one worker
 //! (`peers.py --worker jax`, with or without its `@@RESULT@@ ` prefix).
-//! Figures the file lacks keep their reference value.
+//! Figures the file lacks keep their reference value. W10's and W12's
+//! "best peer" is the fastest of the peers the file holds.
 
 use serde_json::Value;
 use xlafn::{Error, Result};
@@ -47,7 +48,30 @@ pub struct Peers {
     pub w6_jax_jit_ms: Figure,
     pub w7_jax_jit_gflops: Figure,
     pub w8_tf_jit_gbps: Figure,
+    pub w9_step_jax_jit_ms: Figure,
+    pub w9_fwd_jax_jit_ms: Figure,
+    /// W10's best peer (ms) and which peer that is.
+    pub w10_step_best_ms: (Figure, &'static str),
+    pub w11_step_jax_jit_ms: Figure,
+    pub w11_fwd_jax_jit_ms: Figure,
+    pub w12_tf_jit_ms: Figure,
+    /// W12's best peer (ms) and which peer that is.
+    pub w12_best_ms: (Figure, &'static str),
 }
+
+/// The peers of W10 and W12 in `peers.py`'s result keys, with their names.
+const W10_PEERS: [(&str, &str); 3] = [
+    ("tf_function", "TF function"),
+    ("tf_xla", "TF jit_compile"),
+    ("jax_jit", "JAX jit"),
+];
+const W12_PEERS: [(&str, &str); 5] = [
+    ("tf_eager", "TF eager"),
+    ("tf_function", "TF function"),
+    ("tf_xla", "TF jit_compile"),
+    ("jax_eager", "JAX eager"),
+    ("jax_jit", "JAX jit"),
+];
 
 /// W7's work per call (2·1024³ flops) and W8's traffic (128 MiB).
 const W7_FLOPS: f64 = 2.0 * 1024.0 * 1024.0 * 1024.0;
@@ -66,6 +90,14 @@ impl Peers {
             w6_jax_jit_ms: Figure::reference(2826.0),
             w7_jax_jit_gflops: Figure::reference(181.0),
             w8_tf_jit_gbps: Figure::reference(22.8),
+            // W9-W12: BENCHMARKS.md's second table (a faster machine).
+            w9_step_jax_jit_ms: Figure::reference(4.02),
+            w9_fwd_jax_jit_ms: Figure::reference(1.21),
+            w10_step_best_ms: (Figure::reference(5.24), "TF function"),
+            w11_step_jax_jit_ms: Figure::reference(1.59),
+            w11_fwd_jax_jit_ms: Figure::reference(0.36),
+            w12_tf_jit_ms: Figure::reference(26.9),
+            w12_best_ms: (Figure::reference(18.6), "TF function"),
         }
     }
 
@@ -83,7 +115,29 @@ impl Peers {
         let mut peers = Peers::reference();
         let fresh = &doc["fresh"];
         let steady = |cell: &str| doc["results"][cell]["median_s"].as_f64();
-        let figures: [(&mut Figure, Option<f64>); 9] = [
+        let ms = |cell: &str| steady(cell).map(|s| s * 1e3);
+        let best = |prefix: &str, names: &[(&'static str, &'static str)]| {
+            names
+                .iter()
+                .filter_map(|(key, name)| Some((ms(&format!("{prefix}/{key}"))?, *name)))
+                .filter(|(v, _)| v.is_finite() && *v > 0.0)
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+        };
+        for (slot, found) in [
+            (&mut peers.w10_step_best_ms, best("W10step", &W10_PEERS)),
+            (&mut peers.w12_best_ms, best("W12", &W12_PEERS)),
+        ] {
+            if let Some((value, name)) = found {
+                *slot = (
+                    Figure {
+                        value,
+                        measured_here: true,
+                    },
+                    name,
+                );
+            }
+        }
+        let figures: [(&mut Figure, Option<f64>); 14] = [
             (
                 &mut peers.w1_jax_jit_us,
                 steady("W1/jax_jit").map(|s| s * 1e6),
@@ -120,6 +174,11 @@ impl Peers {
                 &mut peers.w6_jax_jit_ms,
                 fresh["W6"]["jax_jit"]["total_ms_median"].as_f64(),
             ),
+            (&mut peers.w9_step_jax_jit_ms, ms("W9step/jax_jit")),
+            (&mut peers.w9_fwd_jax_jit_ms, ms("W9fwd/jax_jit")),
+            (&mut peers.w11_step_jax_jit_ms, ms("W11step/jax_jit")),
+            (&mut peers.w11_fwd_jax_jit_ms, ms("W11fwd/jax_jit")),
+            (&mut peers.w12_tf_jit_ms, ms("W12/tf_xla")),
         ];
         for (figure, value) in figures {
             if let Some(value) = value.filter(|v| v.is_finite() && *v > 0.0) {

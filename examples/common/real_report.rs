@@ -1,0 +1,219 @@
+//! The W9-W12 part of the benchmark report: times the real models of
+//! `real_models.rs`, prints their figures and their losses beside the
+//! peers', and adds their targets to the report's checks.
+
+use super::peers::Peers;
+use super::real_models::{ConvLayer, Model, W12_FLOP, W12_PEER_CHECK, Workload, conv_layer};
+use super::{Check, side_by_side_us};
+use xlafn::ArraySpec;
+use xlafn::prelude::*;
+
+/// W9-W11 as measured: the step and (W9, W11) forward times in ms, the
+/// first three losses from the initial parameters and what the step's
+/// function did (traces, compiles, variables updated in place).
+struct RealModel {
+    step_ms: f64,
+    forward_ms: Option<f64>,
+    losses: Vec<f64>,
+    traces: usize,
+    compiles: usize,
+    in_place: bool,
+}
+
+/// One of W9-W11: the training step (and the forward loss alone for W9 and
+/// W11) timed side by side, inputs on the device, each call's loss awaited.
+/// With `hlo`, writes the step's StableHLO to `hlo/xlafn_wN_step.mlir`.
+fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel> {
+    let model = Model::new(workload)?;
+    let (a, b) = model.data.clone();
+    let step = model.train_step()?;
+    let forward = model.forward();
+    let mut losses = Vec::new();
+    for _ in 0..3 {
+        losses.push(f64::from(step.call((&a, &b))?.item::<f32>()?));
+    }
+    let address = model.params[0].device_address()?;
+    let timed_forward = workload != Workload::W10;
+    let mut step_call = || {
+        step.call((&a, &b)).unwrap().block_until_ready().unwrap();
+    };
+    let mut forward_call = || {
+        forward.call((&a, &b)).unwrap().block_until_ready().unwrap();
+    };
+    let t = if timed_forward {
+        side_by_side_us(&mut [&mut step_call, &mut forward_call])
+    } else {
+        side_by_side_us(&mut [&mut step_call])
+    };
+    if let Some(dir) = hlo {
+        let specs = [
+            ArraySpec::new(a.dtype(), &a.dims()),
+            ArraySpec::new(b.dtype(), &b.dims()),
+        ];
+        let text = step.get_concrete_function((&a, &b))?.stablehlo(&specs)?;
+        let path = format!("{dir}/xlafn_{}_step.mlir", workload.name().to_lowercase());
+        std::fs::write(&path, text)
+            .map_err(|e| Error::Value(format!("cannot write {path}: {e}")))?;
+    }
+    Ok(RealModel {
+        step_ms: t[0] / 1e3,
+        forward_ms: t.get(1).map(|us| us / 1e3),
+        losses,
+        traces: step.tracing_count(),
+        compiles: step.compile_count(),
+        in_place: model.params[0].device_address()? == address,
+    })
+}
+
+/// W12: the guide's conv layer on zeros `[1, 200, 200, 100]`, eagerly (the
+/// convolution, then the bias add) and as a compiled function, side by
+/// side; (eager ms, function ms, sum |out| of the function on the peers'
+/// checking input).
+fn w12() -> xlafn::Result<(f64, f64, f64)> {
+    let layer = ConvLayer::new()?;
+    let (x, k, b) = (&layer.zeros, &layer.kernel, &layer.bias);
+    let f = function(|x: Tensor, k: Tensor, b: Tensor| conv_layer(&x, &k, &b));
+    let check: f64 = f
+        .call((&layer.x_check, k, b))?
+        .to_vec::<f32>()?
+        .iter()
+        .map(|v| f64::from(v.abs()))
+        .sum();
+    let t = side_by_side_us(&mut [
+        &mut || {
+            let y = conv_layer(x, k, b).unwrap();
+            y.block_until_ready().unwrap();
+        },
+        &mut || {
+            let y = f.call((x, k, b)).unwrap();
+            y.block_until_ready().unwrap();
+        },
+    ]);
+    Ok((t[0] / 1e3, t[1] / 1e3, check))
+}
+
+/// W9-W12 (those `wants`): measures them, prints their figures and checks
+/// against the peers' losses, and adds their targets to `checks`; returns
+/// their JSON entries.
+pub fn real_workloads(
+    peer: &Peers,
+    wants: &dyn Fn(&str) -> bool,
+    hlo: Option<&str>,
+    checks: &mut Vec<Check>,
+) -> xlafn::Result<String> {
+    let mut json = Vec::new();
+    for workload in [Workload::W9, Workload::W10, Workload::W11] {
+        let name = workload.name();
+        if !wants(name) {
+            continue;
+        }
+        let m = real_model(workload, hlo)?;
+        let peer_losses = workload.peer_check().losses;
+        println!(
+            "{name:<5} {:<34} {:>12.3}  ms/step ({} trace, {} compile, in place: {})",
+            "step_ms (Adam step)", m.step_ms, m.traces, m.compiles, m.in_place
+        );
+        if let Some(fwd) = m.forward_ms {
+            println!(
+                "{name:<5} {:<34} {fwd:>12.3}  ms/call",
+                "forward_ms (the loss alone)"
+            );
+        }
+        let worst = m
+            .losses
+            .iter()
+            .zip(peer_losses)
+            .map(|(l, p)| (l - p).abs() / p)
+            .fold(0.0, f64::max);
+        println!(
+            "{name:<5} {:<34} {:>12.6}  (peers {:.6}; first 3 steps differ by <= {worst:.1e} rel.)",
+            "loss at the initial parameters", m.losses[0], peer_losses[0]
+        );
+        let (bound, who) = match workload {
+            Workload::W9 => (peer.w9_step_jax_jit_ms, "JAX jit".to_string()),
+            Workload::W10 => (peer.w10_step_best_ms.0, peer.w10_step_best_ms.1.to_string()),
+            Workload::W11 => (peer.w11_step_jax_jit_ms, "JAX jit".to_string()),
+        };
+        checks.push(Check::at_most(
+            name,
+            format!("step_ms <= 1.0 x {who} ({bound})"),
+            m.step_ms,
+            bound.value,
+        ));
+        match m.forward_ms {
+            Some(fwd) => {
+                let bound = if workload == Workload::W9 {
+                    peer.w9_fwd_jax_jit_ms
+                } else {
+                    peer.w11_fwd_jax_jit_ms
+                };
+                if workload == Workload::W9 {
+                    checks.push(Check::at_most(
+                        name,
+                        format!("forward_ms <= 1.0 x JAX jit ({bound})"),
+                        fwd,
+                        bound.value,
+                    ));
+                } else {
+                    println!(
+                        "{name:<5} {:<34} {:>12.2}  (no target; JAX jit {:.2} ms)",
+                        "forward_ms / JAX jit",
+                        fwd / bound.value,
+                        bound.value
+                    );
+                }
+                json.push(format!(
+                    "  \"{name}\": {{\"step_ms\": {:.4}, \"forward_ms\": {fwd:.4}}}",
+                    m.step_ms
+                ));
+            }
+            None => json.push(format!("  \"{name}\": {{\"step_ms\": {:.4}}}", m.step_ms)),
+        }
+    }
+    if wants("W12") {
+        let (eager_ms, function_ms, check) = w12()?;
+        let gflops = |ms: f64| W12_FLOP / (ms * 1e-3) / 1e9;
+        println!(
+            "{:<5} {:<34} {eager_ms:>12.3}  ms/call ({:.0} GFLOP/s)",
+            "W12",
+            "eager_ms (conv 3x3, 100->100)",
+            gflops(eager_ms)
+        );
+        println!(
+            "{:<5} {:<34} {function_ms:>12.3}  ms/call ({:.0} GFLOP/s)",
+            "W12",
+            "function_ms",
+            gflops(function_ms)
+        );
+        println!(
+            "{:<5} {:<34} {check:>12.1}  (peers {:.1})",
+            "W12", "sum |out| on the checking input", W12_PEER_CHECK.0
+        );
+        let (best, who) = peer.w12_best_ms;
+        checks.push(Check::at_most(
+            "W12",
+            format!(
+                "function_ms <= 1.0 x TF jit_compile ({})",
+                peer.w12_tf_jit_ms
+            ),
+            function_ms,
+            peer.w12_tf_jit_ms.value,
+        ));
+        checks.push(Check::at_most(
+            "W12",
+            format!("function_ms <= 1.0 x best peer, {who} ({best}), stretch"),
+            function_ms,
+            best.value,
+        ));
+        checks.push(Check::at_most(
+            "W12",
+            format!("eager_ms <= 1.1 x function_ms ({function_ms:.2})"),
+            eager_ms,
+            1.1 * function_ms,
+        ));
+        json.push(format!(
+            "  \"W12\": {{\"eager_ms\": {eager_ms:.4}, \"function_ms\": {function_ms:.4}}}"
+        ));
+    }
+    Ok(json.join(",\n"))
+}
