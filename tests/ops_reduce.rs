@@ -466,3 +466,34 @@ proptest! {
         check_against_reference(&dims, &axes, keep);
     }
 }
+
+/// A program of small f32 arrays with a rank-8 reduction compiles and
+/// runs: such programs are not sent down XLA's XNNPACK path, which takes
+/// the reduction and then fails every run (XNNPACK holds rank 6 at most).
+#[test]
+fn high_rank_reductions_of_small_arrays_run_compiled() {
+    let f = function(|x: Tensor| {
+        x.reshape(&[2, 1, 2, 2, 3, 2, 3, 1])?
+            .reduce_max(&[1, 3, 5, 7], false)
+    });
+    let x: Vec<f32> = (0..144).map(|i| ((i * 7) % 11) as f32).collect();
+    let got = f
+        .call((Tensor::from_vec(x.clone(), &[2, 4, 6, 3]).unwrap(),))
+        .unwrap();
+    assert_eq!(got.dims(), vec![2, 2, 3, 3]);
+    let got = got.to_vec::<f32>().unwrap();
+    // [2,4,6,3] viewed as [2, 2x2, 3x2, 3]: the max over each 2x2 block.
+    for b in 0..2 {
+        for i in 0..2 {
+            for j in 0..3 {
+                for c in 0..3 {
+                    let want = (0..2)
+                        .flat_map(|a| (0..2).map(move |d| (a, d)))
+                        .map(|(a, d)| x[((b * 4 + 2 * i + a) * 6 + 2 * j + d) * 3 + c])
+                        .fold(f32::NEG_INFINITY, f32::max);
+                    assert_eq!(got[((b * 2 + i) * 3 + j) * 3 + c], want);
+                }
+            }
+        }
+    }
+}

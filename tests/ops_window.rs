@@ -351,3 +351,106 @@ fn cumulative_ops_match_loops() {
     let g = g[0].as_ref().unwrap().to_vec::<f64>().unwrap();
     assert_eq!(g, vec![4., 3., 2., 1., 4., 3., 2., 1., 4., 3., 2., 1.]);
 }
+
+/// The gradient of a max (min) pool whose windows tile the input goes to
+/// each window's first extreme element in row-major order, as
+/// `select_and_scatter` routes it: checked by a loop on inputs full of
+/// ties, in f64 and f32, eagerly and compiled, and against finite
+/// differences where there are no ties.
+#[test]
+fn tiled_pool_gradients_route_to_the_first_extreme() {
+    let (b, h, w, c) = (2usize, 4usize, 6usize, 3usize);
+    let n = b * h * w * c;
+    let tied: Vec<f64> = (0..n).map(|i| ((i * 7) % 5) as f64).collect();
+    let g: Vec<f64> = (0..n / 4).map(|i| 1.0 + i as f64).collect();
+    let at = |i: usize, j: usize, k: usize, l: usize| ((i * h + j) * w + k) * c + l;
+    for pick_max in [true, false] {
+        // Reference: loop over windows, first extreme in row-major order.
+        let mut want = vec![0.0; n];
+        for i in 0..b {
+            for oj in 0..h / 2 {
+                for ok in 0..w / 2 {
+                    for l in 0..c {
+                        let cells = [(0, 0), (0, 1), (1, 0), (1, 1)]
+                            .map(|(a, d)| at(i, 2 * oj + a, 2 * ok + d, l));
+                        let mut best = cells[0];
+                        for &p in &cells[1..] {
+                            let better = match pick_max {
+                                true => tied[p] > tied[best],
+                                false => tied[p] < tied[best],
+                            };
+                            if better {
+                                best = p;
+                            }
+                        }
+                        want[best] += g[((i * (h / 2) + oj) * (w / 2) + ok) * c + l];
+                    }
+                }
+            }
+        }
+        let pool = move |x: &Tensor| -> Result<Tensor> {
+            match pick_max {
+                true => x.max_pool(&[2, 2], &[2, 2], Padding::Valid),
+                false => x.neg()?.max_pool(&[2, 2], &[2, 2], Padding::Valid),
+            }
+        };
+        let grad = move |x: Tensor, g: Tensor| -> Result<Tensor> {
+            let tape = GradientTape::new();
+            tape.watch(&x);
+            let y = pool(&x)?.mul(&g)?.reduce_sum(&[], false)?;
+            let dx = tape.gradient(&y, &[(&x).into()])?[0].clone().unwrap();
+            // min pooling of x is -max(-x): undo the sign of the chain.
+            if pick_max { Ok(dx) } else { dx.neg() }
+        };
+        let dims = [b as i64, h as i64, w as i64, c as i64];
+        let gdims = [b as i64, h as i64 / 2, w as i64 / 2, c as i64];
+        for dtype in [DType::F64, DType::F32] {
+            let x = Tensor::from_vec(tied.clone(), &dims)
+                .unwrap()
+                .cast(dtype)
+                .unwrap();
+            let gt = Tensor::from_vec(g.clone(), &gdims)
+                .unwrap()
+                .cast(dtype)
+                .unwrap();
+            let eager = grad(x.clone(), gt.clone()).unwrap();
+            let compiled = function(grad).call((x, gt)).unwrap();
+            for (how, got) in [("eager", eager), ("compiled", compiled)] {
+                let got = got.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
+                assert_eq!(got, want, "{how} {dtype} pick_max={pick_max}");
+            }
+        }
+    }
+    // Without ties, against finite differences.
+    let x = values(n, 9);
+    let f = |x: &[f64]| -> f64 {
+        let t = Tensor::from_vec(x.to_vec(), &[b as i64, h as i64, w as i64, c as i64]).unwrap();
+        let y = t.max_pool(&[2, 2], &[2, 2], Padding::Valid).unwrap();
+        let r = Tensor::from_vec(g.clone(), &y.dims()).unwrap();
+        y.mul(&r)
+            .unwrap()
+            .reduce_sum(&[], false)
+            .unwrap()
+            .item::<f64>()
+            .unwrap()
+    };
+    let xt = Tensor::from_vec(x.clone(), &[b as i64, h as i64, w as i64, c as i64]).unwrap();
+    let tape = GradientTape::new();
+    tape.watch(&xt);
+    let y = xt.max_pool(&[2, 2], &[2, 2], Padding::Valid).unwrap();
+    let r = Tensor::from_vec(g.clone(), &y.dims()).unwrap();
+    let l = y.mul(&r).unwrap().reduce_sum(&[], false).unwrap();
+    let got = tape.gradient(&l, &[(&xt).into()]).unwrap()[0]
+        .clone()
+        .unwrap();
+    let got = got.to_vec::<f64>().unwrap();
+    let numeric: Vec<f64> = (0..n)
+        .map(|i| {
+            let (mut up, mut down) = (x.clone(), x.clone());
+            up[i] += 1e-6;
+            down[i] -= 1e-6;
+            (f(&up) - f(&down)) / 2e-6
+        })
+        .collect();
+    assert_close(&got, &numeric, 1e-6, "tiled max pool");
+}

@@ -150,6 +150,8 @@ pub struct ProgramSize {
     pub result_elements: u64,
     /// The most elements of any one parameter or op result.
     pub largest_array: u64,
+    /// The highest rank of any parameter or op result.
+    pub largest_rank: usize,
     pub has_loops: bool,
     /// Calls back into Rust (`print`, host callbacks).
     pub has_host_calls: bool,
@@ -166,6 +168,12 @@ impl ProgramSize {
     /// memory traffic; beyond it one fused pass per element wins (W8).
     const SMALL_ARRAY_ELEMENTS: u64 = 1 << 16;
 
+    /// XNNPACK's tensors have at most 6 dimensions. The pinned XLA still
+    /// hands it higher-rank ops (a rank-8 `reduce` compiled, then failed
+    /// every run with "XNNPACK operation failed: unsupported parameter"),
+    /// so programs with a higher rank stay on XLA's own code.
+    const XNN_MAX_RANK: usize = 6;
+
     pub fn is_light(&self) -> bool {
         !self.has_loops && self.result_elements <= Self::LIGHT_ELEMENTS
     }
@@ -175,7 +183,10 @@ impl ProgramSize {
     /// time, see `runtime::Executable`; a callback that ran another of them
     /// would wait for itself.)
     pub fn has_only_small_arrays(&self) -> bool {
-        !self.has_loops && !self.has_host_calls && self.largest_array <= Self::SMALL_ARRAY_ELEMENTS
+        !self.has_loops
+            && !self.has_host_calls
+            && self.largest_array <= Self::SMALL_ARRAY_ELEMENTS
+            && self.largest_rank <= Self::XNN_MAX_RANK
     }
 }
 
@@ -200,6 +211,7 @@ impl Emitter {
     pub fn param(&mut self, index: usize, ty: ArraySpec) -> Val {
         let elements = self.count(&ty);
         self.size.largest_array = self.size.largest_array.max(elements);
+        self.size.largest_rank = self.size.largest_rank.max(ty.rank());
         Val {
             name: format!("%arg{index}"),
             ty,
@@ -239,6 +251,7 @@ impl Emitter {
             let elements = self.count(r);
             self.size.result_elements = self.size.result_elements.saturating_add(elements);
             self.size.largest_array = self.size.largest_array.max(elements);
+            self.size.largest_rank = self.size.largest_rank.max(r.rank());
         }
         let base = self.fresh();
         let pad = "  ".repeat(self.indent);

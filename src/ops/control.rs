@@ -431,7 +431,17 @@ impl OpDef for While {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        super::while_grad::LoopGradient::new(self, inputs)?.run(outputs, grads)
+        self.vjp_needed(inputs, outputs, grads, &vec![true; inputs.len()])
+    }
+
+    fn vjp_needed(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+        needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        super::while_grad::LoopGradient::new(self, inputs, needed)?.run(outputs, grads)
     }
 }
 

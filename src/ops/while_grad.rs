@@ -120,12 +120,19 @@ pub(super) struct LoopGradient<'a> {
 type Carried = (Vec<Tensor>, Vec<Tensor>);
 
 impl<'a> LoopGradient<'a> {
-    pub(super) fn new(op: &'a While, inputs: &'a [Tensor]) -> Result<LoopGradient<'a>> {
+    /// `needed` says which node inputs want a gradient: a captured value
+    /// that does not (a model's input data) is not accumulated at all.
+    pub(super) fn new(
+        op: &'a While,
+        inputs: &'a [Tensor],
+        needed: &[bool],
+    ) -> Result<LoopGradient<'a>> {
         let n = op.loop_types.len();
         let float_vars = (0..n).filter(|&i| inputs[i].dtype().is_float()).collect();
         let mut float_caps: Vec<usize> = Vec::new();
         for &i in &op.body.captures {
             if inputs[i].dtype().is_float()
+                && needed.get(i).copied().unwrap_or(true)
                 && !float_caps
                     .iter()
                     .any(|&j| inputs[j].key() == inputs[i].key())

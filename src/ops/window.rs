@@ -280,6 +280,20 @@ pub struct SelectAndScatterAdd {
     pub pick_max: bool,
 }
 
+impl SelectAndScatterAdd {
+    /// Do the windows tile an operand of `dims` (strides equal to the
+    /// windows, no padding, each dimension a whole number of windows)?
+    fn tiles(&self, dims: &[i64]) -> bool {
+        let d = &self.dims;
+        d.strides == d.window
+            && d.padding.iter().all(|&p| p == (0, 0))
+            && dims
+                .iter()
+                .zip(&d.window)
+                .all(|(&n, &w)| w > 0 && n % w == 0)
+    }
+}
+
 impl OpDef for SelectAndScatterAdd {
     fn name(&self) -> &'static str {
         "select_and_scatter_add"
@@ -308,6 +322,19 @@ impl OpDef for SelectAndScatterAdd {
     }
 
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        if self.tiles(&inputs[0].ty.dims) {
+            let dtype = inputs[0].ty.dtype;
+            let extreme = match self.pick_max {
+                true => (Combiner::Max, lowest(dtype)),
+                false => (Combiner::Min, highest(dtype)),
+            };
+            return Ok(vec![cx.tiled_select_and_scatter_add(
+                &inputs[0],
+                &inputs[1],
+                extreme,
+                &self.dims.window,
+            )?]);
+        }
         let cmp = if self.pick_max { Cmp::Ge } else { Cmp::Le };
         Ok(vec![cx.select_and_scatter_add(
             &inputs[0],
