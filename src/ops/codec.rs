@@ -18,6 +18,7 @@
 
 use super::Op;
 use super::callback::HostCallback;
+use super::complex::{Complex, ComplexPart};
 use super::constant::{Constant, FillLike, Iota, RandomBits, RandomNormal, RandomUniform};
 use super::control::{Cond, Region, While};
 use super::conv::Conv;
@@ -106,6 +107,8 @@ enum OpJson {
     BroadcastTo(BroadcastTo),
     StopGradient(StopGradient),
     Sort(Sort),
+    Complex(Complex),
+    ComplexPart(ComplexPart),
     HostCallback {
         callback: usize,
         results: Vec<ArraySpec>,
@@ -197,6 +200,8 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::BroadcastTo(o) => OpJson::BroadcastTo(o.clone()),
         Op::StopGradient(o) => OpJson::StopGradient(*o),
         Op::Sort(o) => OpJson::Sort(o.clone()),
+        Op::Complex(o) => OpJson::Complex(*o),
+        Op::ComplexPart(o) => OpJson::ComplexPart(*o),
         Op::HostCallback(o) => OpJson::HostCallback {
             callback: declare(o.id())?,
             results: o.results.clone(),
@@ -338,6 +343,8 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::BroadcastTo(o) => Op::BroadcastTo(o.clone()),
         OpJson::StopGradient(o) => Op::StopGradient(*o),
         OpJson::Sort(o) => Op::Sort(o.clone()),
+        OpJson::Complex(o) => Op::Complex(*o),
+        OpJson::ComplexPart(o) => Op::ComplexPart(*o),
         OpJson::HostCallback { callback, results } => {
             results
                 .iter()

@@ -194,7 +194,7 @@ impl OpDef for Cond {
         // appears twice among the inputs but must get its gradient once.
         let mut float: Vec<usize> = Vec::new();
         for i in 1..inputs.len() {
-            if inputs[i].dtype().is_float()
+            if inputs[i].dtype().is_inexact()
                 && !float.iter().any(|&j| inputs[j].key() == inputs[i].key())
             {
                 float.push(i);
@@ -338,10 +338,10 @@ impl OpDef for While {
     ) -> Result<Vec<Option<Tensor>>> {
         let n = self.loop_types.len();
         let init: Vec<Tensor> = inputs[..n].to_vec();
-        let float_vars: Vec<usize> = (0..n).filter(|&i| init[i].dtype().is_float()).collect();
+        let float_vars: Vec<usize> = (0..n).filter(|&i| init[i].dtype().is_inexact()).collect();
         let mut float_caps: Vec<usize> = Vec::new();
         for &i in &self.body.captures {
-            if inputs[i].dtype().is_float()
+            if inputs[i].dtype().is_inexact()
                 && !float_caps
                     .iter()
                     .any(|&j| inputs[j].key() == inputs[i].key())

@@ -12,6 +12,7 @@
 
 pub mod callback;
 pub(crate) mod codec;
+pub mod complex;
 pub mod constant;
 pub mod control;
 pub mod conv;
@@ -175,6 +176,8 @@ op_catalog! {
     BroadcastTo(pad::BroadcastTo),
     StopGradient(stats::StopGradient),
     Sort(sort::Sort),
+    Complex(complex::Complex),
+    ComplexPart(complex::ComplexPart),
     CustomGradient(custom_gradient::CustomGradient),
 }
 
