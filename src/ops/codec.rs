@@ -25,6 +25,7 @@ use super::conv::Conv;
 use super::decomp::{Cholesky, TriangularSolve};
 use super::elementwise::{Binary, Cast, Select, Unary};
 use super::ensure::EnsureShape;
+use super::fft::Fft;
 use super::indexing::{DynamicSlice, DynamicUpdateSlice};
 use super::linalg::{DotGeneral, MatMul};
 use super::pad::{BroadcastTo, Pad, Reverse};
@@ -109,6 +110,7 @@ enum OpJson {
     Sort(Sort),
     Complex(Complex),
     ComplexPart(ComplexPart),
+    Fft(Fft),
     HostCallback {
         callback: usize,
         results: Vec<ArraySpec>,
@@ -202,6 +204,7 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::Sort(o) => OpJson::Sort(o.clone()),
         Op::Complex(o) => OpJson::Complex(*o),
         Op::ComplexPart(o) => OpJson::ComplexPart(*o),
+        Op::Fft(o) => OpJson::Fft(o.clone()),
         Op::HostCallback(o) => OpJson::HostCallback {
             callback: declare(o.id())?,
             results: o.results.clone(),
@@ -345,6 +348,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::Sort(o) => Op::Sort(o.clone()),
         OpJson::Complex(o) => Op::Complex(*o),
         OpJson::ComplexPart(o) => Op::ComplexPart(*o),
+        OpJson::Fft(o) => Op::Fft(o.clone()),
         OpJson::HostCallback { callback, results } => {
             results
                 .iter()

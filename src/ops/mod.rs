@@ -21,6 +21,7 @@ pub mod decomp;
 pub mod einsum;
 pub mod elementwise;
 pub mod ensure;
+pub mod fft;
 pub mod indexing;
 pub mod linalg;
 pub mod pad;
@@ -178,6 +179,7 @@ op_catalog! {
     Sort(sort::Sort),
     Complex(complex::Complex),
     ComplexPart(complex::ComplexPart),
+    Fft(fft::Fft),
     CustomGradient(custom_gradient::CustomGradient),
 }
 
