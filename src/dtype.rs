@@ -4,7 +4,13 @@
 //! `DType` is shared by every layer: the IR types values with it, the
 //! lowering prints its MLIR spelling, and the runtime maps it to a PJRT buffer
 //! type. Display names are the crate's own short names (`f32`, `i64`,
-//! `bool`), which appear in tensor and signature printouts.
+//! `bool`, `c64`), which appear in tensor and signature printouts.
+//!
+//! Complex dtypes (`c64`, `c128`) follow the rule every dtype follows:
+//! no implicit promotion between tensors (TensorFlow's rule), so `c64 +
+//! f32` is an error and `Tensor::complex(re, im)` or a `cast` makes a
+//! complex tensor from real ones; a host number given to a complex tensor's
+//! op (`z.mul_scalar(2.0)`) is real.
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -27,14 +33,18 @@ pub enum DType {
     BF16,
     F32,
     F64,
+    /// Complex numbers of two f32 (real, imaginary), NumPy's `complex64`.
+    C64,
+    /// Complex numbers of two f64, NumPy's `complex128`.
+    C128,
     /// Strings exist so that signatures can name them and reject them with
     /// a clear message: XLA cannot compile string tensors.
     String,
 }
 
 impl DType {
-    /// Every dtype XLA can compute with.
-    pub const NUMERIC_AND_BOOL: [DType; 13] = [
+    /// Every dtype XLA can compute with: bool, ints, floats and complex.
+    pub const NUMERIC_AND_BOOL: [DType; 15] = [
         DType::Bool,
         DType::I8,
         DType::I16,
@@ -48,6 +58,8 @@ impl DType {
         DType::BF16,
         DType::F32,
         DType::F64,
+        DType::C64,
+        DType::C128,
     ];
 
     /// The crate's short name, used in every printout.
@@ -66,6 +78,8 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::C64 => "c64",
+            DType::C128 => "c128",
             DType::String => "string",
         }
     }
@@ -86,6 +100,8 @@ impl DType {
             "bf16" | "bfloat16" => DType::BF16,
             "f32" | "float32" | "float" => DType::F32,
             "f64" | "float64" | "double" => DType::F64,
+            "c64" | "complex64" => DType::C64,
+            "c128" | "complex128" => DType::C128,
             "string" => DType::String,
             other => return Err(Error::Value(format!("unknown dtype name {other:?}"))),
         };
@@ -98,7 +114,8 @@ impl DType {
             DType::Bool | DType::I8 | DType::U8 => 1,
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 | DType::U64 | DType::F64 => 8,
+            DType::I64 | DType::U64 | DType::F64 | DType::C64 => 8,
+            DType::C128 => 16,
             DType::String => return Err(self.unsupported("strings have no fixed element size")),
         })
     }
@@ -132,9 +149,41 @@ impl DType {
         self.is_signed_int() || self.is_unsigned_int()
     }
 
-    /// Numbers: ints and floats (not bool, not string).
+    /// Real numbers: ints and floats (not bool, not complex, not string).
+    /// Ops that take "numeric" operands take these; the few that also take
+    /// complex ones (arithmetic, `exp`, `log`, ...) say so themselves.
     pub fn is_numeric(self) -> bool {
         self.is_int() || self.is_float()
+    }
+
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// Floats and complex numbers: the dtypes values are differentiated
+    /// in (NumPy's and JAX's "inexact").
+    pub fn is_inexact(self) -> bool {
+        self.is_float() || self.is_complex()
+    }
+
+    /// The complex dtype whose parts are `self` (f32 -> c64, f64 -> c128);
+    /// complex dtypes map to themselves; `None` for every other dtype.
+    pub fn to_complex(self) -> Option<DType> {
+        match self {
+            DType::F32 | DType::C64 => Some(DType::C64),
+            DType::F64 | DType::C128 => Some(DType::C128),
+            _ => None,
+        }
+    }
+
+    /// The dtype of a complex dtype's parts (c64 -> f32, c128 -> f64);
+    /// every other dtype maps to itself.
+    pub fn real_part(self) -> DType {
+        match self {
+            DType::C64 => DType::F32,
+            DType::C128 => DType::F64,
+            d => d,
+        }
     }
 
     /// Errors unless XLA can hold values of this dtype. Called wherever a

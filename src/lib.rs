@@ -43,6 +43,9 @@ pub use export::{LoadedFunction, load, load_with_callbacks};
 pub use function::{
     ConcreteFunction, Function, FunctionOptions, TensorSpec, function, run_functions_eagerly,
 };
+/// The host element types of complex tensors (`c64`, `c128`), from the
+/// `num-complex` crate, re-exported so callers need not depend on it.
+pub use num_complex::{self, Complex32, Complex64};
 pub use ops::callback::{
     host_callback, named_host_callback, print, reset_print_output, set_print_output,
     with_print_output,
@@ -79,5 +82,6 @@ pub mod prelude {
     pub use crate::optimizers::{Adam, Optimizer, Sgd};
     pub use crate::tensor::Tensor;
     pub use crate::variable::Variable;
+    pub use crate::{Complex32, Complex64};
     pub use xlafn_macros::function;
 }

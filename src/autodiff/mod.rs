@@ -43,10 +43,12 @@ pub(crate) fn region_gradients(
     let outs = recompute(graph, &refs)?;
     let mut total: Option<Tensor> = None;
     for (o, g) in outs.iter().zip(out_grads) {
-        let (Some(g), true) = (g, o.dtype().is_float()) else {
+        let (Some(g), true) = (g, o.dtype().is_inexact()) else {
             continue;
         };
-        let term = o.mul(g)?.reduce_sum(&[], false)?;
+        // A complex result pairs with its gradient as Re(o * g) (JAX's
+        // convention, see `ops::complex`).
+        let term = o.mul(g)?.reduce_sum(&[], false)?.real()?;
         total = Some(match total {
             Some(t) => t.add(&term)?,
             None => term,

@@ -183,6 +183,16 @@ impl GradientTape {
     }
 
     fn backward(&self, target: &Tensor, sources: &[Source<'_>]) -> Result<Vec<Option<Tensor>>> {
+        if target.dtype().is_complex() {
+            return Err(Error::invalid(
+                "gradient",
+                format!(
+                    "the target is complex ({}); gradients are taken of real values (as \
+                     jax.grad): differentiate .real(), .imag() or .abs() of it",
+                    target.tensor_type()
+                ),
+            ));
+        }
         if !target.dtype().is_float() {
             return Ok(sources.iter().map(|_| None).collect());
         }

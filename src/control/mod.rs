@@ -461,7 +461,7 @@ where
 /// Under a recording gradient tape, a loop with float inputs records its
 /// states for the gradient (see `While::record`).
 fn recording_slots(inputs: &[&Tensor], op: &While) -> Option<i64> {
-    if !crate::autodiff::recording() || !inputs.iter().any(|t| t.dtype().is_float()) {
+    if !crate::autodiff::recording() || !inputs.iter().any(|t| t.dtype().is_inexact()) {
         return None;
     }
     let recorded: Vec<TensorType> = op

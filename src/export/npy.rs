@@ -1,7 +1,9 @@
 //! NumPy `.npy` files (format 1.0): the tensor file format of exports and
 //! of the command-line tool. Little-endian, C order; bf16 is stored as
 //! raw 16-bit values with the descriptor `<V2`-free name `bfloat16`
-//! (NumPy itself has no bf16; ml_dtypes reads such files).
+//! (NumPy itself has no bf16; ml_dtypes reads such files). Complex
+//! arrays are `<c8` (c64) and `<c16` (c128): real and imaginary parts
+//! interleaved, as NumPy and XLA both lay them out.
 
 use crate::dtype::{DType, check_array_size};
 use crate::error::{Error, Result};
@@ -24,6 +26,8 @@ fn descr(dtype: DType) -> Result<&'static str> {
         DType::BF16 => "bfloat16",
         DType::F32 => "<f4",
         DType::F64 => "<f8",
+        DType::C64 => "<c8",
+        DType::C128 => "<c16",
         DType::String => return Err(dtype.unsupported("strings cannot be stored as tensors")),
     })
 }
@@ -327,7 +331,7 @@ mod tests {
             "{'descr': '<f4', 'fortran_order': False}",
             "{'descr': '<f4', 'fortran_order': True, 'shape': (3,), }",
             "{'descr: '<f4', 'fortran_order': False, 'shape': (3,), }",
-            "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }",
+            "{'descr': '<c32', 'fortran_order': False, 'shape': (3,), }",
             "",
         ] {
             let e = decode(&with_header(header, &[0; 12])).unwrap_err();

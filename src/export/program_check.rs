@@ -61,6 +61,7 @@ const OPS: &[&str] = &[
     "stablehlo.cholesky",
     "stablehlo.clamp",
     "stablehlo.compare",
+    "stablehlo.complex",
     "stablehlo.concatenate",
     "stablehlo.constant",
     "stablehlo.convert",
@@ -73,9 +74,11 @@ const OPS: &[&str] = &[
     "stablehlo.dynamic_update_slice",
     "stablehlo.exponential",
     "stablehlo.exponential_minus_one",
+    "stablehlo.fft",
     "stablehlo.floor",
     "stablehlo.gather",
     "stablehlo.if",
+    "stablehlo.imag",
     "stablehlo.iota",
     "stablehlo.is_finite",
     "stablehlo.log",
@@ -90,6 +93,7 @@ const OPS: &[&str] = &[
     "stablehlo.pad",
     "stablehlo.popcnt",
     "stablehlo.power",
+    "stablehlo.real",
     "stablehlo.reduce",
     "stablehlo.reduce_window",
     "stablehlo.remainder",
@@ -164,6 +168,8 @@ const WORDS: &[&str] = &[
     "dimensions",
     "dot_dimension_numbers",
     "edge_padding_high",
+    "fft_length",
+    "fft_type",
     "edge_padding_low",
     "has_side_effect",
     "index_vector_dim",
@@ -203,6 +209,10 @@ const WORDS: &[&str] = &[
     "SIGNED",
     "UNSIGNED",
     "THREE_FRY",
+    "FFT",
+    "IFFT",
+    "RFFT",
+    "IRFFT",
     "NO_TRANSPOSE",
     "TRANSPOSE",
     "true",
@@ -323,18 +333,37 @@ impl<'a> Lexer<'a> {
         Ok(w)
     }
 
-    /// `tensor<2x3xf32>` after the word `tensor`: the dims and element
-    /// type, size-checked.
+    /// `tensor<2x3xf32>` (or `tensor<2xcomplex<f32>>`) after the word
+    /// `tensor`: the dims and element type, size-checked.
     fn tensor(&mut self) -> Result<ArraySpec> {
         self.at += 1; // '<'
-        let body = self.take_while(|b| b != b'>' && b != b'\n');
+        let start = self.at;
+        self.take_while(|b| b != b'>' && b != b'\n');
+        let mut body = &self.text[start..self.at];
+        // A complex element type closes its own '<' first.
+        if body.ends_with("complex<f32") || body.ends_with("complex<f64") {
+            self.at += 1;
+            body = &self.text[start..self.at];
+        }
         if self.text.as_bytes().get(self.at) != Some(&b'>') || body.len() > 256 {
             return Err(self.err("a tensor type without its closing '>'"));
         }
         self.at += 1;
-        let mut parts: Vec<&str> = body.split('x').collect();
-        // `ui8` contains no 'x', and no element type does: the last part is it.
-        let elem = parts.pop().unwrap_or_default();
+        // No element type but `complex<..>` contains an 'x'; split it off
+        // first, then the last 'x'-separated part is the element type.
+        let (dims_text, elem) = match body.find("complex<") {
+            Some(0) => (None, body),
+            // `2xcomplex<f32>`: the dims end with the 'x' before it.
+            Some(i) => (
+                Some(body[..i].strip_suffix('x').unwrap_or(body)),
+                &body[i..],
+            ),
+            None => match body.rsplit_once('x') {
+                Some((dims, elem)) => (Some(dims), elem),
+                None => (None, body),
+            },
+        };
+        let parts: Vec<&str> = dims_text.map_or_else(Vec::new, |d| d.split('x').collect());
         let dtype = element_dtype(elem)
             .ok_or_else(|| self.err(format!("unsupported type 'tensor<{body}>'")))?;
         let dims = parts
@@ -723,6 +752,27 @@ mod tests {
     }
 
     #[test]
+    fn complex_tensor_types_are_read_exactly() {
+        let complex = ADD.replace("2xf32", "2xcomplex<f32>");
+        let s = check_program("p", &complex).unwrap();
+        assert_eq!(s.results[0], ArraySpec::new(DType::C64, &[2]));
+        let scalar = ADD.replace("tensor<2xf32>", "tensor<complex<f64>>");
+        assert_eq!(
+            check_program("p", &scalar).unwrap().results[0].dtype,
+            DType::C128
+        );
+        for bad in [
+            "xcomplex<f32>",
+            "2complex<f32>",
+            "2xcomplex<f16>",
+            "2xcomplex<f32",
+        ] {
+            let text = ADD.replacen("2xf32", bad, 1);
+            assert!(check_program("p", &text).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn custom_calls_go_only_to_the_host_callback() {
         let call = |target: &str, version: u32| {
             ADD.replacen(
@@ -792,6 +842,7 @@ mod tests {
                 (".unary(\"", "stablehlo"),
                 (".unary_to(\"", "stablehlo"),
                 (".binary(\"", "stablehlo"),
+                (".binary_to(\"", "stablehlo"),
                 ("propagating(cx, \"", "stablehlo"),
                 (".chlo(\"", "chlo"),
                 (".chlo_binary(\"", "chlo"),

@@ -365,7 +365,7 @@ fn backward(graph: Arc<Graph>, name: &str) -> CallVjp {
             let wanted: Vec<bool> = inputs
                 .iter()
                 .zip(needed)
-                .map(|(t, n)| *n && t.dtype().is_float())
+                .map(|(t, n)| *n && t.dtype().is_inexact())
                 .collect();
             let mut found = backward
                 .call((inputs.to_vec(), grads, wanted.clone()))?

@@ -104,7 +104,7 @@ impl Scalar {
     pub fn convert_exact(self, dtype: DType) -> Result<Scalar> {
         dtype.check_compilable()?;
         let fits = match (self, dtype.int_range()) {
-            _ if dtype.is_float() => true,
+            _ if dtype.is_inexact() => true,
             (Scalar::Bool(_), _) => true,
             (v, _) if dtype == DType::Bool => v.as_f64() == 0.0 || v.as_f64() == 1.0,
             (v, Some((lo, hi))) => {
@@ -132,7 +132,7 @@ impl Scalar {
     pub fn cast(self, dtype: DType) -> Scalar {
         match dtype {
             DType::Bool => Scalar::Bool(self.as_f64() != 0.0),
-            d if d.is_float() => Scalar::F64(self.as_f64()),
+            d if d.is_inexact() => Scalar::F64(self.as_f64()),
             d if d.is_unsigned_int() => Scalar::U64(match self {
                 Scalar::U64(v) => v,
                 other => other.as_f64() as u64,

@@ -72,6 +72,8 @@ pub fn element_type(dtype: DType) -> Result<&'static str> {
         DType::BF16 => "bf16",
         DType::F32 => "f32",
         DType::F64 => "f64",
+        DType::C64 => "complex<f32>",
+        DType::C128 => "complex<f64>",
         DType::String => unreachable!("rejected by check_compilable"),
     })
 }
@@ -112,10 +114,20 @@ fn list(values: &[i64]) -> String {
 }
 
 /// The literal of `value` as `dtype`: floats as exact hex bit patterns (so
-/// NaN, Inf and every f32 survive the round trip), ints in decimal.
+/// NaN, Inf and every f32 survive the round trip), ints in decimal, complex
+/// numbers as a pair `(re, im)` of their parts' literals (host scalars are
+/// real, so `im` is zero).
 pub fn literal(value: Scalar, dtype: DType) -> String {
     let v = value.cast(dtype);
     match dtype {
+        DType::C64 | DType::C128 => {
+            let part = dtype.real_part();
+            format!(
+                "({}, {})",
+                literal(v, part),
+                literal(Scalar::F64(0.0), part)
+            )
+        }
         DType::Bool => (if v.as_f64() != 0.0 { "true" } else { "false" }).to_string(),
         DType::F64 => format!("0x{:016X}", v.as_f64().to_bits()),
         DType::F32 => format!("0x{:08X}", (v.as_f64() as f32).to_bits()),
@@ -409,6 +421,17 @@ impl Emitter {
         self.op1(&format!("stablehlo.{name}"), &[a, b], &[], a.ty.clone())
     }
 
+    /// An elementwise op on two operands of one type with an explicit
+    /// result dtype (`complex`).
+    pub fn binary_to(&mut self, name: &str, a: &Val, b: &Val, dtype: DType) -> Val {
+        self.op1(
+            &format!("stablehlo.{name}"),
+            &[a, b],
+            &[],
+            a.ty.with_dtype(dtype),
+        )
+    }
+
     pub fn compare(&mut self, dir: Cmp, a: &Val, b: &Val) -> Val {
         let d = match dir {
             Cmp::Eq => "EQ",
@@ -419,7 +442,7 @@ impl Emitter {
             Cmp::Ge => "GE",
         };
         let kind = match a.ty.dtype {
-            t if t.is_float() => "FLOAT",
+            t if t.is_inexact() => "FLOAT",
             t if t.is_signed_int() => "SIGNED",
             _ => "UNSIGNED",
         };

@@ -18,12 +18,14 @@
 
 use super::Op;
 use super::callback::HostCallback;
+use super::complex::{Complex, ComplexPart};
 use super::constant::{Constant, FillLike, Iota, RandomBits, RandomNormal, RandomUniform};
 use super::control::{Cond, Region, While};
 use super::conv::Conv;
 use super::decomp::{Cholesky, TriangularSolve};
 use super::elementwise::{Binary, Cast, Select, Unary};
 use super::ensure::EnsureShape;
+use super::fft::Fft;
 use super::indexing::{DynamicSlice, DynamicUpdateSlice};
 use super::linalg::{DotGeneral, MatMul};
 use super::pad::{BroadcastTo, Pad, Reverse};
@@ -106,6 +108,9 @@ enum OpJson {
     BroadcastTo(BroadcastTo),
     StopGradient(StopGradient),
     Sort(Sort),
+    Complex(Complex),
+    ComplexPart(ComplexPart),
+    Fft(Fft),
     HostCallback {
         callback: usize,
         results: Vec<ArraySpec>,
@@ -199,6 +204,9 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         Op::BroadcastTo(o) => OpJson::BroadcastTo(o.clone()),
         Op::StopGradient(o) => OpJson::StopGradient(*o),
         Op::Sort(o) => OpJson::Sort(o.clone()),
+        Op::Complex(o) => OpJson::Complex(*o),
+        Op::ComplexPart(o) => OpJson::ComplexPart(*o),
+        Op::Fft(o) => OpJson::Fft(o.clone()),
         Op::HostCallback(o) => OpJson::HostCallback {
             callback: declare(o.id())?,
             results: o.results.clone(),
@@ -341,6 +349,9 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
         OpJson::BroadcastTo(o) => Op::BroadcastTo(o.clone()),
         OpJson::StopGradient(o) => Op::StopGradient(*o),
         OpJson::Sort(o) => Op::Sort(o.clone()),
+        OpJson::Complex(o) => Op::Complex(*o),
+        OpJson::ComplexPart(o) => Op::ComplexPart(*o),
+        OpJson::Fft(o) => Op::Fft(o.clone()),
         OpJson::HostCallback { callback, results } => {
             results
                 .iter()

@@ -194,7 +194,7 @@ impl OpDef for Cond {
         // appears twice among the inputs but must get its gradient once.
         let mut float: Vec<usize> = Vec::new();
         for i in 1..inputs.len() {
-            if inputs[i].dtype().is_float()
+            if inputs[i].dtype().is_inexact()
                 && !float.iter().any(|&j| inputs[j].key() == inputs[i].key())
             {
                 float.push(i);

@@ -151,7 +151,7 @@ impl OpDef for CustomGradient {
         let mut out = Vec::with_capacity(inputs.len());
         for (i, (g, x)) in found.into_iter().zip(xs).enumerate() {
             let g = match g {
-                Some(g) if x.dtype().is_float() => Some(check_grad(i, &g, x)?),
+                Some(g) if x.dtype().is_inexact() => Some(check_grad(i, &g, x)?),
                 _ => None,
             };
             out.push(g);

@@ -8,6 +8,16 @@
 //! integer division by zero XLA's defined results apply (quotient -1 bits,
 //! remainder the dividend) where TensorFlow would raise.
 //!
+//! Complex operands (`c64`, `c128`) are taken where XLA computes the op
+//! on complex numbers: `neg`, `abs` (a real result), `exp`, `log`,
+//! `log1p`, `expm1`, `sqrt`, `rsqrt`, `square`, `reciprocal`, `sign`,
+//! `tanh`, `sin`, `cos`, and `add`, `sub`, `mul`, `div`, `pow`, `equal`,
+//! `not_equal`, `where` and `cast`. Every other op refuses them with an
+//! error that says so (ordering comparisons, `maximum`/`minimum`, `floor`,
+//! ...: complex numbers have no order). Gradients of complex values follow
+//! JAX's convention (see `ops::complex`): for these holomorphic functions
+//! the rule is the real one, `g * f'(z)`, unconjugated.
+//!
 //! Special functions, activations and bitwise ops are variants of the same
 //! enums; their lowering, gradient rules and methods are in `special`.
 
@@ -89,8 +99,31 @@ impl Unary {
         }
     }
 
+    /// Does XLA compute the op on complex numbers (see the module docs)?
+    fn takes_complex(self) -> bool {
+        use Unary::*;
+        matches!(
+            self,
+            Neg | Abs
+                | Exp
+                | Log
+                | Log1p
+                | Expm1
+                | Sqrt
+                | Rsqrt
+                | Square
+                | Reciprocal
+                | Sign
+                | Tanh
+                | Sin
+                | Cos
+        )
+    }
+
     fn result_dtype(self, input: DType) -> DType {
         match self {
+            // |z| of a complex number is real.
+            Unary::Abs => input.real_part(),
             Unary::IsNan | Unary::IsFinite | Unary::IsInf => DType::Bool,
             // TensorFlow's population_count gives uint8 for every dtype.
             Unary::PopulationCount => DType::U8,
@@ -151,6 +184,13 @@ impl OpDef for Unary {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity(self.name(), inputs, 1)?;
         let d = inputs[0].dtype;
+        if d.is_complex() {
+            super::complex::check_complex_operand(self.name(), d, self.takes_complex())?;
+            return Ok(vec![TensorType::new(
+                self.result_dtype(d),
+                inputs[0].shape.clone(),
+            )]);
+        }
         let (ok, wanted) = match self.accepts() {
             Accepts::Float => (d.is_float(), "floating-point"),
             Accepts::Numeric => (d.is_numeric(), "numeric"),
@@ -171,7 +211,7 @@ impl OpDef for Unary {
         let out = match self {
             Neg => cx.unary("negate", x),
             Abs if unsigned => x.clone(),
-            Abs => cx.unary("abs", x),
+            Abs => cx.unary_to("abs", x, x.ty.dtype.real_part()),
             Exp => cx.unary("exponential", x),
             Log => cx.unary("log", x),
             Log1p => cx.unary("log_plus_one", x),
@@ -214,7 +254,7 @@ impl OpDef for Unary {
     ) -> Result<Vec<Option<Tensor>>> {
         use Unary::*;
         let (x, y) = (&inputs[0], &outputs[0]);
-        if !x.dtype().is_float()
+        if !x.dtype().is_inexact()
             || matches!(
                 self,
                 Floor
@@ -234,6 +274,7 @@ impl OpDef for Unary {
         let g = grad_or_zeros(grads, y)?;
         let dx = match self {
             Neg => g.neg()?,
+            Abs if x.dtype().is_complex() => super::complex::abs_grad(x, y, &g)?,
             Abs => g.mul(&x.sign()?)?,
             Exp => g.mul(y)?,
             Log => g.div(x)?,
@@ -302,6 +343,12 @@ impl Binary {
         })
     }
 
+    /// Does XLA compute the op on complex numbers (see the module docs)?
+    fn takes_complex(self) -> bool {
+        use Binary::*;
+        matches!(self, Add | Sub | Mul | Div | Pow | Eq | Ne)
+    }
+
     /// The dtype of `div` on integer operands (TensorFlow's truediv).
     fn true_div_dtype(d: DType) -> DType {
         match d {
@@ -349,6 +396,9 @@ impl OpDef for Binary {
         expect_arity(name, inputs, 2)?;
         let d = same_dtype(name, inputs)?;
         match self {
+            _ if d.is_complex() => {
+                super::complex::check_complex_operand(name, d, self.takes_complex())?
+            }
             Eq | Ne => check_dtype(name, d, true, "any")?,
             LogicalAnd | LogicalOr => check_dtype(name, d, d == DType::Bool, "bool")?,
             Atan2 => check_dtype(name, d, d.is_float(), "floating-point")?,
@@ -411,7 +461,7 @@ impl OpDef for Binary {
     ) -> Result<Vec<Option<Tensor>>> {
         use Binary::*;
         let (a, b) = (&inputs[0], &inputs[1]);
-        if !a.dtype().is_float() || !outputs[0].dtype().is_float() {
+        if !a.dtype().is_inexact() || !outputs[0].dtype().is_inexact() {
             return Ok(vec![None, None]);
         }
         let g = grad_or_zeros(grads, &outputs[0])?;
@@ -543,7 +593,7 @@ impl OpDef for Select {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let (c, x, y) = (&inputs[0], &inputs[1], &inputs[2]);
-        if !x.dtype().is_float() {
+        if !x.dtype().is_inexact() {
             return Ok(vec![None, None, None]);
         }
         let g = grad_or_zeros(grads, &outputs[0])?;
@@ -557,7 +607,10 @@ impl OpDef for Select {
 // ------------------------------------------------------------------- cast
 
 /// Converts elements to another dtype: floats to ints truncate toward
-/// zero, anything to bool is `x != 0`, bool to numbers is 0 or 1.
+/// zero, anything to bool is `x != 0`, bool to numbers is 0 or 1; a real
+/// number becomes a complex one with imaginary part 0, and a complex
+/// number cast to a real dtype keeps its real part (as `tf.cast` and
+/// NumPy do; XLA itself converts complex only to complex).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Cast(pub DType);
 
@@ -579,6 +632,10 @@ impl OpDef for Cast {
             let zero = cx.constant(Scalar::I64(0), x.ty.clone());
             return Ok(vec![cx.compare(Cmp::Ne, x, &zero)]);
         }
+        if x.ty.dtype.is_complex() && !self.0.is_complex() {
+            let re = cx.unary_to("real", x, x.ty.dtype.real_part());
+            return Ok(vec![cx.convert(&re, self.0)]);
+        }
         Ok(vec![cx.convert(x, self.0)])
     }
 
@@ -589,9 +646,12 @@ impl OpDef for Cast {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let x = &inputs[0];
-        if !x.dtype().is_float() || !self.0.is_float() {
+        if !x.dtype().is_inexact() || !self.0.is_inexact() {
             return Ok(vec![None]);
         }
+        // Complex to real keeps the real part: its transpose is a complex
+        // number with imaginary part 0, which the cast back gives; real to
+        // complex transposes to the real part, which the cast also gives.
         Ok(vec![Some(
             grad_or_zeros(grads, &outputs[0])?.cast(x.dtype())?,
         )])

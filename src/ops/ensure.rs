@@ -50,7 +50,7 @@ impl OpDef for EnsureShape {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        if !inputs[0].dtype().is_float() {
+        if !inputs[0].dtype().is_inexact() {
             return Ok(vec![None]);
         }
         Ok(vec![Some(grad_or_zeros(grads, &outputs[0])?)])

@@ -97,7 +97,7 @@ impl OpDef for DynamicSlice {
     ) -> Result<Vec<Option<Tensor>>> {
         let x = &inputs[0];
         let mut out = vec![None; inputs.len()];
-        if x.dtype().is_float() {
+        if x.dtype().is_inexact() {
             let g = super::grad_or_zeros(grads, &outputs[0])?;
             out[0] = Some(x.zeros_like()?.dynamic_update_slice(&g, &inputs[1..])?);
         }
@@ -159,7 +159,7 @@ impl OpDef for DynamicUpdateSlice {
     ) -> Result<Vec<Option<Tensor>>> {
         let (x, update, starts) = (&inputs[0], &inputs[1], &inputs[2..]);
         let mut out = vec![None; inputs.len()];
-        if x.dtype().is_float() {
+        if x.dtype().is_inexact() {
             let g = super::grad_or_zeros(grads, &outputs[0])?;
             // The window was overwritten: x gets the gradient outside it,
             // the update the gradient inside it.

@@ -12,6 +12,7 @@
 
 pub mod callback;
 pub(crate) mod codec;
+pub mod complex;
 pub mod constant;
 pub mod control;
 pub mod conv;
@@ -20,6 +21,7 @@ pub mod decomp;
 pub mod einsum;
 pub mod elementwise;
 pub mod ensure;
+pub mod fft;
 pub mod indexing;
 pub mod linalg;
 pub mod pad;
@@ -176,6 +178,9 @@ op_catalog! {
     BroadcastTo(pad::BroadcastTo),
     StopGradient(stats::StopGradient),
     Sort(sort::Sort),
+    Complex(complex::Complex),
+    ComplexPart(complex::ComplexPart),
+    Fft(fft::Fft),
     CustomGradient(custom_gradient::CustomGradient),
 }
 

@@ -115,7 +115,7 @@ impl OpDef for Pad {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        if !inputs[0].dtype().is_float() {
+        if !inputs[0].dtype().is_inexact() {
             return Ok(vec![None]);
         }
         let mut g = grad_or_zeros(grads, &outputs[0])?;
@@ -188,7 +188,7 @@ impl OpDef for Reverse {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        if !inputs[0].dtype().is_float() {
+        if !inputs[0].dtype().is_inexact() {
             return Ok(vec![None]);
         }
         Ok(vec![Some(
@@ -256,7 +256,7 @@ impl OpDef for BroadcastTo {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        if !inputs[0].dtype().is_float() {
+        if !inputs[0].dtype().is_inexact() {
             return Ok(vec![None]);
         }
         let g = grad_or_zeros(grads, &outputs[0])?;

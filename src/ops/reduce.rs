@@ -156,6 +156,12 @@ impl Reduce {
     fn check_operand(&self, dtype: DType) -> Result<()> {
         if self.kind.is_logical() {
             check_dtype(self.name(), dtype, dtype == DType::Bool, "bool")
+        } else if dtype.is_complex() {
+            let ok = matches!(
+                self.kind,
+                ReduceKind::Sum | ReduceKind::Mean | ReduceKind::Prod
+            );
+            super::complex::check_complex_operand(self.name(), dtype, ok)
         } else {
             check_dtype(self.name(), dtype, dtype.is_numeric(), "numeric")
         }
@@ -215,7 +221,7 @@ impl OpDef for Reduce {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let (x, y) = (&inputs[0], &outputs[0]);
-        if !x.dtype().is_float() || matches!(self.kind, ReduceKind::Any | ReduceKind::All) {
+        if !x.dtype().is_inexact() || matches!(self.kind, ReduceKind::Any | ReduceKind::All) {
             return Ok(vec![None]);
         }
         let rank = x.rank();

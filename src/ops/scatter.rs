@@ -123,7 +123,7 @@ impl OpDef for GatherNd {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let (params, indices) = (&inputs[0], &inputs[1]);
-        if !params.dtype().is_float() {
+        if !params.dtype().is_inexact() {
             return Ok(vec![None, None]);
         }
         let g = super::grad_or_zeros(grads, &outputs[0])?;
@@ -238,7 +238,7 @@ impl OpDef for ScatterNd {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let (t, indices, updates) = (&inputs[0], &inputs[1], &inputs[2]);
-        if !t.dtype().is_float() {
+        if !t.dtype().is_inexact() {
             return Ok(vec![None, None, None]);
         }
         let g = super::grad_or_zeros(grads, &outputs[0])?;

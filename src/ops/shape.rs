@@ -124,7 +124,7 @@ impl OpDef for Reshape {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let x = &inputs[0];
-        if !x.dtype().is_float() {
+        if !x.dtype().is_inexact() {
             return Ok(vec![None]);
         }
         Ok(vec![Some(
@@ -189,7 +189,7 @@ impl OpDef for Transpose {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        if !inputs[0].dtype().is_float() {
+        if !inputs[0].dtype().is_inexact() {
             return Ok(vec![None]);
         }
         let mut inverse = vec![0i64; self.perm.len()];
@@ -279,7 +279,7 @@ impl OpDef for Concat {
         outputs: &[Tensor],
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        if !inputs[0].dtype().is_float() {
+        if !inputs[0].dtype().is_inexact() {
             return Ok(vec![None; inputs.len()]);
         }
         let g = grad_or_zeros(grads, &outputs[0])?;
@@ -379,7 +379,7 @@ impl OpDef for Slice {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let x = &inputs[0];
-        if !x.dtype().is_float() {
+        if !x.dtype().is_inexact() {
             return Ok(vec![None]);
         }
         let g = grad_or_zeros(grads, &outputs[0])?;
@@ -517,7 +517,7 @@ impl OpDef for StridedSlice {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let x = &inputs[0];
-        if !x.dtype().is_float() {
+        if !x.dtype().is_inexact() {
             return Ok(vec![None]);
         }
         let mut g = grad_or_zeros(grads, &outputs[0])?;
@@ -634,7 +634,7 @@ impl OpDef for Gather {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let (x, indices) = (&inputs[0], &inputs[1]);
-        if !x.dtype().is_float() {
+        if !x.dtype().is_inexact() {
             return Ok(vec![None, None]);
         }
         let g = grad_or_zeros(grads, &outputs[0])?;

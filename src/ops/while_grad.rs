@@ -128,10 +128,10 @@ impl<'a> LoopGradient<'a> {
         needed: &[bool],
     ) -> Result<LoopGradient<'a>> {
         let n = op.loop_types.len();
-        let float_vars = (0..n).filter(|&i| inputs[i].dtype().is_float()).collect();
+        let float_vars = (0..n).filter(|&i| inputs[i].dtype().is_inexact()).collect();
         let mut float_caps: Vec<usize> = Vec::new();
         for &i in &op.body.captures {
-            if inputs[i].dtype().is_float()
+            if inputs[i].dtype().is_inexact()
                 && needed.get(i).copied().unwrap_or(true)
                 && !float_caps
                     .iter()

@@ -70,6 +70,21 @@ impl Element for half::bf16 {
     }
 }
 
+/// Complex elements: `num_complex::Complex<f32>` (c64) and
+/// `Complex<f64>` (c128), `#[repr(C)]` pairs (real, imaginary) as XLA lays
+/// them out. `from_f64` gives a real number; `to_f64` is the real part.
+macro_rules! complex_element {
+    ($($t:ty => $d:ident),* $(,)?) => {$(
+        impl sealed::Sealed for num_complex::Complex<$t> {}
+        impl Element for num_complex::Complex<$t> {
+            const DTYPE: DType = DType::$d;
+            fn from_f64(v: f64) -> Self { num_complex::Complex::new(v as $t, 0.0) }
+            fn to_f64(self) -> f64 { self.re as f64 }
+        }
+    )*};
+}
+complex_element!(f32 => C64, f64 => C128);
+
 /// Views a slice of elements as its bytes (native endianness, as the device
 /// expects on the host platforms PJRT supports).
 pub fn as_bytes<T: Element>(data: &[T]) -> &[u8] {

@@ -450,7 +450,9 @@ fn dtype_of_ffi(code: u32) -> Option<DType> {
         10 => DType::F16,
         11 => DType::F32,
         12 => DType::F64,
+        15 => DType::C64,
         16 => DType::BF16,
+        18 => DType::C128,
         _ => return None,
     })
 }

@@ -6,8 +6,11 @@
 //! arrays), scientific notation when magnitudes call for it, lines wrapped at
 //! 75 columns, and arrays over 1000 elements summarised with `...` keeping
 //! 3 items at each edge of every axis. Scalars print like NumPy scalars
-//! (`2.0`, `1e-05`). Multi-line values start on a new line, as in
-//! TensorFlow. A tensor that cannot be read prints the error instead.
+//! (`2.0`, `1e-05`, `(1+2j)`). Complex arrays print as NumPy's do: the
+//! real parts laid out as one float array, the imaginary parts as another
+//! with an explicit sign, then `j` (`[1. +2.j 3.5-4.j]`). Multi-line
+//! values start on a new line, as in TensorFlow. A tensor that cannot be
+//! read prints the error instead.
 
 use super::Tensor;
 use crate::dtype::DType;
@@ -60,6 +63,8 @@ enum Values {
     Bool(Vec<bool>),
     Int(Vec<i128>),
     Float(Vec<f64>),
+    /// Real and imaginary parts.
+    Complex(Vec<f64>, Vec<f64>),
 }
 
 fn values_from_bytes(dtype: DType, bytes: &[u8]) -> Result<Values> {
@@ -89,6 +94,14 @@ fn values_from_bytes(dtype: DType, bytes: &[u8]) -> Result<Values> {
         DType::BF16 => floats::<half::bf16>(bytes),
         DType::F32 => floats::<f32>(bytes),
         DType::F64 => floats::<f64>(bytes),
+        // Complex numbers are (re, im) pairs of their part's dtype.
+        DType::C64 | DType::C128 => {
+            let Values::Float(parts) = values_from_bytes(dtype.real_part(), bytes)? else {
+                unreachable!("a complex dtype's parts are floats")
+            };
+            let (re, im) = parts.chunks_exact(2).map(|p| (p[0], p[1])).unzip();
+            Values::Complex(re, im)
+        }
         DType::String => return Err(dtype.unsupported("no string tensors exist")),
     })
 }
@@ -121,6 +134,7 @@ fn scalar_text(values: &Values, dtype: DType) -> String {
         Values::Bool(v) => (if v[0] { "True" } else { "False" }).to_string(),
         Values::Int(v) => v[0].to_string(),
         Values::Float(v) => float_scalar(v[0], dtype),
+        Values::Complex(re, im) => complex_scalar(re[0], im[0], dtype.real_part()),
     }
 }
 
@@ -246,6 +260,8 @@ enum ElementFormat<'a> {
     Bool(&'a [bool]),
     Int(&'a [i128], usize),
     Float(&'a [f64], FloatFormat),
+    /// Real parts, imaginary parts, and a format for each.
+    Complex(&'a [f64], &'a [f64], FloatFormat, FloatFormat),
 }
 
 impl<'a> ElementFormat<'a> {
@@ -258,7 +274,18 @@ impl<'a> ElementFormat<'a> {
             }
             Values::Float(v) => {
                 let shown: Vec<f64> = shown.iter().map(|&i| v[i]).collect();
-                ElementFormat::Float(v, FloatFormat::new(&shown, dtype))
+                ElementFormat::Float(v, FloatFormat::new(&shown, dtype, false))
+            }
+            Values::Complex(re, im) => {
+                let part = dtype.real_part();
+                let shown_re: Vec<f64> = shown.iter().map(|&i| re[i]).collect();
+                let shown_im: Vec<f64> = shown.iter().map(|&i| im[i]).collect();
+                ElementFormat::Complex(
+                    re,
+                    im,
+                    FloatFormat::new(&shown_re, part, false),
+                    FloatFormat::new(&shown_im, part, true),
+                )
             }
         }
     }
@@ -268,6 +295,12 @@ impl<'a> ElementFormat<'a> {
             ElementFormat::Bool(v) => (if v[i] { " True" } else { "False" }).to_string(),
             ElementFormat::Int(v, width) => format!("{:>width$}", v[i]),
             ElementFormat::Float(v, f) => f.format(v[i]),
+            ElementFormat::Complex(re, im, fr, fi) => {
+                // NumPy puts the `j` before the imaginary part's padding.
+                let imag = fi.format(im[i]);
+                let end = imag.trim_end().len();
+                format!("{}{}j{}", fr.format(re[i]), &imag[..end], &imag[end..])
+            }
         }
     }
 }
@@ -388,6 +421,38 @@ fn non_finite(v: f64) -> &'static str {
     }
 }
 
+/// `non_finite` with an explicit `+` when `plus` (imaginary parts).
+fn non_finite_signed(v: f64, plus: bool) -> String {
+    match non_finite(v) {
+        t if plus && !t.starts_with('-') => format!("+{t}"),
+        t => t.to_string(),
+    }
+}
+
+/// A NumPy (2.x) complex scalar, as Python writes complex numbers:
+/// `(1+2j)`, `(1.5-0.25j)`, `2j` (a real part of +0 is left out), each
+/// part in the float scalar's form without a trailing `.0`.
+fn complex_scalar(re: f64, im: f64, part: DType) -> String {
+    let text = |v: f64| {
+        let t = float_scalar(v, part);
+        t.strip_suffix(".0").map(str::to_string).unwrap_or(t)
+    };
+    let imag = if im.is_finite() {
+        let t = text(im);
+        if im.is_sign_negative() {
+            t
+        } else {
+            format!("+{t}")
+        }
+    } else {
+        non_finite_signed(im, true)
+    };
+    if re == 0.0 && !re.is_sign_negative() {
+        return format!("{}j", imag.trim_start_matches('+'));
+    }
+    format!("({}{imag}j)", text(re))
+}
+
 /// A NumPy (2.x) float scalar: positional with at least one fractional
 /// digit for 1e-4 <= |v| < cutoff (and 0), else scientific; the cutoff is
 /// 1e16 for f64 and `10^precision` for narrower floats (1e6 for f32).
@@ -420,6 +485,8 @@ fn float_scalar(v: f64, dtype: DType) -> String {
 /// default `maxprec` mode).
 struct FloatFormat {
     dtype: DType,
+    /// Writes `+` before non-negative values (imaginary parts).
+    plus: bool,
     scientific: bool,
     pad_left: usize,
     pad_right: usize,
@@ -430,10 +497,11 @@ struct FloatFormat {
 }
 
 impl FloatFormat {
-    fn new(shown: &[f64], dtype: DType) -> FloatFormat {
+    fn new(shown: &[f64], dtype: DType, plus: bool) -> FloatFormat {
         let finite: Vec<f64> = shown.iter().copied().filter(|v| v.is_finite()).collect();
         let mut f = FloatFormat {
             dtype,
+            plus,
             scientific: needs_scientific(&finite, dtype),
             pad_left: 0,
             pad_right: 0,
@@ -448,7 +516,8 @@ impl FloatFormat {
         // Leave room for `nan`, `inf` and `-inf`.
         let offset = f.pad_right + 1;
         for v in shown.iter().filter(|v| !v.is_finite()) {
-            f.pad_left = f.pad_left.max(non_finite(*v).len().saturating_sub(offset));
+            let text = non_finite_signed(*v, plus);
+            f.pad_left = f.pad_left.max(text.len().saturating_sub(offset));
         }
         f
     }
@@ -456,7 +525,8 @@ impl FloatFormat {
     fn fit_positional(&mut self, finite: &[f64]) {
         for &v in finite {
             let (int, frac) = Decimal::positional_parts(v, self.dtype, Some(PRECISION));
-            self.pad_left = self.pad_left.max(int.len());
+            let plus = usize::from(self.plus && !v.is_sign_negative());
+            self.pad_left = self.pad_left.max(int.len() + plus);
             self.pad_right = self.pad_right.max(frac.len());
         }
     }
@@ -465,7 +535,7 @@ impl FloatFormat {
         self.exp_digits = 2;
         for &v in finite {
             let d = Decimal::scientific(v, self.dtype, PRECISION);
-            self.pad_left = self.pad_left.max(1 + usize::from(d.negative));
+            self.pad_left = self.pad_left.max(1 + usize::from(d.negative || self.plus));
             self.precision = self.precision.max(d.digits.len() - 1);
             self.exp_digits = self.exp_digits.max(d.exp.unsigned_abs().to_string().len());
         }
@@ -475,12 +545,17 @@ impl FloatFormat {
     fn format(&self, v: f64) -> String {
         if !v.is_finite() {
             let width = self.pad_left + self.pad_right + 1;
-            return format!("{:>width$}", non_finite(v));
+            return format!("{:>width$}", non_finite_signed(v, self.plus));
         }
         let (left, right) = (self.pad_left, self.pad_right);
+        let plus = if self.plus && !v.is_sign_negative() {
+            "+"
+        } else {
+            ""
+        };
         if !self.scientific {
             let (int, frac) = Decimal::positional_parts(v, self.dtype, Some(PRECISION));
-            return format!("{int:>left$}.{frac:<right$}");
+            return format!("{:>left$}.{frac:<right$}", format!("{plus}{int}"));
         }
         let mut d = Decimal::scientific(v, self.dtype, PRECISION);
         let precision = self.precision;
@@ -488,7 +563,7 @@ impl FloatFormat {
             // Pad with the value's true further digits, as NumPy does.
             d = Decimal::parse_sci_raw(&format!("{v:.precision$e}"));
         }
-        let sign = if d.negative { "-" } else { "" };
+        let sign = if d.negative { "-" } else { plus };
         let lead = format!("{sign}{}", &d.digits[..1]);
         let frac = &d.digits[1..];
         format!("{lead:>left$}.{frac}{}", exponent(d.exp, self.exp_digits))

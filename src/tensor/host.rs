@@ -45,6 +45,8 @@ pub(crate) fn scalar_tensor(value: Scalar, dtype: DType) -> Result<Tensor> {
         DType::BF16 => upload(&[half::bf16::from_f64(v.as_f64())], &[]),
         DType::F32 => upload(&[v.as_f64() as f32], &[]),
         DType::F64 => upload(&[v.as_f64()], &[]),
+        DType::C64 => upload(&[num_complex::Complex32::new(v.as_f64() as f32, 0.0)], &[]),
+        DType::C128 => upload(&[num_complex::Complex64::new(v.as_f64(), 0.0)], &[]),
         DType::String => Err(dtype.unsupported("cannot make a string tensor")),
     }
 }
@@ -151,8 +153,9 @@ impl Tensor {
         Ok(v[0])
     }
 
-    /// Reads any numeric or bool tensor as `f64` values (for printing and
-    /// comparisons in tests; exact except for 64-bit ints beyond 2^53).
+    /// Reads any real numeric or bool tensor as `f64` values (for printing
+    /// and comparisons in tests; exact except for 64-bit ints beyond 2^53).
+    /// Complex tensors are refused: they have two parts.
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         Ok(match self.dtype() {
             DType::Bool => self
@@ -216,6 +219,12 @@ impl Tensor {
                 .map(Element::to_f64)
                 .collect(),
             DType::F64 => self.to_vec::<f64>()?,
+            DType::C64 | DType::C128 => {
+                return Err(self.dtype().unsupported(
+                    "a complex tensor has no f64 values; read it with to_vec::<Complex32>() \
+                     (c64) or to_vec::<Complex64>() (c128), or take .real() or .abs() first",
+                ));
+            }
             DType::String => return Err(DType::String.unsupported("no string tensors exist")),
         })
     }
@@ -228,4 +237,14 @@ macro_rules! from_host_scalar {
         }
     )*};
 }
-from_host_scalar!(f32, f64, i32, i64, u8, u32, bool);
+from_host_scalar!(
+    f32,
+    f64,
+    i32,
+    i64,
+    u8,
+    u32,
+    bool,
+    num_complex::Complex32,
+    num_complex::Complex64
+);

@@ -1,6 +1,6 @@
 //! The emitter's structured ops: those with dimension numbers, windows or
 //! comparator regions (gather, scatter, convolution, `reduce_window`,
-//! `select_and_scatter`, sort, cholesky, `triangular_solve`). Split from
+//! `select_and_scatter`, sort, cholesky, `triangular_solve`, fft). Split from
 //! `emitter` by size; it uses the parent module's private printer (`op`,
 //! `op1`, `region`) and attribute helpers.
 
@@ -110,6 +110,16 @@ impl Emitter {
             &[("lower", "true".to_string())],
             out,
         )
+    }
+
+    /// `fft` of kind `fft_type` (`FFT`, `IFFT`, `RFFT`, `IRFFT`) over the
+    /// innermost `lengths.len()` dimensions.
+    pub fn fft(&mut self, x: &Val, fft_type: &str, lengths: &[i64], out: ArraySpec) -> Val {
+        let attrs = [
+            ("fft_type", format!("#stablehlo<fft_type {fft_type}>")),
+            ("fft_length", i64_array(lengths)),
+        ];
+        self.op1("stablehlo.fft", &[x], &attrs, out)
     }
 
     /// `triangular_solve` with flags `[left_side, lower, transpose_a,
