@@ -205,6 +205,64 @@ fn conv2d_matches_the_reference() {
     check(&[2, 5, 5, 4], &[3, 3, 2, 6], &w, "feature groups");
 }
 
+/// Up to 4 input features and 64 patch elements a convolution is lowered
+/// as a product over patches, beyond that as XLA's `convolution`: both
+/// sides of each bound, with strides, padding (negative too) and kernel
+/// dilation, against the reference.
+#[test]
+fn patch_and_convolution_lowerings_agree_with_the_reference() {
+    let mut w = Window::plain(2);
+    check(
+        &[2, 5, 6, 4],
+        &[4, 4, 4, 3],
+        &w,
+        "patches: 4 features, 64 elements",
+    );
+    check(&[2, 5, 6, 5], &[2, 2, 5, 3], &w, "convolution: 5 features");
+    check(
+        &[2, 7, 8, 2],
+        &[5, 7, 2, 3],
+        &w,
+        "convolution: 70 patch elements",
+    );
+    w.strides = vec![2, 3];
+    w.pad = vec![(2, -1), (1, 1)];
+    w.rhs_dil = vec![1, 2];
+    check(
+        &[2, 9, 8, 1],
+        &[3, 2, 1, 5],
+        &w,
+        "patches: strided, padded, dilated",
+    );
+    check(
+        &[2, 9, 8, 6],
+        &[3, 2, 6, 2],
+        &w,
+        "convolution: strided, padded, dilated",
+    );
+    let mut w = Window::plain(2);
+    w.strides = vec![2, 1];
+    w.pad = vec![(1, 0), (0, 2)];
+    check_gradients(&[1, 5, 4, 1], &[3, 3, 1, 2], &w, "patches gradient");
+    check_gradients(&[1, 5, 4, 5], &[2, 2, 5, 2], &w, "convolution gradient");
+    // Which lowering each side of the bound gets.
+    for (features, patches) in [(3i64, true), (5, false)] {
+        let f = function(|x: Tensor, k: Tensor| x.conv2d(&k, [1, 1], Padding::Same, [1, 1]));
+        let specs = [
+            xlafn::ArraySpec::new(DType::F32, &[2, 8, 8, features]),
+            xlafn::ArraySpec::new(DType::F32, &[3, 3, features, 4]),
+        ];
+        let x = Tensor::fill(&[2, 8, 8, features], 1.0, DType::F32).unwrap();
+        let k = Tensor::fill(&[3, 3, features, 4], 1.0, DType::F32).unwrap();
+        let y = f.call((x, k)).unwrap();
+        // The centre of a SAME 3x3 convolution of ones sums 9 * features.
+        let centre = y.to_vec::<f32>().unwrap()[(8 + 1) * 4];
+        assert_eq!(centre, 9.0 * features as f32);
+        let text = f.concrete_functions()[0].stablehlo(&specs).unwrap();
+        assert_eq!(!text.contains("stablehlo.convolution"), patches, "{text}");
+    }
+}
+
 #[test]
 fn one_and_three_spatial_dimensions() {
     let mut w = Window::plain(1);

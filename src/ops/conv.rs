@@ -276,6 +276,19 @@ impl OpDef for Conv {
             true => cx.reverse(&inputs[1], &self.dims.rhs.spatial),
             false => inputs[1].clone(),
         };
+        let nonempty = |dims: &[i64]| dims.iter().all(|&x| x > 0);
+        if self.uses_patches(&kernel.ty.dims)
+            && nonempty(&outputs[0].dims)
+            && nonempty(&inputs[0].ty.dims)
+            && nonempty(&kernel.ty.dims)
+        {
+            return Ok(vec![self.lower_as_patches(
+                cx,
+                &inputs[0],
+                &kernel,
+                &outputs[0],
+            )]);
+        }
         Ok(vec![cx.convolution(
             &inputs[0],
             &kernel,

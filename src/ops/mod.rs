@@ -16,6 +16,7 @@ pub mod complex;
 pub mod constant;
 pub mod control;
 pub mod conv;
+mod conv_patches;
 pub mod custom_gradient;
 pub mod decomp;
 pub mod einsum;
