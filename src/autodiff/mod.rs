@@ -37,12 +37,29 @@ pub(crate) fn region_gradients(
     wrt: &[Tensor],
     out_grads: &[Option<Tensor>],
 ) -> Result<Vec<Tensor>> {
+    let (_, grads) = region_gradients_with(graph, inputs, wrt, &|_| Ok(out_grads.to_vec()))?;
+    Ok(grads)
+}
+
+/// The weights of a region's results, from the replayed results.
+pub(crate) type ResultWeights<'a> = dyn Fn(&[Tensor]) -> Result<Vec<Option<Tensor>>> + 'a;
+
+/// [`region_gradients`] with the results' weights computed from the
+/// replayed results (a loop gradient slices its weights at an index the
+/// body computes); returns the replayed results too.
+pub(crate) fn region_gradients_with(
+    graph: &Graph,
+    inputs: &[Tensor],
+    wrt: &[Tensor],
+    out_grads: &ResultWeights<'_>,
+) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
     let tape = GradientTape::new();
     wrt.iter().for_each(|t| tape.watch(t));
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let outs = recompute(graph, &refs)?;
+    let out_grads = out_grads(&outs)?;
     let mut total: Option<Tensor> = None;
-    for (o, g) in outs.iter().zip(out_grads) {
+    for (o, g) in outs.iter().zip(&out_grads) {
         let (Some(g), true) = (g, o.dtype().is_inexact()) else {
             continue;
         };
@@ -55,15 +72,17 @@ pub(crate) fn region_gradients(
         });
     }
     let Some(total) = total else {
-        return wrt.iter().map(Tensor::zeros_like).collect();
+        let zeros = wrt.iter().map(Tensor::zeros_like).collect::<Result<_>>()?;
+        return Ok((outs, zeros));
     };
     let sources: Vec<Source> = wrt.iter().map(Source::from).collect();
     let grads = tape.gradient(&total, &sources)?;
-    grads
+    let grads = grads
         .into_iter()
         .zip(wrt)
         .map(|(g, x)| g.map_or_else(|| x.zeros_like(), Ok))
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok((outs, grads))
 }
 
 pub use tape::{GradientTape, Source};

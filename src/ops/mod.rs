@@ -33,6 +33,7 @@ pub mod sort;
 pub mod special;
 pub mod stats;
 pub(crate) mod while_grad;
+mod while_rows;
 pub mod window;
 
 use crate::dtype::{ArraySpec, DType};

@@ -25,11 +25,13 @@
 //!    fully known at trace time are recomputed from the initial values.
 
 use super::control::While;
+use super::while_rows::{RowWrite, row_writes};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::{Graph, TensorType, ValueId};
 use crate::ops::Op;
 use crate::tensor::Tensor;
+use std::cell::OnceCell;
 
 /// Bytes of recorded loop states a `while` gradient may hold.
 const STATE_BYTES: i64 = 64 << 20;
@@ -112,6 +114,14 @@ pub(super) struct LoopGradient<'a> {
     float_vars: Vec<usize>,
     /// Node inputs captured by the body with a float dtype, each once.
     float_caps: Vec<usize>,
+    /// Per loop value, how the body fills it row by row, if it does (see
+    /// `while_rows`): its gradient carries a mask of claimed rows instead.
+    rows: Vec<Option<RowWrite>>,
+    /// The body, with each row write's update and start index as extra
+    /// results after the loop values.
+    body: Graph,
+    /// The cotangents of the row-written values' final values.
+    row_cotangents: OnceCell<Vec<Option<Tensor>>>,
     zero: Tensor,
 }
 
@@ -140,11 +150,25 @@ impl<'a> LoopGradient<'a> {
                 float_caps.push(i);
             }
         }
+        let kept = op.recorded_values();
+        let candidates: Vec<bool> = (0..n)
+            .map(|i| !kept[i] && inputs[i].dtype().is_float())
+            .collect();
+        let rows = row_writes(&op.body.graph, &candidates);
+        let mut body = (*op.body.graph).clone();
+        let mut results = body.results().to_vec();
+        for w in rows.iter().flatten() {
+            results.extend([w.update, w.start]);
+        }
+        body.set_results(results);
         Ok(LoopGradient {
             op,
             inputs,
             float_vars,
             float_caps,
+            rows,
+            body,
+            row_cotangents: OnceCell::new(),
             zero: Tensor::fill(&[], 0, DType::I32)?,
         })
     }
@@ -156,10 +180,23 @@ impl<'a> LoopGradient<'a> {
         grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
         let init = self.init();
+        let finals: Vec<Option<Tensor>> = (0..self.op.loop_types.len())
+            .map(|i| match &self.rows[i] {
+                Some(_) => grads[i]
+                    .clone()
+                    .map_or_else(|| outputs[i].zeros_like(), Ok)
+                    .map(Some),
+                None => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        let _ = self.row_cotangents.set(finals);
         let g_vars: Vec<Tensor> = self
             .float_vars
             .iter()
-            .map(|&i| grads[i].clone().map_or_else(|| outputs[i].zeros_like(), Ok))
+            .map(|&i| match &self.rows[i] {
+                Some(w) => w.empty_mask(self.inputs[i].dtype()),
+                None => grads[i].clone().map_or_else(|| outputs[i].zeros_like(), Ok),
+            })
             .collect::<Result<_>>()?;
         let g_caps: Vec<Tensor> = self
             .float_caps
@@ -210,7 +247,10 @@ impl<'a> LoopGradient<'a> {
         };
         let mut out = vec![None; self.inputs.len()];
         for (&slot, g) in self.float_vars.iter().zip(g_vars) {
-            out[slot] = Some(g);
+            out[slot] = Some(match &self.rows[slot] {
+                Some(w) => w.initial_cotangent(&self.row_cotangent(slot), &g)?,
+                None => g,
+            });
         }
         for (&slot, g) in self.float_caps.iter().zip(g_caps) {
             out[slot] = Some(g);
@@ -349,7 +389,16 @@ impl<'a> LoopGradient<'a> {
         Ok((g_vars, g_caps))
     }
 
-    /// One iteration's vector-Jacobian product at `state`.
+    /// The cotangent of row-written loop value `slot`'s final value.
+    fn row_cotangent(&self, slot: usize) -> Tensor {
+        self.row_cotangents
+            .get()
+            .and_then(|g| g[slot].clone())
+            .expect("set by run")
+    }
+
+    /// One iteration's vector-Jacobian product at `state`. `g_vars` holds,
+    /// for a row-written value, its mask of claimed rows.
     fn step_back(
         &self,
         state: Vec<Tensor>,
@@ -357,7 +406,13 @@ impl<'a> LoopGradient<'a> {
         g_caps: &[Tensor],
     ) -> Result<Carried> {
         let n = self.op.loop_types.len();
-        let mut wrt: Vec<Tensor> = self.float_vars.iter().map(|&i| state[i].clone()).collect();
+        let plain: Vec<usize> = (0..self.float_vars.len())
+            .filter(|&k| self.rows[self.float_vars[k]].is_none())
+            .collect();
+        let mut wrt: Vec<Tensor> = plain
+            .iter()
+            .map(|&k| state[self.float_vars[k]].clone())
+            .collect();
         wrt.extend(self.float_caps.iter().map(|&i| self.inputs[i].clone()));
         let mut region_inputs = state;
         region_inputs.extend(
@@ -367,23 +422,41 @@ impl<'a> LoopGradient<'a> {
                 .iter()
                 .map(|&i| self.inputs[i].clone()),
         );
-        let mut out_grads: Vec<Option<Tensor>> = vec![None; n];
-        for (&slot, g) in self.float_vars.iter().zip(g_vars) {
-            out_grads[slot] = Some(g.clone());
+        // Row writes, in the order of the body's extra results.
+        let writes: Vec<(usize, &RowWrite)> = self
+            .float_vars
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &slot)| self.rows[slot].as_ref().map(|w| (k, w)))
+            .collect();
+        let weights = |outs: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
+            let mut weights: Vec<Option<Tensor>> = vec![None; outs.len()];
+            for &k in &plain {
+                weights[self.float_vars[k]] = Some(g_vars[k].clone());
+            }
+            for (e, &(k, w)) in writes.iter().enumerate() {
+                let g = self.row_cotangent(self.float_vars[k]);
+                let start = &outs[n + 2 * e + 1];
+                weights[n + 2 * e] = Some(w.update_cotangent(&g, &g_vars[k], start)?);
+            }
+            Ok(weights)
+        };
+        let (outs, step) =
+            crate::autodiff::region_gradients_with(&self.body, &region_inputs, &wrt, &weights)?;
+        let (plain_steps, cap_steps) = step.split_at(plain.len());
+        let mut new_vars = g_vars.to_vec();
+        for (&k, g) in plain.iter().zip(plain_steps) {
+            new_vars[k] = g.clone();
         }
-        let step = crate::autodiff::region_gradients(
-            &self.op.body.graph,
-            &region_inputs,
-            &wrt,
-            &out_grads,
-        )?;
-        let (new_vars, cap_steps) = step.split_at(self.float_vars.len());
+        for (e, &(k, w)) in writes.iter().enumerate() {
+            new_vars[k] = w.claim(&g_vars[k], &outs[n + 2 * e + 1])?;
+        }
         let caps = g_caps
             .iter()
             .zip(cap_steps)
             .map(|(a, b)| a.add(b))
             .collect::<Result<_>>()?;
-        Ok((new_vars.to_vec(), caps))
+        Ok((new_vars, caps))
     }
 }
 
