@@ -193,4 +193,16 @@ mod tests {
         assert!(cx.size().has_loops && !cx.size().is_light());
         assert!(!cx.size().has_only_small_arrays());
     }
+
+    #[test]
+    fn dots_and_high_ranks_keep_small_programs_off_xnnpack() {
+        assert!(size_of_add(&[1, 2, 1, 2, 1, 2]).has_only_small_arrays());
+        assert!(!size_of_add(&[1, 2, 1, 2, 1, 2, 1]).has_only_small_arrays());
+        let mut cx = Emitter::new();
+        let spec = ArraySpec::new(DType::F32, &[4, 4]);
+        let (a, b) = (cx.param(0, spec.clone()), cx.param(1, spec.clone()));
+        assert!(cx.size().has_only_small_arrays());
+        cx.dot_general(&a, &b, &[], &[], &[1], &[0], spec);
+        assert!(cx.size().has_contractions && !cx.size().has_only_small_arrays());
+    }
 }

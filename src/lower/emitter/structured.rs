@@ -142,6 +142,7 @@ impl Emitter {
 
     /// `convolution` of `lhs` (input) with `rhs` (kernel).
     pub fn convolution(&mut self, lhs: &Val, rhs: &Val, c: &ConvAttrs, out: ArraySpec) -> Val {
+        self.size.has_contractions = true;
         let dn = format!(
             "#stablehlo.conv<raw input_batch_dimension = {}, input_feature_dimension = {}, \
              input_spatial_dimensions = {}, kernel_input_feature_dimension = {}, \
