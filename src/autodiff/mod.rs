@@ -24,8 +24,9 @@
 mod tape;
 
 use crate::error::Result;
-use crate::ir::Graph;
-use crate::tensor::{Tensor, recompute};
+use crate::ir::{Graph, ValueId};
+use crate::tensor::{Tensor, recompute_with};
+use std::collections::HashMap;
 
 /// The gradients of a region's results (weighted by `out_grads`) with
 /// respect to `wrt`, computed by replaying the region on `inputs` under a
@@ -37,7 +38,8 @@ pub(crate) fn region_gradients(
     wrt: &[Tensor],
     out_grads: &[Option<Tensor>],
 ) -> Result<Vec<Tensor>> {
-    let (_, grads) = region_gradients_with(graph, inputs, wrt, &|_| Ok(out_grads.to_vec()))?;
+    let none = Default::default();
+    let (_, grads) = region_gradients_with(graph, inputs, &none, wrt, &|_| Ok(out_grads.to_vec()))?;
     Ok(grads)
 }
 
@@ -46,17 +48,20 @@ pub(crate) type ResultWeights<'a> = dyn Fn(&[Tensor]) -> Result<Vec<Option<Tenso
 
 /// [`region_gradients`] with the results' weights computed from the
 /// replayed results (a loop gradient slices its weights at an index the
-/// body computes); returns the replayed results too.
+/// body computes) and some of the region's values `provided` rather than
+/// recomputed (see `tensor::recompute_with`); returns the replayed
+/// results too.
 pub(crate) fn region_gradients_with(
     graph: &Graph,
     inputs: &[Tensor],
+    provided: &HashMap<ValueId, Tensor>,
     wrt: &[Tensor],
     out_grads: &ResultWeights<'_>,
 ) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
     let tape = GradientTape::new();
     wrt.iter().for_each(|t| tape.watch(t));
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let outs = recompute(graph, &refs)?;
+    let outs = recompute_with(graph, &refs, provided)?;
     let out_grads = out_grads(&outs)?;
     let mut total: Option<Tensor> = None;
     for (o, g) in outs.iter().zip(&out_grads) {

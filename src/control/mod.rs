@@ -470,6 +470,11 @@ fn recording_slots(inputs: &[&Tensor], op: &While) -> Option<i64> {
         .zip(op.recorded_values())
         .filter(|(_, r)| *r)
         .map(|(t, _)| t.clone())
+        .chain(
+            op.residuals()
+                .into_iter()
+                .map(|v| op.body.graph.value_type(v).clone()),
+        )
         .collect();
     crate::ops::while_grad::record_slots(&recorded, op.trip_count)
 }

@@ -12,7 +12,7 @@
 //! live in `crate::control`; eagerly they are plain Rust control flow, so
 //! these ops only ever appear in traced graphs (never in the eager cache).
 
-use super::{OpDef, describe};
+use super::{Op, OpDef, describe};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
 use crate::ir::{Graph, Scalar, TensorType, shape_is_subtype, shape_supertype};
@@ -61,9 +61,28 @@ impl Region {
 
     /// Lowers the region body with `args` as its own arguments.
     fn lower(&self, cx: &mut Emitter, args: &[Val], inputs: &[Val]) -> Result<Vec<Val>> {
+        self.lower_with(cx, args, inputs, &[])
+    }
+
+    /// [`Region::lower`], returning after the results the lowered values
+    /// of `extra` (values of the region's graph).
+    fn lower_with(
+        &self,
+        cx: &mut Emitter,
+        args: &[Val],
+        inputs: &[Val],
+        extra: &[crate::ir::ValueId],
+    ) -> Result<Vec<Val>> {
         let mut all = args.to_vec();
         all.extend(self.captures.iter().map(|&i| inputs[i].clone()));
-        lower_subgraph(cx, &self.graph, &all)
+        if extra.is_empty() {
+            return lower_subgraph(cx, &self.graph, &all);
+        }
+        let mut graph = (*self.graph).clone();
+        let mut results = graph.results().to_vec();
+        results.extend(extra);
+        graph.set_results(results);
+        lower_subgraph(cx, &graph, &all)
     }
 }
 
@@ -275,6 +294,23 @@ impl Hash for While {
 }
 
 impl While {
+    /// The body values a state record keeps besides the loop values: the
+    /// results of its dots and convolutions (float, of known shape), so
+    /// that the gradient's replay of the body takes them from the record
+    /// instead of multiplying again, as JAX's scan keeps its residuals.
+    pub(crate) fn residuals(&self) -> Vec<crate::ir::ValueId> {
+        let g = &self.body.graph;
+        g.nodes()
+            .iter()
+            .filter(|node| matches!(node.op, Op::MatMul(_) | Op::DotGeneral(_) | Op::Conv(_)))
+            .flat_map(|node| node.outputs.iter().copied())
+            .filter(|&v| {
+                let t = g.value_type(v);
+                t.dtype.is_float() && t.shape.as_known().is_some()
+            })
+            .collect()
+    }
+
     /// Which loop values a state record keeps (see
     /// [`super::while_grad::recorded_values`]).
     pub(crate) fn recorded_values(&self) -> Vec<bool> {
@@ -296,10 +332,13 @@ impl While {
         }
         let mut types = vec![TensorType::new(DType::I32, crate::ir::Shape::scalar())];
         let recorded = self.recorded_values();
+        let residuals = self.residuals();
+        let residual_types = residuals.iter().map(|&v| self.body.graph.value_type(v));
         for t in loop_values
             .iter()
             .zip(&recorded)
             .filter_map(|(t, &r)| r.then_some(t))
+            .chain(residual_types)
         {
             let Some(dims) = t.shape.as_known() else {
                 return Err(Error::invalid(
@@ -326,7 +365,9 @@ impl While {
         slots: i64,
     ) -> Result<Vec<Val>> {
         let n = self.loop_types.len();
-        let mut next = self.body.lower(cx, &args[..n], inputs)?;
+        let residuals = self.residuals();
+        let mut next = self.body.lower_with(cx, &args[..n], inputs, &residuals)?;
+        let stored = next.split_off(n);
         let counter = ArraySpec::scalar(DType::I32);
         let j = &args[n];
         let last = cx.constant(Scalar::I64(slots - 1), counter.clone());
@@ -338,7 +379,8 @@ impl While {
         let states = args[..n]
             .iter()
             .zip(recorded)
-            .filter_map(|(a, r)| r.then_some(a));
+            .filter_map(|(a, r)| r.then_some(a))
+            .chain(&stored);
         for (state, buffer) in states.zip(&args[n + 1..]) {
             let mut one_slot = vec![1];
             one_slot.extend(&state.ty.dims);

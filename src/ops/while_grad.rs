@@ -32,6 +32,7 @@ use crate::ir::{Graph, TensorType, ValueId};
 use crate::ops::Op;
 use crate::tensor::Tensor;
 use std::cell::OnceCell;
+use std::collections::HashMap;
 
 /// Bytes of recorded loop states a `while` gradient may hold.
 const STATE_BYTES: i64 = 64 << 20;
@@ -209,11 +210,17 @@ impl<'a> LoopGradient<'a> {
         let finals = &outputs[..n];
         let recorded = self.op.record.map(|slots| {
             let count = kept.iter().filter(|&&r| r).count();
+            let residuals = self.op.residuals();
+            let first = n + 1 + count;
             let stored = Stored {
                 trips: outputs[n].clone(),
-                buffers: outputs[n + 1..=n + count].to_vec(),
+                buffers: outputs[n + 1..first].to_vec(),
                 kept: kept.clone(),
                 finals: finals.to_vec(),
+                residuals: residuals
+                    .into_iter()
+                    .zip(outputs[first..].iter().cloned())
+                    .collect(),
             };
             (slots, stored)
         });
@@ -241,7 +248,7 @@ impl<'a> LoopGradient<'a> {
             (None, None, _) => {
                 let trips = self.count_trips(&init)?;
                 self.backward(&trips, carried, &|k| {
-                    self.run_from(&self.zero, init.clone(), k)
+                    Ok((self.run_from(&self.zero, init.clone(), k)?, Provided::new()))
                 })?
             }
         };
@@ -289,7 +296,7 @@ impl<'a> LoopGradient<'a> {
         let checkpoints = Checkpoints::record(self, init, trips, slots)?;
         self.backward(trips, carried, &|k| {
             let (from, start) = checkpoints.before(k, &self.zero)?;
-            self.run_from(&from, start, k)
+            Ok((self.run_from(&from, start, k)?, Provided::new()))
         })
     }
 
@@ -365,6 +372,7 @@ impl<'a> LoopGradient<'a> {
             buffers,
             kept: kept.to_vec(),
             finals: finals.to_vec(),
+            residuals: Vec::new(),
         })
     }
 
@@ -374,14 +382,14 @@ impl<'a> LoopGradient<'a> {
         &self,
         trips: &Tensor,
         carried: Carried,
-        state_at: &dyn Fn(&Tensor) -> Result<Vec<Tensor>>,
+        state_at: &StateAt<'_>,
     ) -> Result<Carried> {
         let (_, g_vars, g_caps) = crate::control::while_loop(
             |(k, _, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| k.gt_scalar(0),
             |(k, g_vars, g_caps): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
                 let k = k.sub_scalar(1)?;
-                let state = state_at(&k)?;
-                let (g_vars, g_caps) = self.step_back(state, &g_vars, &g_caps)?;
+                let (state, provided) = state_at(&k)?;
+                let (g_vars, g_caps) = self.step_back(state, &provided, &g_vars, &g_caps)?;
                 Ok((k, g_vars, g_caps))
             },
             (trips.clone(), carried.0, carried.1),
@@ -402,6 +410,7 @@ impl<'a> LoopGradient<'a> {
     fn step_back(
         &self,
         state: Vec<Tensor>,
+        provided: &Provided,
         g_vars: &[Tensor],
         g_caps: &[Tensor],
     ) -> Result<Carried> {
@@ -441,8 +450,13 @@ impl<'a> LoopGradient<'a> {
             }
             Ok(weights)
         };
-        let (outs, step) =
-            crate::autodiff::region_gradients_with(&self.body, &region_inputs, &wrt, &weights)?;
+        let (outs, step) = crate::autodiff::region_gradients_with(
+            &self.body,
+            &region_inputs,
+            provided,
+            &wrt,
+            &weights,
+        )?;
         let (plain_steps, cap_steps) = step.split_at(plain.len());
         let mut new_vars = g_vars.to_vec();
         for (&k, g) in plain.iter().zip(plain_steps) {
@@ -460,6 +474,12 @@ impl<'a> LoopGradient<'a> {
     }
 }
 
+/// Body values known without running the body again.
+type Provided = HashMap<ValueId, Tensor>;
+
+/// The state that entered iteration `k`, and the body values known for it.
+type StateAt<'a> = dyn Fn(&Tensor) -> Result<(Vec<Tensor>, Provided)> + 'a;
+
 /// States recorded by a forward run, and its trip count.
 struct Stored {
     trips: Tensor,
@@ -468,20 +488,28 @@ struct Stored {
     kept: Vec<bool>,
     /// The loop's results, standing in for the values not kept.
     finals: Vec<Tensor>,
+    /// Body values recorded per iteration (`While::residuals`), each with
+    /// its buffer.
+    residuals: Vec<(ValueId, Tensor)>,
 }
 
 impl Stored {
-    /// The state that entered iteration `k`.
-    fn state(&self, k: &Tensor, zero: &Tensor) -> Result<Vec<Tensor>> {
+    /// The state that entered iteration `k`, and the body values that
+    /// iteration recorded.
+    fn state(&self, k: &Tensor, zero: &Tensor) -> Result<(Vec<Tensor>, Provided)> {
         let mut read = read_slot(&self.buffers, k, zero)?.into_iter();
-        self.kept
+        let state = self
+            .kept
             .iter()
             .zip(&self.finals)
             .map(|(&kept, last)| match kept {
                 true => Ok(read.next().expect("one buffer per kept value")),
                 false => Ok(last.clone()),
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        let (ids, buffers): (Vec<ValueId>, Vec<Tensor>) = self.residuals.iter().cloned().unzip();
+        let values = read_slot(&buffers, k, zero)?;
+        Ok((state, ids.into_iter().zip(values).collect()))
     }
 }
 

@@ -237,20 +237,34 @@ pub(crate) fn scalar_as(value: Scalar, dtype: DType) -> Result<Tensor> {
 /// visible to gradient tapes and to check-numerics, and re-infers types
 /// from the actual inputs.
 pub(crate) fn replay(graph: &crate::ir::Graph, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-    replay_nodes(graph, inputs, false)
+    replay_nodes(graph, inputs, false, &Default::default())
 }
 
 /// Like [`replay`], for recomputing values (gradients recompute loop
 /// states and branch values): ops run only for their side effects, such as
 /// `print`, are skipped, so they show once per real execution.
 pub(crate) fn recompute(graph: &crate::ir::Graph, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-    replay_nodes(graph, inputs, true)
+    replay_nodes(graph, inputs, true, &Default::default())
+}
+
+/// [`recompute`] with some values already known (`provided`, by the
+/// graph's value ids): a node whose every result is provided is not run
+/// again, only noted on recording tapes as if it had run, so gradients
+/// still flow through it. A loop's gradient passes the results of the
+/// body's dots that the forward loop stored.
+pub(crate) fn recompute_with(
+    graph: &crate::ir::Graph,
+    inputs: &[&Tensor],
+    provided: &std::collections::HashMap<ValueId, Tensor>,
+) -> Result<Vec<Tensor>> {
+    replay_nodes(graph, inputs, true, provided)
 }
 
 fn replay_nodes(
     graph: &crate::ir::Graph,
     inputs: &[&Tensor],
     skip_effects: bool,
+    provided: &std::collections::HashMap<ValueId, Tensor>,
 ) -> Result<Vec<Tensor>> {
     let mut values: std::collections::HashMap<ValueId, Tensor> = graph
         .params()
@@ -264,7 +278,23 @@ fn replay_nodes(
             continue;
         }
         let ins: Vec<&Tensor> = node.inputs.iter().map(|v| &values[v]).collect();
-        let outs = apply(node.op.clone(), &ins)?;
+        let known: Option<Vec<Tensor>> = match node.outputs.is_empty() {
+            true => None,
+            false => node
+                .outputs
+                .iter()
+                .map(|v| provided.get(v).cloned())
+                .collect(),
+        };
+        let outs = match known {
+            Some(outs) => {
+                if crate::autodiff::recording() {
+                    crate::autodiff::record_op(&node.op, &ins, &outs);
+                }
+                outs
+            }
+            None => apply(node.op.clone(), &ins)?,
+        };
         values.extend(node.outputs.iter().copied().zip(outs));
     }
     Ok(graph.results().iter().map(|r| values[r].clone()).collect())
