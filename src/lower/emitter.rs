@@ -166,6 +166,8 @@ pub struct ProgramSize {
     pub largest_rank: usize,
     /// Holds a `dot_general` or a `convolution`.
     pub has_contractions: bool,
+    /// Holds an f16 or bf16 array.
+    pub has_half_floats: bool,
     pub has_loops: bool,
     /// Calls back into Rust (`print`, host callbacks).
     pub has_host_calls: bool,
@@ -197,13 +199,16 @@ impl ProgramSize {
     /// out because XLA's own code ran a small transformer faster: W9 at
     /// batch 2 (every array within 64K elements) took 5.21 ms per training
     /// step through XNNPACK and 3.64 ms without, its forward 1.37 and 1.11
-    /// (#16 item 4). (The runtime runs such programs one at a
+    /// (#16 item 4). Half-precision programs are left out too: an f16
+    /// `scatter` compiled there failed with "Fusion kind not implemented
+    /// on CPU". (The runtime runs such programs one at a
     /// time, see `runtime::Executable`; a callback that ran another of them
     /// would wait for itself.)
     pub fn has_only_small_arrays(&self) -> bool {
         !self.has_loops
             && !self.has_host_calls
             && !self.has_contractions
+            && !self.has_half_floats
             && self.largest_array <= Self::SMALL_ARRAY_ELEMENTS
             && self.largest_rank <= Self::XNN_MAX_RANK
     }
@@ -231,6 +236,7 @@ impl Emitter {
         let elements = self.count(&ty);
         self.size.largest_array = self.size.largest_array.max(elements);
         self.size.largest_rank = self.size.largest_rank.max(ty.rank());
+        self.size.has_half_floats |= matches!(ty.dtype, DType::F16 | DType::BF16);
         Val {
             name: format!("%arg{index}"),
             ty,
@@ -271,6 +277,7 @@ impl Emitter {
             self.size.result_elements = self.size.result_elements.saturating_add(elements);
             self.size.largest_array = self.size.largest_array.max(elements);
             self.size.largest_rank = self.size.largest_rank.max(r.rank());
+            self.size.has_half_floats |= matches!(r.dtype, DType::F16 | DType::BF16);
         }
         let base = self.fresh();
         let pad = "  ".repeat(self.indent);

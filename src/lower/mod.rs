@@ -195,7 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn dots_and_high_ranks_keep_small_programs_off_xnnpack() {
+    fn dots_half_floats_and_high_ranks_keep_small_programs_off_xnnpack() {
         assert!(size_of_add(&[1, 2, 1, 2, 1, 2]).has_only_small_arrays());
         assert!(!size_of_add(&[1, 2, 1, 2, 1, 2, 1]).has_only_small_arrays());
         let mut cx = Emitter::new();
@@ -204,5 +204,8 @@ mod tests {
         assert!(cx.size().has_only_small_arrays());
         cx.dot_general(&a, &b, &[], &[], &[1], &[0], spec);
         assert!(cx.size().has_contractions && !cx.size().has_only_small_arrays());
+        let mut cx = Emitter::new();
+        cx.param(0, ArraySpec::new(DType::F16, &[4]));
+        assert!(cx.size().has_half_floats && !cx.size().has_only_small_arrays());
     }
 }

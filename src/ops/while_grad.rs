@@ -2,27 +2,38 @@
 //! iterations in reverse, applying the body's vector-Jacobian product (the
 //! body region replayed under a tape) at the state that entered each one.
 //!
-//! Layer: ops (imports `ops::control::While`, `autodiff::region_gradients`,
-//! `control::{while_loop, cond}`, `tensor`).
+//! Layer: ops (imports `ops::control::While`, `ops::while_rows`,
+//! `autodiff::region_gradients_with`, `control::{while_loop, cond}`,
+//! `tensor`).
 //!
 //! The states are the expensive part: the forward `while` keeps only its
-//! last one and XLA needs static buffer sizes. Three plans, cheapest first:
+//! last one and XLA needs static buffer sizes. A loop traced under a
+//! recording tape therefore records them itself (`While::record`): each
+//! iteration writes its entering state, and the results of its body's
+//! dots and convolutions (`While::residuals`, which the replay then takes
+//! instead of multiplying again), into a slot of per-value buffers. Values
+//! the body only writes into (a `TensorArray` of outputs) are not
+//! recorded, and their cotangent stays loop-invariant (`while_rows`).
+//! Three plans, cheapest first:
 //!
 //! 1. **Stored, static count** (a `for_range` over host-known bounds, the
-//!    loop's `trip_count`, and every state fits the memory budget): one
-//!    loop records the `T` states into `[T, ...]` buffers and the backward
-//!    loop reads state `k` from them. No counting, no recomputation, as
-//!    `jax.lax.scan` stores its residuals.
+//!    loop's `trip_count`, and every state fits the memory budget): the
+//!    forward loop records the `T` states into `[T, ...]` buffers and the
+//!    backward loop reads state `k` from them. One forward and one
+//!    backward loop, as `jax.lax.scan`.
 //! 2. **Stored, dynamic count** (the count is known only on the device):
-//!    one loop runs the body to the end, counting trips and recording the
-//!    first `K` states (`K` slots fit the budget; later states go to one
-//!    spare slot). If the count is at most `K` the backward loop reads them
-//!    as in plan 1; otherwise a `cond` takes plan 3.
+//!    the forward loop records the first `K` states (`K` slots fit the
+//!    budget; later states go to one spare slot) and counts its trips. If
+//!    the count is at most `K` the backward loop reads them as in plan 1;
+//!    otherwise a `cond` takes plan 3.
 //! 3. **Checkpointed**: every `ceil(T / K)`-th state is kept, and each
 //!    backward step recomputes its state from the checkpoint before it:
 //!    about `T * ceil(T / K) / 2` body runs instead of `T^2 / 2`, within
 //!    the budget however long the loop runs. States whose shape is not
 //!    fully known at trace time are recomputed from the initial values.
+//!
+//! A loop traced without a tape (its gradient taken later, or a loaded
+//! export) records nothing; its gradient runs the recording loop itself.
 
 use super::control::While;
 use super::while_rows::{RowWrite, row_writes};
