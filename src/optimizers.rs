@@ -160,6 +160,9 @@ impl Optimizer for Adam {
         let step = self.step_variable()?;
         step.assign_add(&Tensor::fill(&[], 1.0, DType::F32)?)?;
         let t = step.try_read()?;
+        // Bias corrections 1 - beta^t, once per dtype for the whole step
+        // (the program a careful hand would write; #16 item 3).
+        let mut corrections: Vec<(DType, Tensor, Tensor)> = Vec::new();
         for (g, var) in grads_and_vars {
             let Some(g) = g else { continue };
             float_grad(g, var)?;
@@ -174,16 +177,22 @@ impl Optimizer for Adam {
                 .add(&g.square()?.mul_scalar(1.0 - self.beta2)?)?;
             m.assign(&m_next)?;
             v.assign(&v_next)?;
-            // Bias corrections 1 - beta^t, computed in the variable's dtype.
-            let tt = t.cast(var.dtype())?;
-            let c1 = Tensor::fill(&[], self.beta1, var.dtype())?
-                .pow(&tt)?
-                .neg()?
-                .add_scalar(1.0)?;
-            let c2 = Tensor::fill(&[], self.beta2, var.dtype())?
-                .pow(&tt)?
-                .neg()?
-                .add_scalar(1.0)?;
+            let dtype = var.dtype();
+            let (c1, c2) = match corrections.iter().find(|(d, ..)| *d == dtype) {
+                Some((_, c1, c2)) => (c1.clone(), c2.clone()),
+                None => {
+                    let tt = t.cast(dtype)?;
+                    let correction = |beta: f64| -> Result<Tensor> {
+                        Tensor::fill(&[], beta, dtype)?
+                            .pow(&tt)?
+                            .neg()?
+                            .add_scalar(1.0)
+                    };
+                    let (c1, c2) = (correction(self.beta1)?, correction(self.beta2)?);
+                    corrections.push((dtype, c1.clone(), c2.clone()));
+                    (c1, c2)
+                }
+            };
             let update = m_next
                 .div(&c1)?
                 .div(&v_next.div(&c2)?.sqrt()?.add_scalar(self.epsilon)?)?;
