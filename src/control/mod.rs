@@ -505,8 +505,11 @@ fn static_trip_count(start: &Tensor, limit: &Tensor, delta: &Tensor) -> Option<i
         start - limit
     };
     let step = delta.abs();
-    if step == 0 || span <= 0 {
-        return Some(0).filter(|_| step != 0);
+    if step == 0 {
+        return None;
+    }
+    if span <= 0 {
+        return Some(0);
     }
     let trips = (span + step - 1) / step;
     // The counter's last value, `start + trips * delta`, must not wrap

@@ -129,9 +129,10 @@ pub(super) struct LoopGradient<'a> {
     /// Per loop value, how the body fills it row by row, if it does (see
     /// `while_rows`): its gradient carries a mask of claimed rows instead.
     rows: Vec<Option<RowWrite>>,
-    /// The body, with each row write's update and start index as extra
-    /// results after the loop values.
-    body: Graph,
+    /// The body with each row write's update and start index as extra
+    /// results after the loop values; `None` when there are no row writes
+    /// (the op's own body is used).
+    body: Option<Graph>,
     /// The cotangents of the row-written values' final values.
     row_cotangents: OnceCell<Vec<Option<Tensor>>>,
     zero: Tensor,
@@ -167,12 +168,14 @@ impl<'a> LoopGradient<'a> {
             .map(|i| !kept[i] && inputs[i].dtype().is_float())
             .collect();
         let rows = row_writes(&op.body.graph, &candidates);
-        let mut body = (*op.body.graph).clone();
-        let mut results = body.results().to_vec();
-        for w in rows.iter().flatten() {
-            results.extend([w.update, w.start]);
-        }
-        body.set_results(results);
+        // Only a body with row writes needs a copy with extra results.
+        let body = rows.iter().any(Option::is_some).then(|| {
+            let mut body = (*op.body.graph).clone();
+            let mut results = body.results().to_vec();
+            results.extend(rows.iter().flatten().flat_map(|w| [w.update, w.start]));
+            body.set_results(results);
+            body
+        });
         Ok(LoopGradient {
             op,
             inputs,
@@ -462,7 +465,7 @@ impl<'a> LoopGradient<'a> {
             Ok(weights)
         };
         let (outs, step) = crate::autodiff::region_gradients_with(
-            &self.body,
+            self.body.as_ref().unwrap_or(&self.op.body.graph),
             &region_inputs,
             provided,
             &wrt,
