@@ -10,6 +10,7 @@
 mod real_models;
 
 use real_models::{Model, NpRandom, Workload};
+use xlafn::ArraySpec;
 use xlafn::prelude::*;
 
 fn rel(a: f64, b: f64) -> f64 {
@@ -124,6 +125,36 @@ fn w10_cnn_matches_the_peers() {
 #[test]
 fn w11_lstm_matches_the_peers() {
     check_workload(Workload::W11, 1e-5);
+}
+
+/// The LSTM splits its gate pre-activations with one `split`, so the step's
+/// gradient joins the four gate gradients with one `concatenate` per
+/// backward step instead of padding each into zeros and summing (which cost
+/// W11 a third of its step time); one forward and one backward loop.
+#[test]
+fn w11_step_program_joins_gate_gradients_with_one_concatenate() {
+    let model = Model::new(Workload::W11).unwrap();
+    let (a, b) = model.data.clone();
+    let step = model.train_step().unwrap();
+    let specs = [
+        ArraySpec::new(a.dtype(), &a.dims()),
+        ArraySpec::new(b.dtype(), &b.dims()),
+    ];
+    let text = step
+        .get_concrete_function((&a, &b))
+        .unwrap()
+        .stablehlo(&specs)
+        .unwrap();
+    assert_eq!(text.matches("stablehlo.while").count(), 2, "{text}");
+    assert_eq!(text.matches("stablehlo.concatenate").count(), 1, "{text}");
+    // Eight row writes, all the loops' own (the forward record and output
+    // rows, the backward loop's claimed rows); gate gradients through four
+    // `slice`s wrote each gate into zeros, four more.
+    assert_eq!(
+        text.matches("stablehlo.dynamic_update_slice").count(),
+        8,
+        "{text}"
+    );
 }
 
 /// W11's loss by a direct host loop in f64 over the same parameters.

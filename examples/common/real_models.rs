@@ -446,7 +446,6 @@ pub fn w11_loss(p: &[Tensor], xs: &Tensor, ys: &Tensor) -> Result<Tensor> {
         return Err(Error::Value("W11 has 5 parameters".into()));
     };
     let (t, bs, h) = (W11_T, W11_B, W11_H);
-    let gate = |z: &Tensor, k: i64| z.slice(&[0, k * h], &[bs, h]);
     let inputs = TensorArray::unstack(xs)?;
     let zeros = Tensor::try_zeros(&[bs, h], DType::F32)?;
     let cell = |i: &Tensor, h_prev: &Tensor, c_prev: &Tensor| -> Result<(Tensor, Tensor)> {
@@ -455,7 +454,7 @@ pub fn w11_loss(p: &[Tensor], xs: &Tensor, ys: &Tensor) -> Result<Tensor> {
             .matmul(wx)?
             .add(&h_prev.matmul(wh)?)?
             .add(b)?;
-        let (ig, fg, gg, og) = (gate(&z, 0)?, gate(&z, 1)?, gate(&z, 2)?, gate(&z, 3)?);
+        let [ig, fg, gg, og]: [Tensor; 4] = z.split(4, 1)?.try_into().expect("four gates");
         let c = fg
             .sigmoid()?
             .mul(c_prev)?

@@ -31,6 +31,7 @@ pub mod scatter;
 pub mod shape;
 pub mod sort;
 pub mod special;
+pub mod split;
 pub mod stats;
 pub(crate) mod while_grad;
 mod while_rows;
@@ -153,6 +154,7 @@ op_catalog! {
     Transpose(shape::Transpose),
     Concat(shape::Concat),
     Slice(shape::Slice),
+    Split(split::Split),
     StridedSlice(shape::StridedSlice),
     Gather(shape::Gather),
     GatherNd(scatter::GatherNd),
