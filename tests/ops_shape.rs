@@ -370,6 +370,38 @@ fn gather_clamps_out_of_range_indices_and_checks_types() {
     assert_eq!(nothing.gather(&empty, 1).unwrap().dims(), vec![2, 0]);
 }
 
+/// The gradient of a gather (an embedding lookup) sums the cotangents of
+/// repeated rows and gives rows read through a clamped out-of-range index
+/// nothing, eagerly and compiled; the compiled gradient is a scatter-add,
+/// not a one-hot matrix product (by hand: rows 0 and 2 of a `[4, 2]` table
+/// gathered as `[2, 0, 2, 9]`, cotangent `[[1, 2], [3, 4], [5, 6], [7, 8]]`).
+#[test]
+fn gather_gradient_is_a_scatter_add_of_the_rows() {
+    let table = Tensor::from_vec(vec![0f32; 8], &[4, 2]).unwrap();
+    let idx = Tensor::vector(&[2i32, 0, 2, 9]).unwrap();
+    let grad = |table: Tensor, idx: Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        tape.watch(&table);
+        let cot = Tensor::from_vec((1..=8).map(|v| v as f32).collect(), &[4, 2])?;
+        let loss = table.gather(&idx, 0)?.mul(&cot)?.reduce_sum(&[], false)?;
+        Ok(tape.gradient(&loss, &[(&table).into()])?.remove(0).unwrap())
+    };
+    let want = vec![3f32, 4., 0., 0., 6., 8., 0., 0.];
+    let eager = grad(table.clone(), idx.clone()).unwrap();
+    assert_eq!(eager.to_vec::<f32>().unwrap(), want);
+    let f = function(grad);
+    let compiled = f.call((table.clone(), idx.clone())).unwrap();
+    assert_eq!(compiled.to_vec::<f32>().unwrap(), want);
+    let text = f.concrete_functions()[0]
+        .stablehlo(&[
+            xlafn::ArraySpec::new(DType::F32, &[4, 2]),
+            xlafn::ArraySpec::new(DType::I32, &[4]),
+        ])
+        .unwrap();
+    assert!(text.contains("stablehlo.scatter"), "{text}");
+    assert!(!text.contains("stablehlo.dot_general"), "{text}");
+}
+
 // --------------------------------------------------------------- one_hot
 
 #[test]

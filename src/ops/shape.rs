@@ -625,8 +625,11 @@ impl OpDef for Gather {
         Ok(vec![cx.gather(params, indices, &dims, outputs[0].clone())])
     }
 
-    /// Scatter-add of the gradient back to the gathered rows, written as a
-    /// one-hot matrix product (rows gathered twice get both gradients).
+    /// Scatter-add of the gradient back to the gathered rows (rows
+    /// gathered twice get both gradients; indices out of range, whose read
+    /// was clamped, give none). A segment sum, as JAX's gather transposes:
+    /// the one-hot matrix product written before cost an extra
+    /// `[n, k] x [k, rest]` dot (W9's embedding, #16 item 3).
     fn vjp(
         &self,
         inputs: &[Tensor],
@@ -652,8 +655,7 @@ impl OpDef for Gather {
         let gt = g.transpose(&perm)?;
         let rest: Vec<i64> = gt.dims()[id.len()..].to_vec();
         let flat = gt.reshape(&[k, rest.iter().product()])?;
-        let onehot = indices.reshape(&[k])?.one_hot(n, 1.0, 0.0, x.dtype())?;
-        let scattered = onehot.matmul_t(&flat, true, false)?; // [n, rest]
+        let scattered = flat.unsorted_segment_sum(&indices.reshape(&[k])?, n)?; // [n, rest]
         let mut moved = vec![n];
         moved.extend(&rest);
         let dx_axis_first = scattered.reshape(&moved)?;
