@@ -22,6 +22,7 @@ pub mod dtype;
 pub mod error;
 pub mod export;
 pub mod function;
+pub mod initializers;
 pub mod ir;
 pub mod lower;
 pub mod nn;
@@ -79,7 +80,9 @@ pub mod prelude {
     pub use crate::ops::elementwise::where_;
     pub use crate::ops::pad::PadMode;
     pub use crate::ops::stats::NormOrd;
-    pub use crate::optimizers::{Adam, Optimizer, Sgd};
+    pub use crate::optimizers::{
+        Adagrad, Adam, AdamW, GradientClip, LearningRate, Optimizer, RmsProp, Sgd, value_and_grad,
+    };
     pub use crate::tensor::Tensor;
     pub use crate::variable::Variable;
     pub use crate::{Complex32, Complex64};

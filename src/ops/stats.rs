@@ -200,4 +200,73 @@ impl Tensor {
     ) -> Result<Tensor> {
         self.maximum_scalar(min)?.minimum_scalar(max)
     }
+
+    /// `tf.clip_by_norm(self, clip_norm)`: scaled so its L2 norm over all
+    /// elements is at most `clip_norm` (`self * clip_norm / max(norm,
+    /// clip_norm)`), unchanged when already inside. A zero tensor stays
+    /// zero, with a zero (not NaN) gradient.
+    #[track_caller]
+    pub fn clip_by_norm(&self, clip_norm: f64) -> Result<Tensor> {
+        check_clip_norm("clip_by_norm", clip_norm)?;
+        let norm = safe_l2_norm(self)?;
+        self.mul_scalar(clip_norm)?
+            .div(&norm.maximum_scalar(clip_norm)?)
+    }
+}
+
+fn check_clip_norm(op: &str, clip_norm: f64) -> Result<()> {
+    if clip_norm > 0.0 && clip_norm.is_finite() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        op,
+        format!("clip_norm must be positive and finite, got {clip_norm}"),
+    ))
+}
+
+/// The L2 norm of all of `t`, with the square root's gradient kept finite
+/// at zero (TensorFlow's `clip_by_norm` does the same).
+fn safe_l2_norm(t: &Tensor) -> Result<Tensor> {
+    let sum = t.square()?.reduce_sum(&[], false)?;
+    let positive = sum.gt_scalar(0.0)?;
+    let safe = positive.where_(&sum, &sum.ones_like()?)?;
+    positive.where_(&safe.sqrt()?, &sum)
+}
+
+/// `tf.clip_by_global_norm(tensors, clip_norm)`: every tensor scaled by
+/// `clip_norm / max(global_norm, clip_norm)`, where the global norm is the
+/// L2 norm of all their elements together; returns the scaled tensors and
+/// the global norm (in the first tensor's dtype). A non-finite global norm
+/// makes every result NaN, as TensorFlow's does.
+#[track_caller]
+pub fn clip_by_global_norm(tensors: &[Tensor], clip_norm: f64) -> Result<(Vec<Tensor>, Tensor)> {
+    check_clip_norm("clip_by_global_norm", clip_norm)?;
+    let Some(first) = tensors.first() else {
+        return Err(Error::invalid(
+            "clip_by_global_norm",
+            "expects at least one tensor",
+        ));
+    };
+    let dtype = first.dtype();
+    let mut total = Tensor::fill(&[], 0.0, dtype)?;
+    for t in tensors {
+        if t.dtype() != dtype {
+            return Err(Error::Type(format!(
+                "clip_by_global_norm: all tensors must have one dtype, got {dtype} and {}",
+                t.dtype()
+            )));
+        }
+        total = total.add(&t.square()?.reduce_sum(&[], false)?)?;
+    }
+    let global = total.sqrt()?;
+    // clip_norm * min(1 / global, 1 / clip_norm): 1 when inside or zero.
+    let scale = global
+        .reciprocal()?
+        .minimum_scalar(1.0 / clip_norm)?
+        .mul_scalar(clip_norm)?;
+    let scaled = tensors
+        .iter()
+        .map(|t| t.mul(&scale))
+        .collect::<Result<_>>()?;
+    Ok((scaled, global))
 }

@@ -1,0 +1,421 @@
+//! Layer: optimizers, a user-facing module over `tensor`, `variable` and
+//! `autodiff`. Optimizers update variables from gradients, eagerly or inside
+//! a traced training step (where the updates become in-place variable
+//! writes of the compiled program): [`Sgd`] (momentum, Nesterov), [`Adam`]
+//! (AMSGrad, both epsilon placements; [`AdamW`] is Adam with decoupled
+//! weight decay), [`RmsProp`] and [`Adagrad`], with Keras' defaults and
+//! formulas (each type's doc gives its update).
+//!
+//! Every optimizer shares Keras' common options ([`Options`]): the learning
+//! rate as a number, a variable or a [`Schedule`] evaluated on the step
+//! count inside the step (so a compiled step is traced once however the
+//! rate changes), decoupled weight decay (`v -= lr * wd * v` before the
+//! update), and gradient clipping by value, norm or global norm.
+//!
+//! Slot variables (moments, accumulators) and the step count are created
+//! the first time a variable is updated, or up front by `build`. Inside a
+//! function that is the function's first call, which TensorFlow's rules
+//! allow (B20). Using a *new* optimizer in a later call of the same
+//! function would create variables on a later call, which is refused, as in
+//! the guide's "multiple optimizers" example; a schedule replaces the
+//! "new optimizer per learning rate" pattern.
+
+mod adagrad;
+mod adam;
+mod rmsprop;
+pub mod schedules;
+mod sgd;
+
+pub use adagrad::Adagrad;
+pub use adam::{Adam, AdamW};
+pub use rmsprop::RmsProp;
+pub use schedules::{
+    CosineDecay, ExponentialDecay, FnSchedule, InverseTimeDecay, LearningRate, PiecewiseConstant,
+    PolynomialDecay, Schedule,
+};
+pub use sgd::Sgd;
+
+use crate::autodiff::{GradientTape, Source};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::ops::stats::clip_by_global_norm;
+use crate::tensor::Tensor;
+use crate::variable::Variable;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// Something that updates variables from their gradients.
+pub trait Optimizer: Send + Sync {
+    /// Applies one update step. Gradients that are `None` (the loss does not
+    /// depend on that variable) leave the variable and its slots unchanged.
+    fn apply_gradients(&self, grads_and_vars: &[(Option<Tensor>, &Variable)]) -> Result<()>;
+
+    /// Keras' `minimize`: evaluates `loss` under a tape, takes its gradients
+    /// with respect to `vars` and applies them; returns the loss.
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// let w = Variable::new(Tensor::scalar(3.0f32));
+    /// let opt = Sgd::new(0.25);
+    /// let loss = opt.minimize(&[&w], || w.read().square())?; // d/dw = 2w = 6
+    /// assert_eq!(loss.item::<f32>()?, 9.0);
+    /// assert_eq!(w.read().item::<f32>()?, 3.0 - 0.25 * 6.0);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    fn minimize(&self, vars: &[&Variable], loss: impl FnOnce() -> Result<Tensor>) -> Result<Tensor>
+    where
+        Self: Sized,
+    {
+        let (value, grads) = gradients_of(vars, loss)?;
+        let pairs: Vec<(Option<Tensor>, &Variable)> =
+            grads.into_iter().zip(vars.iter().copied()).collect();
+        self.apply_gradients(&pairs)?;
+        Ok(value)
+    }
+}
+
+/// The loss `f()` and its gradients with respect to `vars`, as `jax.value_and_grad`:
+/// a variable the loss does not depend on gets zeros (not `None`), so the
+/// gradients can be used without unwrapping.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let (a, b) = (Variable::new(Tensor::scalar(2.0f64)), Variable::new(Tensor::scalar(5.0f64)));
+/// let (loss, grads) = value_and_grad(&[&a, &b], || a.read().pow_scalar(3.0))?;
+/// assert_eq!(loss.item::<f64>()?, 8.0);
+/// assert_eq!(grads[0].item::<f64>()?, 12.0);
+/// assert_eq!(grads[1].item::<f64>()?, 0.0);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
+pub fn value_and_grad(
+    vars: &[&Variable],
+    f: impl FnOnce() -> Result<Tensor>,
+) -> Result<(Tensor, Vec<Tensor>)> {
+    let (value, grads) = gradients_of(vars, f)?;
+    let grads = grads
+        .into_iter()
+        .zip(vars)
+        .map(|(g, v)| match g {
+            Some(g) => Ok(g),
+            None => v.try_read()?.zeros_like(),
+        })
+        .collect::<Result<_>>()?;
+    Ok((value, grads))
+}
+
+fn gradients_of(
+    vars: &[&Variable],
+    f: impl FnOnce() -> Result<Tensor>,
+) -> Result<(Tensor, Vec<Option<Tensor>>)> {
+    let tape = GradientTape::new();
+    let value = f()?;
+    let sources: Vec<Source> = vars.iter().map(|v| Source::Variable(v)).collect();
+    let grads = tape.gradient(&value, &sources)?;
+    Ok((value, grads))
+}
+
+/// How an optimizer clips gradients before using them (Keras' `clipvalue`,
+/// `clipnorm` and `global_clipnorm`; one at a time, as Keras allows).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GradientClip {
+    /// Each element into `[-v, v]`.
+    Value(f64),
+    /// Each gradient scaled to an L2 norm of at most this
+    /// ([`Tensor::clip_by_norm`]).
+    Norm(f64),
+    /// All gradients scaled together to a global L2 norm of at most this
+    /// ([`clip_by_global_norm`](crate::ops::stats::clip_by_global_norm)).
+    GlobalNorm(f64),
+}
+
+/// The options every optimizer has (Keras' base optimizer arguments).
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub learning_rate: LearningRate,
+    /// Decoupled weight decay: `v -= lr * weight_decay * v` before each
+    /// update (Keras 3; `AdamW`'s decay).
+    pub weight_decay: f64,
+    pub clip: Option<GradientClip>,
+}
+
+impl Options {
+    fn new(learning_rate: impl Into<LearningRate>) -> Options {
+        Options {
+            learning_rate: learning_rate.into(),
+            weight_decay: 0.0,
+            clip: None,
+        }
+    }
+}
+
+/// The builder methods of [`Options`], on each optimizer.
+macro_rules! common_options {
+    ($ty:ty) => {
+        impl $ty {
+            /// Replaces the learning rate (a number, a float scalar
+            /// `Variable`, or a schedule).
+            pub fn learning_rate(
+                mut self,
+                rate: impl Into<$crate::optimizers::LearningRate>,
+            ) -> Self {
+                self.state.options.learning_rate = rate.into();
+                self
+            }
+            /// Decoupled weight decay: `v -= lr * weight_decay * v` before
+            /// each update.
+            pub fn weight_decay(mut self, weight_decay: f64) -> Self {
+                self.state.options.weight_decay = weight_decay;
+                self
+            }
+            /// Clips gradients before they are used.
+            pub fn clip(mut self, clip: $crate::optimizers::GradientClip) -> Self {
+                self.state.options.clip = Some(clip);
+                self
+            }
+            /// The number of updates applied so far (Keras' `iterations`).
+            /// Counted once something reads it: Adam's bias correction, a
+            /// schedule, or `build`; plain SGD, RMSprop and Adagrad at a
+            /// fixed rate, never built, keep no count and report 0.
+            pub fn iterations(&self) -> $crate::error::Result<i64> {
+                self.state.iterations()
+            }
+        }
+    };
+}
+pub(crate) use common_options;
+
+/// A variable shaped like `v` holding `fill` everywhere. Its initial
+/// value is made on the host (an upload, not an op), so this works while
+/// tracing too.
+fn variable_like(v: &Variable, fill: f64) -> Result<Variable> {
+    let one: Vec<u8> = match v.dtype() {
+        DType::F64 => fill.to_le_bytes().to_vec(),
+        DType::F32 => (fill as f32).to_le_bytes().to_vec(),
+        DType::F16 => half::f16::from_f64(fill).to_le_bytes().to_vec(),
+        DType::BF16 => half::bf16::from_f64(fill).to_le_bytes().to_vec(),
+        d => {
+            return Err(Error::Type(format!(
+                "optimizer: variable '{}' is {d}; optimizers update float variables",
+                v.name()
+            )));
+        }
+    };
+    let n = v.dims().iter().product::<i64>() as usize;
+    Variable::try_new(Tensor::from_host_bytes(
+        v.dtype(),
+        v.dims(),
+        &one.repeat(n),
+    )?)
+}
+
+/// Slot variables keyed by the id of the variable they belong to.
+#[derive(Default)]
+struct Slots {
+    fill: f64,
+    slots: Mutex<HashMap<u64, Variable>>,
+}
+
+impl Slots {
+    fn filled(fill: f64) -> Slots {
+        Slots {
+            fill,
+            slots: Mutex::default(),
+        }
+    }
+
+    fn get(&self, v: &Variable) -> Result<Variable> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = slots.get(&v.slot_key()) {
+            return Ok(s.clone());
+        }
+        let slot = variable_like(v, self.fill)?;
+        slots.insert(v.slot_key(), slot.clone());
+        Ok(slot)
+    }
+
+    /// `slot = decay * slot + (1 - decay) * x` for `var`'s slot, stored;
+    /// returns the new value (Adam's and RMSprop's moments).
+    fn moving_average(&self, var: &Variable, decay: f64, x: &Tensor) -> Result<Tensor> {
+        let s = self.get(var)?;
+        let next = s
+            .try_read()?
+            .mul_scalar(decay)?
+            .add(&x.mul_scalar(1.0 - decay)?)?;
+        s.assign(&next)?;
+        Ok(next)
+    }
+}
+
+/// What every optimizer keeps: its options and its step count.
+struct State {
+    options: Options,
+    iterations: OnceLock<Variable>,
+}
+
+/// One gradient ready for an update rule: the gradient (clipped), its
+/// variable, and the learning rate in the variable's dtype.
+struct Update<'a> {
+    grad: Tensor,
+    var: &'a Variable,
+    rate: Rate,
+}
+
+/// A learning rate in one dtype: a host number or a scalar tensor.
+#[derive(Clone)]
+enum Rate {
+    Host(f64),
+    Tensor(Tensor),
+}
+
+impl Rate {
+    /// `x * rate`.
+    fn scale(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Rate::Host(r) => x.mul_scalar(*r),
+            Rate::Tensor(r) => x.mul(r),
+        }
+    }
+}
+
+impl State {
+    fn new(options: Options) -> State {
+        State {
+            options,
+            iterations: OnceLock::new(),
+        }
+    }
+
+    fn iterations_variable(&self) -> Result<Variable> {
+        if let Some(v) = self.iterations.get() {
+            return Ok(v.clone());
+        }
+        let v = Variable::try_new(Tensor::try_scalar(0i64)?)?.named("iterations");
+        Ok(self.iterations.get_or_init(|| v).clone())
+    }
+
+    fn iterations(&self) -> Result<i64> {
+        match self.iterations.get() {
+            Some(v) => v.try_read()?.item::<i64>(),
+            None => Ok(0),
+        }
+    }
+
+    /// The shared part of a step: checks the gradients, clips them, reads
+    /// the learning rate at the step count, applies weight decay, calls
+    /// `rule` for each present gradient with the step number `t` (1 on the
+    /// first update, as f32), then counts the step.
+    ///
+    /// The count is a variable, kept only when something reads it (`rule`
+    /// says so with `rule_reads_step`, or the rate is a schedule), or once
+    /// `build` made it: plain SGD at a fixed rate then creates no variable
+    /// and its training step is traced once.
+    fn apply(
+        &self,
+        grads_and_vars: &[(Option<Tensor>, &Variable)],
+        rule_reads_step: bool,
+        mut rule: impl FnMut(&Update, &Tensor) -> Result<()>,
+    ) -> Result<()> {
+        self.options.learning_rate.check()?;
+        let present: Vec<(Tensor, &Variable)> = grads_and_vars
+            .iter()
+            .filter_map(|(g, v)| g.as_ref().map(|g| (g.clone(), *v)))
+            .collect();
+        for (g, v) in &present {
+            float_grad(g, v)?;
+        }
+        let grads = self.clip(present.iter().map(|(g, _)| g.clone()).collect())?;
+        let counted = rule_reads_step
+            || matches!(self.options.learning_rate, LearningRate::Schedule(_))
+            || self.iterations.get().is_some();
+        let iterations = if counted {
+            Some(self.iterations_variable()?)
+        } else {
+            None
+        };
+        let step = match &iterations {
+            Some(v) => v.try_read()?.cast(DType::F32)?,
+            None => Tensor::fill(&[], 0.0, DType::F32)?,
+        };
+        let t = step.add_scalar(1.0)?;
+        let mut rates: Vec<(DType, Rate)> = Vec::new();
+        for (grad, (_, var)) in grads.into_iter().zip(&present) {
+            let rate = self.rate_in(var.dtype(), &step, &mut rates)?;
+            if self.options.weight_decay != 0.0 {
+                let decay = rate.scale(&var.try_read()?.mul_scalar(self.options.weight_decay)?)?;
+                var.assign_sub(&decay)?;
+            }
+            rule(&Update { grad, var, rate }, &t)?;
+        }
+        match iterations {
+            Some(v) => v.assign_add(&Tensor::try_scalar(1i64)?),
+            None => Ok(()),
+        }
+    }
+
+    /// The learning rate in `dtype`, made once per dtype and step.
+    fn rate_in(&self, dtype: DType, step: &Tensor, made: &mut Vec<(DType, Rate)>) -> Result<Rate> {
+        if let Some((_, r)) = made.iter().find(|(d, _)| *d == dtype) {
+            return Ok(r.clone());
+        }
+        let rate = match self.options.learning_rate.tensor_at(step, dtype)? {
+            Some(t) => Rate::Tensor(t),
+            None => match self.options.learning_rate {
+                LearningRate::Constant(v) => Rate::Host(v),
+                _ => unreachable!("only constants have no tensor"),
+            },
+        };
+        made.push((dtype, rate.clone()));
+        Ok(rate)
+    }
+
+    fn clip(&self, grads: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        match self.options.clip {
+            None => Ok(grads),
+            Some(GradientClip::Value(v)) => {
+                if v.is_nan() || v <= 0.0 {
+                    return Err(Error::invalid(
+                        "optimizer",
+                        format!("clip value must be positive, got {v}"),
+                    ));
+                }
+                grads
+                    .iter()
+                    .map(|g| g.clip_by_value_scalar(-v, v))
+                    .collect()
+            }
+            Some(GradientClip::Norm(n)) => grads.iter().map(|g| g.clip_by_norm(n)).collect(),
+            Some(GradientClip::GlobalNorm(n)) if !grads.is_empty() => {
+                Ok(clip_by_global_norm(&grads, n)?.0)
+            }
+            Some(GradientClip::GlobalNorm(_)) => Ok(grads),
+        }
+    }
+}
+
+fn float_grad(g: &Tensor, v: &Variable) -> Result<()> {
+    if !v.dtype().is_float() || g.dtype() != v.dtype() {
+        return Err(Error::Type(format!(
+            "optimizer: variable '{}' is {} and its gradient {}; both must be the same float type",
+            v.name(),
+            v.dtype(),
+            g.dtype()
+        )));
+    }
+    if g.shape() != crate::ir::Shape::known(v.dims()) {
+        return Err(Error::invalid(
+            "optimizer",
+            format!(
+                "the gradient of variable '{}' has shape {}, the variable {:?}",
+                v.name(),
+                g.shape(),
+                v.dims()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A scalar of `dtype` holding `v`.
+fn constant(v: f64, dtype: DType) -> Result<Tensor> {
+    Tensor::fill(&[], v, dtype)
+}
