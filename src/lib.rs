@@ -16,6 +16,7 @@
 
 pub mod autodiff;
 pub mod autograph;
+pub mod checkpoint;
 pub mod control;
 pub mod debug;
 pub mod dtype;
@@ -25,6 +26,7 @@ pub mod function;
 pub mod initializers;
 pub mod ir;
 pub mod lower;
+pub mod module;
 pub mod nn;
 pub mod ops;
 pub mod optimizers;

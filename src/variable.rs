@@ -41,6 +41,9 @@ pub(crate) struct VariableInner {
     /// The id state keyed to this variable uses (optimizer slots): its own,
     /// or for a stand-in, the id of the variable it first stood for.
     pub slot_key: u64,
+    /// Whether optimizers should train it (`tf.Variable(trainable=...)`);
+    /// `Module::trainable_variables` leaves the others out.
+    pub trainable: bool,
     /// False while a variable created from a traced value waits for its
     /// lifted initializer to run (see [`Variable::try_new`]).
     initialized: AtomicBool,
@@ -259,6 +262,7 @@ impl Variable {
             value: Mutex::new(value),
             arg_slot: None,
             slot_key: id,
+            trainable: true,
             initialized: AtomicBool::new(initialized),
         });
         if !initialized {
@@ -292,6 +296,24 @@ impl Variable {
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Marks the variable as not trained (`tf.Variable(trainable=False)`:
+    /// batch-norm statistics, step counters); like [`Variable::named`], it
+    /// applies to a variable not yet shared.
+    pub fn non_trainable(self) -> Variable {
+        let inner = Arc::try_unwrap(self.inner).map(|mut i| {
+            i.trainable = false;
+            Arc::new(i)
+        });
+        Variable {
+            inner: inner.unwrap_or_else(|shared| shared),
+        }
+    }
+
+    /// Whether optimizers should train it (see [`Variable::non_trainable`]).
+    pub fn trainable(&self) -> bool {
+        self.inner.trainable
     }
 
     /// The unique id of this variable.
@@ -390,6 +412,7 @@ impl Variable {
             value: Mutex::new(placeholder),
             arg_slot: Some(slot),
             slot_key: stands_for.unwrap_or(id),
+            trainable: true,
             initialized: AtomicBool::new(true),
         };
         Ok(Variable {

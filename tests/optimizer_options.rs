@@ -91,7 +91,7 @@ fn sgd_momentum_nesterov_and_weight_decay_follow_their_formulas() {
     // Nothing read the step count, so none was kept; `build` keeps one.
     assert_eq!(opt.iterations().unwrap(), 0);
     let built = Sgd::new(lr).momentum(mu).weight_decay(wd);
-    built.build(&[]).unwrap();
+    built.build::<Variable>(&[]).unwrap();
     close(&run(&built), &want, "built");
     assert_eq!(built.iterations().unwrap(), 3);
 }

@@ -32,6 +32,7 @@
 mod autograph;
 mod expand;
 mod jumps;
+mod module;
 mod returns;
 
 use proc_macro::TokenStream;
@@ -42,6 +43,17 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand::expand(attr.into(), item.into()) {
+        Ok(tokens) => tokens.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// `#[derive(Module)]`: implements `xlafn::module::Module` for a struct by
+/// visiting each field under its name; `#[module(skip)]` leaves a field out.
+#[proc_macro_derive(Module, attributes(module))]
+pub fn derive_module(item: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(item as syn::DeriveInput);
+    match module::derive(input) {
         Ok(tokens) => tokens.into(),
         Err(e) => e.to_compile_error().into(),
     }

@@ -43,9 +43,10 @@ impl Adagrad {
     }
 
     /// Creates the accumulators of `vars` and the step count now.
-    pub fn build(&self, vars: &[&Variable]) -> Result<()> {
+    pub fn build<V: std::borrow::Borrow<Variable>>(&self, vars: &[V]) -> Result<()> {
         self.state.iterations_variable()?;
         for v in vars {
+            let v = v.borrow();
             self.accumulators.get(v)?;
         }
         Ok(())

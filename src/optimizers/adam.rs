@@ -116,9 +116,10 @@ impl Adam {
     /// Creates the slot variables of `vars` (and the step count) now,
     /// eagerly, as Keras' `optimizer.build`: a training step traced
     /// afterwards creates no variables, so it is traced once.
-    pub fn build(&self, vars: &[&Variable]) -> Result<()> {
+    pub fn build<V: std::borrow::Borrow<Variable>>(&self, vars: &[V]) -> Result<()> {
         self.state.iterations_variable()?;
         for v in vars {
+            let v = v.borrow();
             self.m.get(v)?;
             self.v.get(v)?;
             if self.amsgrad {

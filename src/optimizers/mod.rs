@@ -41,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::ops::stats::clip_by_global_norm;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -62,20 +63,27 @@ pub trait Optimizer: Send + Sync {
     /// assert_eq!(w.read().item::<f32>()?, 3.0 - 0.25 * 6.0);
     /// # Ok::<(), xlafn::Error>(())
     /// ```
-    fn minimize(&self, vars: &[&Variable], loss: impl FnOnce() -> Result<Tensor>) -> Result<Tensor>
+    fn minimize<V: Borrow<Variable>>(
+        &self,
+        vars: &[V],
+        loss: impl FnOnce() -> Result<Tensor>,
+    ) -> Result<Tensor>
     where
         Self: Sized,
     {
         let (value, grads) = gradients_of(vars, loss)?;
-        let pairs: Vec<(Option<Tensor>, &Variable)> =
-            grads.into_iter().zip(vars.iter().copied()).collect();
+        let pairs: Vec<(Option<Tensor>, &Variable)> = grads
+            .into_iter()
+            .zip(vars.iter().map(Borrow::borrow))
+            .collect();
         self.apply_gradients(&pairs)?;
         Ok(value)
     }
 }
 
-/// The loss `f()` and its gradients with respect to `vars`, as `jax.value_and_grad`:
-/// a variable the loss does not depend on gets zeros (not `None`), so the
+/// The loss `f()` and its gradients with respect to `vars` (variables or
+/// references to them: `&module.trainable_variables()` works), as
+/// `jax.value_and_grad`: a variable the loss does not depend on gets zeros (not `None`), so the
 /// gradients can be used without unwrapping.
 ///
 /// ```
@@ -87,8 +95,8 @@ pub trait Optimizer: Send + Sync {
 /// assert_eq!(grads[1].item::<f64>()?, 0.0);
 /// # Ok::<(), xlafn::Error>(())
 /// ```
-pub fn value_and_grad(
-    vars: &[&Variable],
+pub fn value_and_grad<V: Borrow<Variable>>(
+    vars: &[V],
     f: impl FnOnce() -> Result<Tensor>,
 ) -> Result<(Tensor, Vec<Tensor>)> {
     let (value, grads) = gradients_of(vars, f)?;
@@ -97,19 +105,19 @@ pub fn value_and_grad(
         .zip(vars)
         .map(|(g, v)| match g {
             Some(g) => Ok(g),
-            None => v.try_read()?.zeros_like(),
+            None => v.borrow().try_read()?.zeros_like(),
         })
         .collect::<Result<_>>()?;
     Ok((value, grads))
 }
 
-fn gradients_of(
-    vars: &[&Variable],
+fn gradients_of<V: Borrow<Variable>>(
+    vars: &[V],
     f: impl FnOnce() -> Result<Tensor>,
 ) -> Result<(Tensor, Vec<Option<Tensor>>)> {
     let tape = GradientTape::new();
     let value = f()?;
-    let sources: Vec<Source> = vars.iter().map(|v| Source::Variable(v)).collect();
+    let sources: Vec<Source> = vars.iter().map(|v| Source::Variable(v.borrow())).collect();
     let grads = tape.gradient(&value, &sources)?;
     Ok((value, grads))
 }

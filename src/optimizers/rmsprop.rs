@@ -67,9 +67,10 @@ impl RmsProp {
     }
 
     /// Creates the slot variables of `vars` and the step count now.
-    pub fn build(&self, vars: &[&Variable]) -> Result<()> {
+    pub fn build<V: std::borrow::Borrow<Variable>>(&self, vars: &[V]) -> Result<()> {
         self.state.iterations_variable()?;
         for v in vars {
+            let v = v.borrow();
             self.mean_square.get(v)?;
             if self.centered {
                 self.mean_grad.get(v)?;

@@ -63,10 +63,11 @@ impl Sgd {
 
     /// Creates the slot variables of `vars` and the step count now, eagerly
     /// (Keras' `optimizer.build`): a step traced afterwards creates none.
-    pub fn build(&self, vars: &[&Variable]) -> Result<()> {
+    pub fn build<V: std::borrow::Borrow<Variable>>(&self, vars: &[V]) -> Result<()> {
         self.state.iterations_variable()?;
         if self.momentum != 0.0 {
             for v in vars {
+                let v = v.borrow();
                 self.velocity.get(v)?;
             }
         }

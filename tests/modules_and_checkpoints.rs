@@ -1,0 +1,317 @@
+//! `#[derive(Module)]` (names of nested modules, containers, skipped
+//! fields, shared and non-trainable variables) and safetensors checkpoints:
+//! round trips in every storable dtype, restoring into a fresh module,
+//! pretrained files written by the safetensors crate itself (as other
+//! tools write them), and hostile or mismatched files refused without
+//! changing any variable.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use xlafn::checkpoint;
+use xlafn::module::Module;
+use xlafn::prelude::*;
+
+#[derive(Module)]
+struct Dense {
+    kernel: Variable,
+    bias: Option<Variable>,
+}
+
+#[derive(Module)]
+struct Pair(Variable, Variable);
+
+#[derive(Module)]
+struct Model<L: Module> {
+    layers: Vec<L>,
+    heads: BTreeMap<String, Pair>,
+    step: Variable,
+    rate: f64,
+    name: String,
+    #[module(skip)]
+    _act: fn(&Tensor) -> Result<Tensor>,
+}
+
+fn var(values: &[f32], dims: &[i64]) -> Variable {
+    Variable::new(Tensor::from_vec(values.to_vec(), dims).unwrap())
+}
+
+fn dense(fill: f32, bias: bool) -> Dense {
+    Dense {
+        kernel: var(&[fill; 6], &[2, 3]),
+        bias: bias.then(|| var(&[fill; 3], &[3])),
+    }
+}
+
+fn model(fill: f32) -> Model<Dense> {
+    let mut heads = BTreeMap::new();
+    heads.insert("b".into(), Pair(var(&[fill], &[1]), var(&[fill; 2], &[2])));
+    heads.insert(
+        "a".into(),
+        Pair(var(&[fill; 2], &[2, 1]), var(&[fill], &[])),
+    );
+    Model {
+        layers: vec![dense(fill, true), dense(fill + 1.0, false)],
+        heads,
+        step: Variable::new(Tensor::scalar(7i64)).non_trainable(),
+        rate: 0.1,
+        name: "m".into(),
+        _act: Tensor::relu,
+    }
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("xlafn-{}-{name}.safetensors", std::process::id()))
+}
+
+#[test]
+fn derive_names_every_variable_in_declaration_order() {
+    let m = model(1.0);
+    let names: Vec<String> = m.named_variables().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "layers.0.kernel",
+            "layers.0.bias",
+            "layers.1.kernel",
+            "heads.a.0",
+            "heads.a.1",
+            "heads.b.0",
+            "heads.b.1",
+            "step"
+        ]
+    );
+    assert_eq!(m.variables().len(), 8);
+    // The step counter is not trained.
+    assert_eq!(m.trainable_variables().len(), 7);
+    assert!(
+        m.trainable_variables()
+            .iter()
+            .all(|v| v.dtype() == DType::F32)
+    );
+
+    // A variable held twice is listed once, under its first path.
+    let shared = var(&[1.0], &[1]);
+    let tied = Pair(shared.clone(), shared);
+    assert_eq!(tied.named_variables().len(), 1);
+    assert_eq!(tied.named_variables()[0].0, "0");
+}
+
+#[test]
+fn an_optimizer_trains_a_module() {
+    let m = dense(0.5, true);
+    let x = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 2]).unwrap();
+    let loss = || {
+        x.matmul(&m.kernel.read())?
+            .add(&m.bias.as_ref().unwrap().read())?
+            .square()?
+            .reduce_sum(&[], false)
+    };
+    let opt = Adam::new(0.05);
+    let first = opt.minimize(&m.trainable_variables(), loss).unwrap();
+    let mut last = first.clone();
+    for _ in 0..20 {
+        last = opt.minimize(&m.trainable_variables(), loss).unwrap();
+    }
+    assert!(last.item::<f32>().unwrap() < 0.5 * first.item::<f32>().unwrap());
+}
+
+#[test]
+fn a_checkpoint_restores_into_a_fresh_module_in_every_dtype() {
+    let path = temp("round-trip");
+    let trained = model(2.5);
+    checkpoint::save(&trained, &path).unwrap();
+    let fresh = model(0.0);
+    checkpoint::restore(&fresh, &path).unwrap();
+    for ((n, a), (_, b)) in trained
+        .named_variables()
+        .iter()
+        .zip(fresh.named_variables())
+    {
+        assert_eq!(
+            a.read().to_host_array().unwrap().bytes,
+            b.read().to_host_array().unwrap().bytes,
+            "{n}"
+        );
+    }
+
+    // Every dtype safetensors stores, values chosen to show byte order.
+    let typed: Vec<(String, Variable)> = [
+        DType::Bool,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+        DType::C64,
+    ]
+    .iter()
+    .map(|&d| {
+        let t = Tensor::from_vec(vec![0.0f64, 1.0, 3.0, 100.0], &[2, 2])
+            .unwrap()
+            .cast(d)
+            .unwrap();
+        (format!("{d}"), Variable::new(t))
+    })
+    .collect();
+    checkpoint::save_named(&typed, &path).unwrap();
+    let back = checkpoint::read(&path).unwrap();
+    assert_eq!(back.len(), typed.len());
+    for (name, v) in &typed {
+        let got = &back[name];
+        assert_eq!(got.dtype(), v.dtype(), "{name}");
+        assert_eq!(got.dims(), vec![2, 2], "{name}");
+        assert_eq!(
+            got.to_host_array().unwrap().bytes,
+            v.read().to_host_array().unwrap().bytes,
+            "{name}"
+        );
+    }
+    std::fs::remove_file(&path).ok();
+}
+
+/// Weights written by another tool through the safetensors format (here
+/// the safetensors crate itself, with hand-made little-endian bytes) load
+/// by name; extra tensors are reported by `restore_subset`.
+#[test]
+fn pretrained_weights_load_by_name() {
+    let path = temp("pretrained");
+    let kernel: Vec<u8> = (1..=6).flat_map(|v| (v as f32).to_le_bytes()).collect();
+    let bias: Vec<u8> = [0.5f32, -0.5, 0.25]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let extra: Vec<u8> = 9i64.to_le_bytes().to_vec();
+    use safetensors::{Dtype, tensor::TensorView};
+    let views = vec![
+        (
+            "kernel",
+            TensorView::new(Dtype::F32, vec![2, 3], &kernel).unwrap(),
+        ),
+        ("bias", TensorView::new(Dtype::F32, vec![3], &bias).unwrap()),
+        (
+            "head.extra",
+            TensorView::new(Dtype::I64, vec![], &extra).unwrap(),
+        ),
+    ];
+    safetensors::serialize_to_file(views, None, &path).unwrap();
+
+    let m = dense(0.0, true);
+    let e = checkpoint::restore(&m, &path).unwrap_err().to_string();
+    assert!(
+        e.contains("no variable for 'head.extra'") && e.contains("restore_subset"),
+        "{e}"
+    );
+    assert_eq!(m.kernel.read().to_vec::<f32>().unwrap(), vec![0.0; 6]);
+    let unused = checkpoint::restore_subset(&m, &path).unwrap();
+    assert_eq!(unused, ["head.extra"]);
+    assert_eq!(
+        m.kernel.read().to_vec::<f32>().unwrap(),
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+    assert_eq!(
+        m.bias.as_ref().unwrap().read().to_vec::<f32>().unwrap(),
+        vec![0.5, -0.5, 0.25]
+    );
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn mismatched_or_hostile_files_change_nothing() {
+    let path = temp("mismatch");
+    checkpoint::save(&dense(1.0, true), &path).unwrap();
+    let target = dense(9.0, true);
+    let unchanged = |t: &Dense| {
+        assert_eq!(t.kernel.read().to_vec::<f32>().unwrap(), vec![9.0; 6]);
+    };
+
+    // A missing variable: the module has a bias the file lacks.
+    checkpoint::save(&dense(1.0, false), &path).unwrap();
+    let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
+    assert!(
+        e.contains("no tensor for variable(s) 'bias'") && e.contains("'kernel'"),
+        "{e}"
+    );
+    unchanged(&target);
+
+    // A shape or dtype mismatch.
+    let wide = Dense {
+        kernel: var(&[1.0; 8], &[2, 4]),
+        bias: Some(var(&[1.0; 3], &[3])),
+    };
+    checkpoint::save(&wide, &path).unwrap();
+    let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
+    assert!(
+        e.contains("'kernel' is f32 [2, 3], the file's tensor is f32 [2, 4]"),
+        "{e}"
+    );
+    unchanged(&target);
+    let doubles = Dense {
+        kernel: Variable::new(Tensor::from_vec(vec![1.0f64; 6], &[2, 3]).unwrap()),
+        bias: Some(var(&[1.0; 3], &[3])),
+    };
+    checkpoint::save(&doubles, &path).unwrap();
+    let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
+    assert!(
+        e.contains("is f32 [2, 3], the file's tensor is f64 [2, 3]"),
+        "{e}"
+    );
+    unchanged(&target);
+
+    // Truncated, garbage and absurd headers; a missing file.
+    let good = std::fs::read(&path).unwrap();
+    for bad in [
+        good[..good.len() - 3].to_vec(),
+        b"not a safetensors file at all".to_vec(),
+        [u64::MAX.to_le_bytes().to_vec(), b"{}".to_vec()].concat(),
+        [
+            16u64.to_le_bytes().to_vec(),
+            b"{\"a\":{\"dtype\":1}}".to_vec(),
+        ]
+        .concat(),
+        Vec::new(),
+    ] {
+        std::fs::write(&path, &bad).unwrap();
+        let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
+        assert!(e.contains("not a valid safetensors file"), "{e}");
+        unchanged(&target);
+    }
+    std::fs::remove_file(&path).ok();
+    let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
+    assert!(e.contains("cannot read"), "{e}");
+
+    // Names are unique; complex128 cannot be stored.
+    let twice = vec![
+        ("w".to_string(), var(&[1.0], &[1])),
+        ("w".to_string(), var(&[2.0], &[1])),
+    ];
+    assert!(
+        checkpoint::save_named(&twice, &path)
+            .unwrap_err()
+            .to_string()
+            .contains("two variables")
+    );
+    let c128 = Tensor::from_vec(vec![1.0f64], &[1])
+        .unwrap()
+        .cast(DType::C128)
+        .unwrap();
+    let e = checkpoint::save_named(&[("z".into(), Variable::new(c128))], &path).unwrap_err();
+    assert!(e.to_string().contains("safetensors cannot store"), "{e}");
+    assert!(!path.exists());
+
+    // Checkpoints are eager: inside a traced function they are refused.
+    let m = std::sync::Arc::new(dense(1.0, true));
+    let p = path.clone();
+    let f = function(move |x: Tensor| -> Result<Tensor> {
+        checkpoint::save(&*m, &p)?;
+        Ok(x)
+    });
+    let e = f.call((Tensor::scalar(1.0f32),)).unwrap_err();
+    assert!(e.to_string().contains("runs eagerly"), "{e}");
+}
