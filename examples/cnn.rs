@@ -1,8 +1,9 @@
 //! Trains a small CNN (two conv + relu + max-pool blocks, a dense layer
-//! with dropout, sparse cross-entropy, Adam) on the UCI handwritten digits
+//! with dropout, sparse cross-entropy, Adam on a schedule) on the UCI handwritten digits
 //! shipped in `data/digits`, and reports held-out accuracy. Each training
 //! step is one compiled XLA program, traced and compiled once; dropout
-//! takes a new key every step without retracing.
+//! takes a new key every step without retracing. The trained model goes
+//! through a safetensors checkpoint into a freshly made one.
 //! `cargo run --release --example cnn`
 
 #[path = "common/cnn.rs"]
@@ -30,6 +31,23 @@ fn main() -> Result<()> {
     println!("held-out accuracy: {:.1}%", accuracy * 100.0);
     if accuracy < 0.95 {
         return Err(Error::Value(format!("accuracy {accuracy} is below 95%")));
+    }
+    // A checkpoint round trip: a model made from another seed, restored
+    // from the trained one's file, classifies the same.
+    let path = std::env::temp_dir().join(format!("xlafn-cnn-{}.safetensors", std::process::id()));
+    xlafn::checkpoint::save(&model, &path)?;
+    let restored = cnn::Cnn::new(2)?;
+    xlafn::checkpoint::restore(&restored, &path)?;
+    std::fs::remove_file(&path).ok();
+    let again = restored.accuracy(&test)?;
+    println!(
+        "restored from a checkpoint: held-out accuracy {:.1}%",
+        again * 100.0
+    );
+    if again != accuracy {
+        return Err(Error::Value(format!(
+            "restored accuracy {again} != {accuracy}"
+        )));
     }
     Ok(())
 }

@@ -124,7 +124,11 @@ fn main() -> Result<()> {
     checkpoint::restore(&restored, &path)?;
     std::fs::remove_file(&path).ok();
     let again = restored.accuracy(&x, &y)?;
-    println!("restored from {}: accuracy {:.1}%", path.display(), 100.0 * again);
+    println!(
+        "restored from {}: accuracy {:.1}%",
+        path.display(),
+        100.0 * again
+    );
     assert_eq!(again, accuracy, "the restored model predicts differently");
     Ok(())
 }

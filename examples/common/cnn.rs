@@ -2,16 +2,19 @@
 //! `examples/cnn.rs` and `tests/cnn_digits.rs`: conv 3x3 (16) + relu +
 //! 2x2 max pool, conv 3x3 (32) + relu + 2x2 max pool, dense 64 + relu +
 //! dropout (a fresh key each step), dense 10; sparse softmax
-//! cross-entropy; Adam. One compiled program per training step.
+//! cross-entropy; Adam on an exponentially decaying rate. The model is a
+//! `#[derive(Module)]` struct with He-normal initial weights. One compiled
+//! program per training step.
 
 #![allow(dead_code)]
 
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::sync::Arc;
-use xlafn::optimizers::{Adam, Optimizer};
+use xlafn::module::Module;
+use xlafn::optimizers::{Adam, ExponentialDecay, Optimizer};
 use xlafn::prelude::*;
-use xlafn::{Padding, nn, random};
+use xlafn::{Padding, initializers, nn, random};
 
 const DIGITS_SHA256: &str = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22";
 
@@ -102,43 +105,56 @@ pub fn load_digits() -> Result<(Split, Split)> {
 /// The compiled training step: `(images, labels, key) -> loss`.
 pub type TrainStep = Function<(Tensor, Tensor, Tensor), Tensor>;
 
-/// The model's variables.
-#[derive(Clone)]
+/// A layer's weights: a convolution or dense kernel and its bias.
+#[derive(Clone, Module)]
+pub struct Layer {
+    pub kernel: Variable,
+    pub bias: Variable,
+}
+
+impl Layer {
+    /// He-normal kernel of `dims` (Keras' `he_normal`: fans from the
+    /// kernel's shape) drawn with `key`, and a zero bias.
+    fn new(key: &Tensor, dims: &[i64]) -> Result<Layer> {
+        let out = dims[dims.len() - 1];
+        Ok(Layer {
+            kernel: Variable::try_new(initializers::he_normal(key, dims, DType::F32)?)?,
+            bias: Variable::try_new(initializers::zeros(&[out], DType::F32)?)?,
+        })
+    }
+}
+
+/// The model: its variables are named `conv1.kernel`, `conv1.bias`, ...,
+/// `dense2.bias` (the names its checkpoints use).
+#[derive(Clone, Module)]
 pub struct Cnn {
-    pub params: Vec<Variable>,
-}
-
-/// He-normal initial weights of `dims` (fan-in `fan_in`) from `seed`.
-fn he(dims: &[i64], fan_in: i64, seed: u64) -> Result<Variable> {
-    let key = random::key(seed)?;
-    let w = random::normal(&key, dims, DType::F32, 0.0, (2.0 / fan_in as f64).sqrt())?;
-    Variable::try_new(w)
-}
-
-fn zeros(n: i64) -> Result<Variable> {
-    Variable::try_new(Tensor::fill(&[n], 0.0, DType::F32)?)
+    pub conv1: Layer,
+    pub conv2: Layer,
+    pub dense1: Layer,
+    pub dense2: Layer,
 }
 
 impl Cnn {
     pub fn new(seed: u64) -> Result<Cnn> {
+        let keys = random::split(&random::key(seed)?, 4)?;
+        let key = |i| random::nth(&keys, i);
         Ok(Cnn {
-            params: vec![
-                he(&[3, 3, 1, 16], 9, seed)?,
-                zeros(16)?,
-                he(&[3, 3, 16, 32], 9 * 16, seed + 1)?,
-                zeros(32)?,
-                he(&[128, 64], 128, seed + 2)?,
-                zeros(64)?,
-                he(&[64, 10], 64, seed + 3)?,
-                zeros(10)?,
-            ],
+            conv1: Layer::new(&key(0)?, &[3, 3, 1, 16])?,
+            conv2: Layer::new(&key(1)?, &[3, 3, 16, 32])?,
+            dense1: Layer::new(&key(2)?, &[128, 64])?,
+            dense2: Layer::new(&key(3)?, &[64, 10])?,
         })
+    }
+
+    /// The variables in `logits_with`'s order (declaration order).
+    pub fn params(&self) -> Vec<Variable> {
+        self.variables()
     }
 
     /// Logits `[batch, 10]` for images `[batch, 8, 8, 1]`; with a key,
     /// dropout (rate 0.2) on the dense layer, as in training.
     pub fn logits(&self, x: &Tensor, dropout_key: Option<&Tensor>) -> Result<Tensor> {
-        let p: Vec<Tensor> = self.params.iter().map(Variable::read).collect();
+        let p: Vec<Tensor> = self.params().iter().map(Variable::read).collect();
         logits_with(&p, x, dropout_key)
     }
 
@@ -146,16 +162,10 @@ impl Cnn {
     pub fn train_step(&self, optimizer: Arc<Adam>) -> TrainStep {
         let model = self.clone();
         function(move |x: Tensor, y: Tensor, key: Tensor| -> Result<Tensor> {
-            let tape = GradientTape::new();
-            let logits = model.logits(&x, Some(&key))?;
-            let loss = nn::sparse_softmax_cross_entropy_with_logits(&y, &logits)?
-                .reduce_mean(&[], false)?;
-            let sources: Vec<Source> = model.params.iter().map(Source::Variable).collect();
-            let grads = tape.gradient(&loss, &sources)?;
-            let pairs: Vec<(Option<Tensor>, &Variable)> =
-                grads.into_iter().zip(model.params.iter()).collect();
-            optimizer.apply_gradients(&pairs)?;
-            Ok(loss)
+            optimizer.minimize(&model.trainable_variables(), || {
+                let logits = model.logits(&x, Some(&key))?;
+                nn::sparse_softmax_cross_entropy_with_logits(&y, &logits)?.reduce_mean(&[], false)
+            })
         })
     }
 
@@ -201,9 +211,12 @@ pub fn logits_with(p: &[Tensor], x: &Tensor, dropout_key: Option<&Tensor>) -> Re
 /// epoch is dropped, so the step keeps one shape); returns the losses of
 /// the last epoch and the step function.
 pub fn train(model: &Cnn, train: &Split, epochs: usize) -> Result<(Vec<f32>, TrainStep)> {
-    let optimizer = Arc::new(Adam::new(2e-3));
-    let vars: Vec<&Variable> = model.params.iter().collect();
-    optimizer.build(&vars)?;
+    // 2e-3, decayed exponentially to half over the run (one step per
+    // full batch), evaluated inside the compiled step.
+    let steps = (epochs * (train.len() / 64)).max(1) as i64;
+    let schedule = ExponentialDecay::new(2e-3, steps, 0.5)?;
+    let optimizer = Arc::new(Adam::new(schedule));
+    optimizer.build(&model.trainable_variables())?;
     let step = model.train_step(optimizer);
     let base = random::key(7)?;
     let mut last = Vec::new();
