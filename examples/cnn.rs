@@ -9,9 +9,12 @@
 #[path = "common/cnn.rs"]
 mod cnn;
 
+#[path = "common/logging.rs"]
+mod logging;
 use xlafn::prelude::*;
 
 fn main() -> Result<()> {
+    logging::init(); // RUST_LOG=xlafn=info shows traces and compiles
     let (train, test) = cnn::load_digits()?;
     println!("{} training images, {} held out", train.len(), test.len());
     let model = cnn::Cnn::new(1)?;

@@ -11,6 +11,8 @@
 #[path = "common/w3.rs"]
 mod w3;
 
+#[path = "common/logging.rs"]
+mod logging;
 use std::sync::Arc;
 use xlafn::module::Module;
 use xlafn::optimizers::CosineDecay;
@@ -80,6 +82,7 @@ impl Mlp {
 const STEPS: usize = 300;
 
 fn main() -> Result<()> {
+    logging::init(); // RUST_LOG=xlafn=info shows traces and compiles
     let model = Arc::new(Mlp::new(0)?);
     for (name, v) in model.named_variables() {
         println!("{name:14} {:?} {}", v.dims(), v.dtype());

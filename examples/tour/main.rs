@@ -8,6 +8,8 @@
 //!
 //! `cargo run --release --example tour`
 
+#[path = "../common/logging.rs"]
+mod logging;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -437,6 +439,20 @@ fn debugging() -> Result<()> {
     }
     run_functions_eagerly(false);
 
+    // xlafn logs through `tracing` (JAX's explain_cache_misses and
+    // log_compiles). Shown here at info level for one call with new types;
+    // RUST_LOG=xlafn=info shows the same for the whole program.
+    println!("At info level, a trace says why the cache missed, a compile what it cost:");
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .without_time()
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || -> Result<()> {
+        get_mse.call((&y_true.cast(DType::F32)?, &y_pred.cast(DType::F32)?))?;
+        Ok(())
+    })?;
+
     // Errors raised while tracing name the op and its operands.
     let bad = FunctionOptions::new()
         .name("bad")
@@ -594,6 +610,7 @@ fn limitations() -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    logging::init(); // RUST_LOG=xlafn=info shows traces and compiles
     println!("xlafn tour");
     eager_tensors()?;
     eager_ops()?;

@@ -276,6 +276,10 @@ impl ConcreteCore {
             return Ok(exe);
         }
         let _compiling = self.compile_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // The compile event (runtime) is logged inside this span, which
+        // names the function and its argument shapes.
+        let _span =
+            tracing::info_span!("compile", function = %self.name, inputs = ?specs).entered();
         if let Some(exe) = self.cached(&specs) {
             return Ok(exe);
         }

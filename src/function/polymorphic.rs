@@ -280,6 +280,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
             }
             return (self.inner.body)(args);
         }
+        let _span = tracing::debug_span!("call", function = %self.inner.name).entered();
         let call_type = args.trace_types()?;
         let variables = args.variables();
         let mut flat = Vec::new();
@@ -431,6 +432,19 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         variables: &[Variable],
         tensors: Option<&[Tensor]>,
     ) -> Result<Traced<Out>> {
+        let reason = {
+            let state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+            miss_reason(&state.table, &ty, &self.inner.arg_names)
+        };
+        tracing::info!(
+            target: "xlafn::trace",
+            function = %self.inner.name,
+            types = %describe_types(&ty),
+            traces_before = self.tracing_count(),
+            reason = %reason,
+            "tracing function '{}'",
+            self.inner.name
+        );
         let traced = {
             let _mark = TracingMark::push(self.inner.id, ty.clone());
             self.trace(&ty, variables, tensors)?
@@ -509,25 +523,15 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         if count < RETRACE_WARNING_THRESHOLD {
             return;
         }
-        let Some((previous, _)) = table.entries().last() else {
+        if table.is_empty() {
             return;
-        };
-        let changed = ty.iter().zip(previous).position(|(a, b)| a != b);
-        let (arg, was, now) = match changed {
-            Some(i) => (
-                self.inner.arg_names[i].as_str(),
-                previous[i].to_string(),
-                ty[i].to_string(),
-            ),
-            None => ("<arity>", String::new(), String::new()),
-        };
+        }
+        let reason = miss_reason(table, ty, &self.inner.arg_names);
         tracing::warn!(
             function = %self.inner.name,
             traces = count,
-            argument = arg,
-            "function '{}' was traced {count} times; the latest retrace was caused by argument '{arg}' \
-             changing from {was} to {now}. Pass tensors instead of host literals, use \
-             reduce_retracing, or give an input_signature",
+            "function '{}' was traced {count} times; the latest retrace: {reason}. Pass tensors \
+             instead of host literals, use reduce_retracing, or give an input_signature",
             self.inner.name
         );
     }
@@ -548,6 +552,28 @@ impl TracingMark {
 impl Drop for TracingMark {
     fn drop(&mut self) {
         TRACING.with(|t| t.borrow_mut().pop());
+    }
+}
+
+/// Why `ty` missed `table`, as JAX's `explain_cache_misses` says it: the
+/// first trace, or the argument that differs from the most recent trace
+/// with the same number of arguments.
+fn miss_reason<T>(table: &DispatchTable<T>, ty: &FunctionType, names: &[String]) -> String {
+    let Some((previous, _)) = table.entries().last() else {
+        return "first call".into();
+    };
+    match ty.iter().zip(previous).position(|(a, b)| a != b) {
+        Some(i) => format!(
+            "argument '{}' changed from {} to {}",
+            names.get(i).map_or("?", String::as_str),
+            previous[i],
+            ty[i]
+        ),
+        None => format!(
+            "the number of arguments changed from {} to {}",
+            previous.len(),
+            ty.len()
+        ),
     }
 }
 

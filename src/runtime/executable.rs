@@ -141,10 +141,25 @@ impl Executable {
         params: Vec<ArraySpec>,
         options: &CompileOptions,
     ) -> Result<Executable> {
+        let started = std::time::Instant::now();
+        let log = |disk_cache: &str| {
+            tracing::info!(
+                target: "xlafn::compile",
+                program_bytes = mlir.len(),
+                parameters = params.len(),
+                platform = client.platform_name(),
+                disk_cache,
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                flags = ?options,
+                "compiled a program"
+            );
+        };
         // Host callback ids are drawn afresh per registration, so a program
         // that calls one is never met again: not worth a disk cache entry.
         if mlir.contains(super::ffi::HOST_CALLBACK_TARGET) {
-            return Self::compile(client, mlir, params, options);
+            let exe = Self::compile(client, mlir, params.clone(), options)?;
+            log("not used (host callbacks)");
+            return Ok(exe);
         }
         options.check()?;
         let encoded = options.encode();
@@ -152,14 +167,19 @@ impl Executable {
         if let Some(bytes) = key.as_ref().and_then(super::disk_cache::load) {
             if let Ok(mut exe) = Self::deserialize(client, &bytes, params.clone()) {
                 exe.one_at_a_time = runs_one_at_a_time(options, mlir);
+                log("hit");
                 return Ok(exe);
             }
         }
-        let exe = Self::compile(client, mlir, params, options)?;
-        if let Some(key) = key {
-            if let Ok(bytes) = exe.serialize() {
-                super::disk_cache::store(&key, &bytes);
+        let exe = Self::compile(client, mlir, params.clone(), options)?;
+        match key {
+            Some(key) => {
+                if let Ok(bytes) = exe.serialize() {
+                    super::disk_cache::store(&key, &bytes);
+                }
+                log("miss");
             }
+            None => log("off"),
         }
         Ok(exe)
     }

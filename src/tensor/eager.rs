@@ -167,6 +167,12 @@ fn insert(key: Key, exe: Arc<Executable>) -> Arc<Executable> {
 }
 
 fn compile(client: &Arc<Client>, key: &Key) -> Result<Executable> {
+    tracing::debug!(
+        target: "xlafn::eager",
+        op = crate::ops::OpDef::name(&key.op),
+        inputs = ?key.inputs,
+        "eager op cache miss: compiling a one-op program"
+    );
     let types: Vec<TensorType> = key
         .inputs
         .iter()
