@@ -127,3 +127,48 @@ pub fn encode(arrays: &[(&str, &HostArray)], compress: bool) -> Result<Vec<u8>> 
         .map_err(|e| Error::Value(format!("npz: {e}")))?;
     Ok(out.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn archive() -> Vec<u8> {
+        let a = HostArray::from_vec(vec![1.5f32, -2.0], &[2]);
+        let b = HostArray::from_vec(vec![7i64], &[]);
+        encode(&[("a", &a), ("b", &b)], true).unwrap()
+    }
+
+    proptest! {
+        /// Any bytes, and any damage to a real archive, end in arrays or
+        /// an error, never a panic or an unbounded read.
+        #[test]
+        fn damaged_archives_decode_to_values_or_errors(
+            at in any::<usize>(),
+            to in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let mut bytes = archive();
+            let i = at % bytes.len();
+            bytes[i] = to;
+            bytes.truncate(bytes.len() - cut % 8);
+            let _ = decode(&bytes, 1 << 16);
+        }
+
+        #[test]
+        fn any_bytes_decode_to_values_or_errors(
+            bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let _ = decode(&bytes, 1 << 16);
+        }
+    }
+
+    #[test]
+    fn archives_round_trip_stored_and_deflated() {
+        let a = HostArray::from_vec(vec![1.5f32, -2.0], &[2]);
+        for compress in [false, true] {
+            let back = decode(&encode(&[("a", &a)], compress).unwrap(), 1 << 16).unwrap();
+            assert_eq!(back, vec![("a".to_string(), a.clone())]);
+        }
+    }
+}

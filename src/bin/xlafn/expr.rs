@@ -335,3 +335,24 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod any_text {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever is typed ends in an array or an error, never a panic.
+        #[test]
+        fn any_expression_evaluates_or_errors(
+            text in "[\\[\\]()0-9a-z.,:+\\- e_j\u{e9}]{0,40}",
+        ) {
+            for dtype in [DType::F32, DType::U8, DType::Bool, DType::C64] {
+                if let Ok(a) = evaluate(&text, dtype) {
+                    let n: i64 = a.dims.iter().product();
+                    prop_assert_eq!(a.bytes.len() as i64, n * a.dtype.size_in_bytes().unwrap() as i64);
+                }
+            }
+        }
+    }
+}

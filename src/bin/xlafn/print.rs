@@ -116,3 +116,55 @@ fn nested_json(flat: &[serde_json::Value], dims: &[usize]) -> serde_json::Value 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_print_as_numpy_lays_them_out() {
+        let ints = HostArray::from_vec(vec![1i32, -20, 3, 400, 5, 6], &[2, 3]);
+        assert_eq!(array_text(&ints), "[[  1, -20,   3],\n [400,   5,   6]]");
+        let cube = HostArray::from_vec(vec![0u8; 8], &[2, 2, 2]);
+        assert_eq!(
+            array_text(&cube),
+            "[[[0, 0],\n  [0, 0]],\n\n [[0, 0],\n  [0, 0]]]"
+        );
+        assert_eq!(array_text(&HostArray::from_vec(vec![2.5f64], &[])), "2.5");
+        assert_eq!(
+            array_text(&HostArray::from_vec(Vec::<f32>::new(), &[0, 3])),
+            "[]"
+        );
+        assert_eq!(
+            array_text(&HostArray::from_vec(Vec::<f32>::new(), &[2, 0])),
+            "[[],\n []]"
+        );
+        let long = HostArray::from_vec((0..1001i64).collect(), &[1001]);
+        assert_eq!(
+            array_text(&long),
+            "[   0,    1,    2, ...,  998,  999, 1000]"
+        );
+        let c = HostArray::from_vec(vec![xlafn::Complex32::new(1.0, -0.5)], &[1]);
+        assert_eq!(array_text(&c), "[1.0-0.5j]");
+    }
+
+    #[test]
+    fn json_nests_like_tolist() {
+        let a = HostArray::from_vec(vec![1f32, f32::NAN, f32::NEG_INFINITY, 0.5], &[2, 2]);
+        assert_eq!(
+            array_json(&a),
+            serde_json::json!([[1.0, "nan"], ["-inf", 0.5]])
+        );
+        let u = HostArray::from_vec(vec![u64::MAX], &[]);
+        assert_eq!(array_json(&u), serde_json::json!(u64::MAX));
+        let b = HostArray::from_vec(vec![true, false], &[2]);
+        assert_eq!(array_json(&b), serde_json::json!([true, false]));
+    }
+
+    #[test]
+    fn hidden_characters_are_escaped() {
+        assert_eq!(p("a\u{1b}[2J\u{202e}b"), "a\\u{1b}[2J\\u{202e}b");
+        assert_eq!(printable("x\ny", true), "x\ny");
+        assert_eq!(printable("x\ny", false), "x\\u{a}y");
+    }
+}
