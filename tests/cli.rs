@@ -226,6 +226,55 @@ fn run_reads_npy_and_npz_inputs_and_writes_new_npy_files() {
     );
 }
 
+/// `tests/data/npy/several.npz`, written by NumPy's `savez`, feeds a
+/// function of its four arrays: x = [[1, 2], [3, 4]] (f32), n = 7 (i64),
+/// bf = [0.5, -3] (bf16 as ml_dtypes writes it), z = [1 - 1j] (c128).
+#[test]
+fn a_numpy_written_npz_feeds_every_input_by_name() {
+    let dir = temp_dir("numpy-npz");
+    let f = FunctionOptions::new()
+        .name("four")
+        .arg_names(&["x", "n", "bf", "z"])
+        .build(
+            |x: Tensor, n: Tensor, bf: Tensor, z: Tensor| -> Result<Vec<Tensor>> {
+                Ok(vec![
+                    x.mul_scalar(2.0)?,
+                    n.add_scalar(1.0)?,
+                    bf.mul_scalar(2.0)?,
+                    z.mul(&z)?,
+                ])
+            },
+        );
+    let npz = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/npy/several.npz");
+    let arrays = xlafn::io::read_npz(&npz).unwrap();
+    let args: Vec<&Tensor> = ["x", "n", "bf", "z"]
+        .iter()
+        .map(|k| &arrays.iter().find(|(name, _)| name == k).unwrap().1)
+        .collect();
+    let cf = f
+        .get_concrete_function((args[0], args[1], args[2], args[3]))
+        .unwrap();
+    cf.export(&dir, &[]).unwrap();
+    let json: Value =
+        serde_json::from_str(&ok(&["run", path(&dir), "--inputs", path(&npz), "--json"])).unwrap();
+    let values: Vec<&Value> = (0..4).map(|k| &json["outputs"][k]["values"]).collect();
+    assert_eq!(values[0], &serde_json::json!([[2.0, 4.0], [6.0, 8.0]]));
+    assert_eq!(values[1], &serde_json::json!(8));
+    assert_eq!(json["outputs"][2]["dtype"], "bf16");
+    assert_eq!(values[2], &serde_json::json!([1.0, -6.0]));
+    // (1 - i)^2 = 1 - 2i + i^2 = -2i.
+    assert_eq!(values[3], &serde_json::json!([[0.0, -2.0]]));
+    // An archive holding an array the function has no input for.
+    let other = dir.join("other.npz");
+    let w = Tensor::scalar(1f32);
+    xlafn::io::write_npz(&other, &[("w", &w)]).unwrap();
+    let e = fails(&["run", path(&dir), "--inputs", path(&other)], 1);
+    assert!(
+        e.contains("no input named \"w\"; its inputs are 'x', 'n', 'bf', 'z'"),
+        "{e}"
+    );
+}
+
 #[test]
 fn updated_variables_are_written_beside_the_outputs() {
     let dir = temp_dir("variables");

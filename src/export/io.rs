@@ -78,7 +78,9 @@ pub fn read_npz_with_limit(
     max_bytes: u64,
 ) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
-    let bytes = files::read_limited(path, max_bytes.saturating_add(1 << 20), true)?;
+    // The archive itself is at most its contents plus the zip records
+    // (under a kilobyte per member, at most 2^16 members).
+    let bytes = files::read_limited(path, max_bytes.saturating_add(64 << 20), true)?;
     npz::decode(&bytes, max_bytes)
         .map_err(|e| in_file(path, e))?
         .into_iter()
