@@ -142,6 +142,25 @@ fn show_prints_the_signature_without_compiling() {
     .unwrap();
     xlafn::export::testing::resign(&dir).unwrap();
     assert!(ok(&["show", path(&dir)]).contains("function 'step'"));
+    // `run` reads its inputs before compiling, so a wrong name is named
+    // as such rather than lost behind the program's error.
+    let e = fails(&["run", path(&dir), "--input-expr", "z=1"], 1);
+    assert!(
+        e.contains("no input named \"z\"; its inputs are 'x', 'y'"),
+        "{e}"
+    );
+    let e = fails(
+        &[
+            "run",
+            path(&dir),
+            "--input-expr",
+            "x=[1, 2]",
+            "--input-expr",
+            "y=3",
+        ],
+        1,
+    );
+    assert!(e.contains("stablehlo.multiplx"), "{e}");
 }
 
 #[test]

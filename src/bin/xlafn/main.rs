@@ -261,11 +261,14 @@ fn in_file(path: &Path, e: Error) -> Error {
     Error::Value(format!("{}: {e}", path.display()))
 }
 
-fn gather(args: &RunArgs, f: &LoadedFunction) -> Result<Vec<Tensor>> {
+/// The input arrays of `run`, one per input of `info`, from every source
+/// on the command line; read before anything is compiled, so a mistake
+/// in them is reported at once.
+fn gather(args: &RunArgs, info: &ExportInfo) -> Result<Vec<HostArray>> {
     let mut inputs = Inputs {
-        specs: f.inputs(),
-        function: f.name(),
-        values: vec![None; f.inputs().len()],
+        specs: &info.inputs,
+        function: &info.name,
+        values: vec![None; info.inputs.len()],
     };
     for arg in &args.inputs {
         let (name, file) = name_value("--input", arg)?;
@@ -289,9 +292,9 @@ fn gather(args: &RunArgs, f: &LoadedFunction) -> Result<Vec<Tensor>> {
     inputs
         .values
         .into_iter()
-        .zip(f.inputs())
+        .zip(&info.inputs)
         .map(|(a, spec)| {
-            let a = a.ok_or_else(|| {
+            a.ok_or_else(|| {
                 Error::Value(format!(
                     "input '{0}' ({1}{2}) is missing; give it with --input {0}=FILE.npy, \
                      --inputs FILE.npz or --input-expr '{0}=EXPR'",
@@ -299,8 +302,7 @@ fn gather(args: &RunArgs, f: &LoadedFunction) -> Result<Vec<Tensor>> {
                     p(&spec.dtype),
                     shape_text(&spec.shape)
                 ))
-            })?;
-            Tensor::from_host_bytes(a.dtype, &a.dims, &a.bytes)
+            })
         })
         .collect()
 }
@@ -312,8 +314,7 @@ struct Printed {
     name: String,
     /// `Some(k)` for variable `k`.
     variable: Option<usize>,
-    /// The file it is saved as, named by index: manifest names are not
-    /// trusted as file names.
+    /// The file it is saved as (see `result_files`).
     file: String,
     array: HostArray,
 }
@@ -327,75 +328,120 @@ impl Printed {
     }
 }
 
-fn run(args: &RunArgs) -> Result<()> {
-    let f = xlafn::load(&args.dir)?;
-    let tensors = gather(args, &f)?;
-    let refs: Vec<&Tensor> = tensors.iter().collect();
-    let outputs = f.call(&refs)?;
+/// The files `run --output-dir` writes for `info`: one per output, then
+/// one per variable calls update, named by index (manifest names are not
+/// trusted as file names).
+fn result_files(info: &ExportInfo) -> Vec<String> {
+    let outputs = (0..info.outputs.len()).map(|k| format!("output_{k}.npy"));
+    let variables = info.variables.iter().enumerate();
+    let updated = variables.filter(|(_, v)| v.updated);
+    outputs
+        .chain(updated.map(|(k, _)| format!("variable_{k}.npy")))
+        .collect()
+}
+
+/// Errors if one of `files` exists in `dir` (or a link stands there).
+fn refuse_existing(dir: &Path, files: &[String]) -> Result<()> {
+    match files
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.symlink_metadata().is_ok())
+    {
+        Some(taken) => Err(Error::Value(format!(
+            "{}: already exists; xlafn writes only new files (choose an empty folder, or pass \
+             --overwrite)",
+            taken.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Calls the loaded function and collects its outputs, then the new
+/// values of the variables it updated.
+fn call(f: &LoadedFunction, inputs: &[HostArray], files: &[String]) -> Result<Vec<Printed>> {
+    let tensors: Vec<Tensor> = inputs
+        .iter()
+        .map(|a| Tensor::from_host_bytes(a.dtype, &a.dims, &a.bytes))
+        .collect::<Result<_>>()?;
+    let outputs = f.call(&tensors.iter().collect::<Vec<_>>())?;
     let mut results = Vec::new();
     for (k, t) in outputs.iter().enumerate() {
-        results.push(Printed {
-            name: f
-                .outputs()
-                .get(k)
-                .map_or_else(|| format!("output_{k}"), |s| s.name.clone()),
-            variable: None,
-            file: format!("output_{k}.npy"),
-            array: t.to_host_array()?,
-        });
+        let name = f
+            .outputs()
+            .get(k)
+            .map_or_else(|| format!("output_{k}"), |s| s.name.clone());
+        results.push((name, None, t.to_host_array()?));
     }
     for k in f.updated_variables() {
         let v = &f.variables()[k];
-        results.push(Printed {
-            name: v.name().to_string(),
-            variable: Some(k),
-            file: format!("variable_{k}.npy"),
-            array: v.try_read()?.to_host_array()?,
-        });
+        results.push((
+            v.name().to_string(),
+            Some(k),
+            v.try_read()?.to_host_array()?,
+        ));
     }
+    if results.len() != files.len() {
+        return Err(Error::Value(
+            "the export changed while it was run (its results no longer match its manifest)".into(),
+        ));
+    }
+    Ok(results
+        .into_iter()
+        .zip(files)
+        .map(|((name, variable, array), file)| Printed {
+            name,
+            variable,
+            file: file.clone(),
+            array,
+        })
+        .collect())
+}
+
+fn run(args: &RunArgs) -> Result<()> {
+    let info = xlafn::export::inspect(&args.dir)?;
+    let inputs = gather(args, &info)?;
+    let files = result_files(&info);
+    if let (Some(dir), false) = (&args.output_dir, args.overwrite) {
+        refuse_existing(dir, &files)?;
+    }
+    let f = xlafn::load(&args.dir)?;
+    let results = call(&f, &inputs, &files)?;
     let written = match &args.output_dir {
         Some(dir) => save(dir, &results, args.overwrite)?,
         None => vec![None; results.len()],
     };
     if args.json {
-        println!(
-            "{}",
-            run_json(&results, &written, f.updated_variables().len())
-        );
+        let variables = results.iter().filter(|r| r.variable.is_some()).count();
+        println!("{}", run_json(&results, &written, variables));
     } else {
         for (r, path) in results.iter().zip(&written) {
-            let saved = path.as_ref().map(|p| format!(" -> {}", p.display()));
-            println!(
-                "{}: {}{}{}",
-                r.label(),
-                r.array.dtype,
-                shape_of(&r.array),
-                saved.unwrap_or_default()
-            );
-            println!("{}", array_text(&r.array));
+            print_result(r, path.as_deref());
         }
     }
     Ok(())
+}
+
+fn print_result(r: &Printed, saved: Option<&Path>) {
+    let saved = saved.map(|p| format!(" -> {}", p.display()));
+    println!(
+        "{}: {}{}{}",
+        r.label(),
+        r.array.dtype,
+        shape_of(&r.array),
+        saved.unwrap_or_default()
+    );
+    println!("{}", array_text(&r.array));
 }
 
 fn shape_of(a: &HostArray) -> String {
     xlafn::ir::Shape::known(&a.dims).to_string()
 }
 
-/// Writes every result into `dir`; without `overwrite`, refuses before
-/// writing anything if one of the files exists.
+/// Writes every result into `dir` (`run` checked beforehand that none of
+/// the files exists, unless `overwrite`).
 fn save(dir: &Path, results: &[Printed], overwrite: bool) -> Result<Vec<Option<PathBuf>>> {
     std::fs::create_dir_all(dir).map_err(|e| in_file(dir, Error::Value(e.to_string())))?;
     let paths: Vec<PathBuf> = results.iter().map(|r| dir.join(&r.file)).collect();
-    if !overwrite {
-        if let Some(taken) = paths.iter().find(|p| p.symlink_metadata().is_ok()) {
-            return Err(Error::Value(format!(
-                "{}: already exists; xlafn writes only new files (choose an empty folder, or \
-                 pass --overwrite)",
-                taken.display()
-            )));
-        }
-    }
     for (r, path) in results.iter().zip(&paths) {
         let bytes = npy::encode(&r.array)?;
         if overwrite {
