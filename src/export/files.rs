@@ -154,9 +154,13 @@ pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| Error::Value(format!("{}: not a file name", path.display())))?;
+    // Unique per process and call, so concurrent writers of one path
+    // never share a temporary file.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut temp_name = std::ffi::OsString::from(".");
     temp_name.push(name);
-    temp_name.push(format!(".{}.tmp", std::process::id()));
+    temp_name.push(format!(".{}-{n}.tmp", std::process::id()));
     let temp = path.with_file_name(temp_name);
     write_new(&temp, bytes)?;
     std::fs::rename(&temp, path).map_err(|e| {
