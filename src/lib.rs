@@ -42,10 +42,21 @@ pub use control::{TensorArray, cond, for_range, while_loop};
 pub use debug::{disable_check_numerics, enable_check_numerics};
 pub use dtype::{ArraySpec, DType};
 pub use error::{Error, ErrorCode, Result};
+/// `.npy` and `.npz` files: `read_npy`, `write_npy`, `read_npz`,
+/// `write_npz` (the codec exports and the `xlafn` tool use).
+pub use export::io;
 pub use export::{LoadedFunction, load, load_with_callbacks};
 pub use function::{
     ConcreteFunction, Function, FunctionOptions, TensorSpec, function, run_functions_eagerly,
 };
+/// The `half` crate (the `f16` and `bf16` element types), re-exported so
+/// callers use the version xlafn's `Element` impls are for instead of
+/// pinning a matching one by hand.
+pub use half;
+/// The `ndarray` crate, re-exported for the same reason as `half`:
+/// `Tensor::from_ndarray` and `to_ndarray` take and return this version's
+/// arrays, and an `ndarray` of another version is a different type.
+pub use ndarray;
 /// The host element types of complex tensors (`c64`, `c128`), from the
 /// `num-complex` crate, re-exported so callers need not depend on it.
 pub use num_complex::{self, Complex32, Complex64};

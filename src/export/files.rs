@@ -145,6 +145,31 @@ pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     file.write_all(bytes).map_err(|e| io(path, e))
 }
 
+/// Writes `bytes` to `path`, replacing what is there: the bytes go to a
+/// new file in the same folder (`create_new`, so nothing planted there is
+/// followed), which is then renamed over `path`. A rename replaces a
+/// symlink at `path` rather than writing through it, and a reader sees the
+/// old file or the new one, never half of one.
+pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::Value(format!("{}: not a file name", path.display())))?;
+    // Unique per process and call, so concurrent writers of one path
+    // never share a temporary file.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}-{n}.tmp", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    write_new(&temp, bytes)?;
+    std::fs::rename(&temp, path).map_err(|e| {
+        // The temporary file is this call's own (`create_new` made it).
+        let _ = std::fs::remove_file(&temp);
+        io(path, e)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,10 @@
 //!   captured values, outputs and updates;
 //! - `npy`: the `.npy` reader returns errors for any bytes.
 //!
+//! `npy`, `npz` and `io` are also the crate's tensor files (`xlafn::io`),
+//! and `inspect` reads an export's signature and programs without
+//! compiling anything (for `xlafn show` and `xlafn stablehlo`).
+//!
 //! What a loaded export can still do is what any function can: compute
 //! for long (a `while` loop), use memory up to its types' sizes, and run
 //! host callbacks registered in the loading process (see SECURITY in the
@@ -36,8 +40,11 @@
 
 mod callbacks;
 mod files;
+mod inspect;
+pub mod io;
 mod manifest;
 pub mod npy;
+pub mod npz;
 pub mod program_check;
 mod specialize;
 #[doc(hidden)]
@@ -46,6 +53,7 @@ pub mod testing;
 pub use manifest::{FORMAT, SpecJson, VERSION};
 
 pub use callbacks::SuppliedCallbacks;
+pub use inspect::{ExportInfo, ProgramInfo, VariableInfo, inspect};
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -78,6 +86,13 @@ pub fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>> {
 /// there is an error, never overwritten or followed.
 pub fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
     files::write_new(path, bytes)
+}
+
+/// Writes `bytes` to `path`, replacing a file there: written to a new
+/// file beside it, then renamed over it (a symlink at `path` is replaced,
+/// not followed; readers never see half a file).
+pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    files::replace(path, bytes)
 }
 
 fn spec_json(name: &str, spec: &TensorSpec) -> SpecJson {
@@ -563,6 +578,15 @@ impl LoadedFunction {
     /// The loaded variables (their values change as calls update them).
     pub fn variables(&self) -> &[Variable] {
         &self.variables
+    }
+
+    /// The indices into [`variables`](Self::variables) of those a call
+    /// assigns, in order, so a caller can persist exactly what changed.
+    pub fn updated_variables(&self) -> Vec<usize> {
+        let mut updated: Vec<usize> = self.updates.iter().map(|u| u.variable).collect();
+        updated.sort_unstable();
+        updated.dedup();
+        updated
     }
 
     /// Calls with one tensor per tensor parameter; the same signature

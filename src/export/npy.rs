@@ -1,9 +1,26 @@
-//! NumPy `.npy` files (format 1.0): the tensor file format of exports and
-//! of the command-line tool. Little-endian, C order; bf16 is stored as
-//! raw 16-bit values with the descriptor `<V2`-free name `bfloat16`
-//! (NumPy itself has no bf16; ml_dtypes reads such files). Complex
-//! arrays are `<c8` (c64) and `<c16` (c128): real and imaginary parts
-//! interleaved, as NumPy and XLA both lay them out.
+//! Layer: export (tensor files). NumPy's `.npy` format, the tensor file
+//! format of exports, of `xlafn::io` and of the command-line tool, so all
+//! three read and write the same way. Imports only `dtype`, `error` and the
+//! runtime's `HostArray` (bytes, no device): a file becomes host bytes here
+//! and a tensor elsewhere.
+//!
+//! Reading takes what NumPy writes: header versions 1.0, 2.0 and 3.0,
+//! little- (`<`), big- (`>`), native (`=`) and no byte order (`|`), C or
+//! Fortran order (Fortran arrays are transposed to C order on read), every
+//! dtype xlafn has. bf16 has no NumPy name: with `ml_dtypes` NumPy writes
+//! it as `<V2` (two raw bytes; `>V2` after a byte swap), and reads the
+//! descriptor `bfloat16` back as `ml_dtypes.bfloat16` (checked with NumPy
+//! 2.4 and ml_dtypes 0.6, see `scripts/npy_fixtures.py`). So a 2-byte void
+//! is read as bf16 (xlafn has no other 2-byte raw type) and `bfloat16` is
+//! accepted too. Object, string and structured arrays are refused by name.
+//!
+//! Writing is always format 1.0, little-endian, C order, the header padded
+//! so the data starts at a multiple of 64 bytes as NumPy does. bf16 is
+//! written as `bfloat16`, which `np.load` reads as bf16 once `ml_dtypes`
+//! is imported (and refuses with "not a valid dtype descriptor" otherwise,
+//! rather than handing back raw bytes). Complex arrays are `<c8` (c64) and
+//! `<c16` (c128): real and imaginary parts interleaved, as NumPy and XLA
+//! both lay them out.
 
 use crate::dtype::{DType, check_array_size};
 use crate::error::{Error, Result};
@@ -11,6 +28,7 @@ use crate::runtime::HostArray;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
+/// The descriptor xlafn writes for `dtype`.
 fn descr(dtype: DType) -> Result<&'static str> {
     Ok(match dtype {
         DType::Bool => "|b1",
@@ -32,11 +50,59 @@ fn descr(dtype: DType) -> Result<&'static str> {
     })
 }
 
-fn dtype_of(descr: &str) -> Result<DType> {
-    DType::NUMERIC_AND_BOOL
-        .into_iter()
-        .find(|d| self::descr(*d).ok() == Some(descr))
-        .ok_or_else(|| bad(&format!("unsupported dtype {descr:?}")))
+/// The dtype a type code (a descriptor without its byte-order mark) names.
+fn dtype_of_code(code: &str) -> Option<DType> {
+    Some(match code {
+        "b1" | "?" => DType::Bool,
+        "i1" => DType::I8,
+        "i2" => DType::I16,
+        "i4" => DType::I32,
+        "i8" => DType::I64,
+        "u1" => DType::U8,
+        "u2" => DType::U16,
+        "u4" => DType::U32,
+        "u8" => DType::U64,
+        "f2" => DType::F16,
+        "V2" => DType::BF16,
+        "f4" => DType::F32,
+        "f8" => DType::F64,
+        "c8" => DType::C64,
+        "c16" => DType::C128,
+        _ => return None,
+    })
+}
+
+/// Why a descriptor xlafn cannot read is refused, in NumPy's terms.
+fn unsupported_descr(descr: &str) -> Error {
+    let code = descr.trim_start_matches(['<', '>', '|', '=']);
+    let why = match code.chars().next() {
+        Some('O') => "object arrays (pickled Python objects) are not read",
+        Some('U' | 'S' | 'a') => "string arrays are not tensors",
+        Some('M' | 'm') => "datetime arrays are not supported",
+        Some('V') => "raw bytes of this width are no xlafn dtype (bf16 is V2; xlafn has no float8)",
+        _ => "no xlafn dtype has this NumPy type",
+    };
+    bad(&format!("dtype {descr:?}: {why}"))
+}
+
+/// The dtype and byte order (`true`: big-endian) of a descriptor such as
+/// `<f4`, `>c16`, `|b1` or `bfloat16`.
+fn parse_descr(descr: &str) -> Result<(DType, bool)> {
+    if descr == "bfloat16" {
+        return Ok((DType::BF16, cfg!(target_endian = "big")));
+    }
+    let mut chars = descr.chars();
+    let order = chars.next().ok_or_else(|| bad("empty dtype"))?;
+    let dtype = dtype_of_code(chars.as_str()).ok_or_else(|| unsupported_descr(descr))?;
+    let big = match order {
+        '<' => false,
+        '>' => true,
+        '=' => cfg!(target_endian = "big"),
+        // No byte order: bytes, and the raw V2 of bf16 as NumPy writes it.
+        '|' if dtype.size_in_bytes()? == 1 || dtype == DType::BF16 => cfg!(target_endian = "big"),
+        _ => return Err(unsupported_descr(descr)),
+    };
+    Ok((dtype, big))
 }
 
 /// Encodes an array as `.npy` bytes.
@@ -223,10 +289,8 @@ impl Cursor<'_> {
     }
 }
 
-/// Decodes `.npy` bytes, checking the header against the data length.
-/// Any input gives an array or an error, never a panic (a proptest checks
-/// it), because `.npy` files come from exports and command lines.
-pub fn decode(bytes: &[u8]) -> Result<HostArray> {
+/// Splits `.npy` bytes into the header text and the data after it.
+fn split_header(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
     let rest = bytes
         .strip_prefix(MAGIC)
         .ok_or_else(|| bad("missing magic"))?;
@@ -236,6 +300,8 @@ pub fn decode(bytes: &[u8]) -> Result<HostArray> {
             let (l, r) = rest.split_at_checked(2).ok_or_else(|| bad("truncated"))?;
             (u16::from_le_bytes([l[0], l[1]]) as usize, r)
         }
+        // 2.0 has a 4-byte length; 3.0 also allows UTF-8 in the header,
+        // which only structured dtypes' field names need (refused below).
         2 | 3 => {
             let (l, r) = rest.split_at_checked(4).ok_or_else(|| bad("truncated"))?;
             (u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize, r)
@@ -253,25 +319,32 @@ pub fn decode(bytes: &[u8]) -> Result<HostArray> {
     if !header.is_ascii() {
         return Err(bad("the header is not ASCII text"));
     }
+    Ok((header, data))
+}
+
+/// Decodes `.npy` bytes, checking the header against the data length,
+/// into a little-endian C-order array (byte-swapped and transposed as the
+/// header says). Any input gives an array or an error, never a panic (a
+/// proptest checks it), because `.npy` files come from exports and
+/// command lines.
+pub fn decode(bytes: &[u8]) -> Result<HostArray> {
+    let (header, data) = split_header(bytes)?;
     let h = Cursor {
         text: header,
         at: 0,
     }
     .header()?;
     let descr = h.descr.ok_or_else(|| bad("no 'descr' in the header"))?;
-    let dtype = dtype_of(&descr)?;
-    if h.fortran_order
-        .ok_or_else(|| bad("no 'fortran_order' in the header"))?
-    {
-        return Err(bad("Fortran-ordered arrays are not supported"));
-    }
+    let (dtype, big_endian) = parse_descr(&descr)?;
+    let fortran = h
+        .fortran_order
+        .ok_or_else(|| bad("no 'fortran_order' in the header"))?;
     let dims = h.shape.ok_or_else(|| bad("no 'shape' in the header"))?;
     check_array_size(dtype, &dims).map_err(|e| bad(&e.to_string()))?;
+    let width = dtype.size_in_bytes()?;
     let size = dims
         .iter()
-        .try_fold(dtype.size_in_bytes()? as u64, |a, d| {
-            a.checked_mul(*d as u64)
-        })
+        .try_fold(width as u64, |a, d| a.checked_mul(*d as u64))
         .ok_or_else(|| bad("shape too large"))?;
     if size != data.len() as u64 {
         return Err(bad(&format!(
@@ -279,11 +352,44 @@ pub fn decode(bytes: &[u8]) -> Result<HostArray> {
             data.len()
         )));
     }
-    Ok(HostArray {
-        dtype,
-        dims,
-        bytes: data.to_vec(),
-    })
+    let mut bytes = if fortran && dims.len() > 1 {
+        fortran_to_c(data, &dims, width)
+    } else {
+        data.to_vec()
+    };
+    if big_endian != cfg!(target_endian = "big") {
+        // A complex number is two floats, each swapped on its own.
+        let scalar = if dtype.is_complex() { width / 2 } else { width };
+        bytes.chunks_exact_mut(scalar).for_each(<[u8]>::reverse);
+    }
+    Ok(HostArray { dtype, dims, bytes })
+}
+
+/// The elements of a Fortran-order (first index fastest) array of `dims`,
+/// each `width` bytes, reordered to C order (last index fastest). `data`
+/// holds exactly the elements `dims` calls for (checked by the caller).
+fn fortran_to_c(data: &[u8], dims: &[i64], width: usize) -> Vec<u8> {
+    let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+    let mut strides = Vec::with_capacity(dims.len());
+    let mut stride = 1;
+    for d in &dims {
+        strides.push(stride);
+        stride *= d;
+    }
+    let mut out = Vec::with_capacity(data.len());
+    let mut index = vec![0usize; dims.len()];
+    for _ in 0..data.len() / width.max(1) {
+        let at: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        out.extend_from_slice(&data[at * width..(at + 1) * width]);
+        for k in (0..dims.len()).rev() {
+            index[k] += 1;
+            if index[k] < dims[k] {
+                break;
+            }
+            index[k] = 0;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -329,7 +435,6 @@ mod tests {
             "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
             "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)",
             "{'descr': '<f4', 'fortran_order': False}",
-            "{'descr': '<f4', 'fortran_order': True, 'shape': (3,), }",
             "{'descr: '<f4', 'fortran_order': False, 'shape': (3,), }",
             "{'descr': '<c32', 'fortran_order': False, 'shape': (3,), }",
             "",
@@ -348,7 +453,66 @@ mod tests {
         proptest::sample::select(DType::NUMERIC_AND_BOOL.to_vec())
     }
 
+    /// `a` as NumPy would store it big-endian in Fortran order, built the
+    /// other way round from `fortran_to_c`: walking the file's order and
+    /// looking each element up in C order.
+    fn big_endian_fortran(a: &HostArray) -> Vec<u8> {
+        let width = a.dtype.size_in_bytes().unwrap();
+        let scalar = if a.dtype.is_complex() {
+            width / 2
+        } else {
+            width
+        };
+        let dims: Vec<usize> = a.dims.iter().map(|&d| d as usize).collect();
+        let n: usize = dims.iter().product();
+        let mut data = Vec::with_capacity(a.bytes.len());
+        let mut c_stride: Vec<usize> = dims
+            .iter()
+            .rev()
+            .scan(1, |s, d| {
+                let here = *s;
+                *s *= d;
+                Some(here)
+            })
+            .collect();
+        c_stride.reverse();
+        for f in 0..n {
+            // Fortran index f -> multi-index (first fastest) -> C offset.
+            let (mut rest, mut c) = (f, 0);
+            for (d, stride) in dims.iter().zip(&c_stride) {
+                c += (rest % d) * stride;
+                rest /= d;
+            }
+            let mut element = a.bytes[c * width..(c + 1) * width].to_vec();
+            element.chunks_exact_mut(scalar).for_each(<[u8]>::reverse);
+            data.extend(element);
+        }
+        let shape: Vec<String> = a.dims.iter().map(|d| format!("{d},")).collect();
+        let code = match descr(a.dtype).unwrap() {
+            "bfloat16" => "V2".to_string(),
+            d => d[1..].to_string(),
+        };
+        let header = format!(
+            "{{'descr': '>{code}', 'fortran_order': True, 'shape': ({}), }}",
+            shape.join(" ")
+        );
+        with_header(&header, &data)
+    }
+
     proptest! {
+        #[test]
+        fn big_endian_fortran_files_read_as_their_c_order_values(
+            dtype in dtypes(),
+            dims in proptest::collection::vec(0i64..4, 0..4),
+            seed in any::<u8>(),
+        ) {
+            let n: i64 = dims.iter().product();
+            let len = n as usize * dtype.size_in_bytes().unwrap();
+            let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+            let a = HostArray { dtype, dims, bytes };
+            prop_assert_eq!(decode(&big_endian_fortran(&a)).unwrap(), a);
+        }
+
         #[test]
         fn any_bytes_decode_to_a_value_or_an_error(
             bytes in proptest::collection::vec(any::<u8>(), 0..300),

@@ -1,0 +1,525 @@
+//! Layer: the `xlafn` tool. Inspect and run exported functions without
+//! their Rust source, as TensorFlow's `saved_model_cli` does for
+//! SavedModels:
+//!
+//! ```text
+//! xlafn show DIR [--json]
+//! xlafn run DIR [--input NAME=FILE.npy]... [--inputs FILE.npz]...
+//!               [--input-expr NAME=EXPR]... [--output-dir OUT [--overwrite]] [--json]
+//! xlafn stablehlo DIR [--program N]
+//! ```
+//!
+//! Imports clap (the command line), `xlafn::export` (`inspect`, which
+//! reads an export without compiling, and `load`), `xlafn::io`'s codec for
+//! tensor files, and this tool's `expr` (input expressions), `values` and
+//! `print` (output text). The folder may come from anyone: `inspect` and
+//! `load` check it (see `xlafn::export`), text from its manifest is
+//! printed with control characters escaped so it cannot rewrite the
+//! terminal, and outputs are written only as new files unless
+//! `--overwrite` says otherwise. Exit status: 0 on success (also for
+//! `--help` and `--version`), 2 for a malformed command line (clap's
+//! convention), 1 for any other error, with a message naming it.
+
+mod expr;
+mod print;
+mod values;
+
+use clap::{Args, Parser, Subcommand};
+use print::{array_json, array_text, p, printable};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use xlafn::export::{ExportInfo, SpecJson, npy, npz};
+use xlafn::runtime::HostArray;
+use xlafn::{DType, Error, LoadedFunction, Result, Tensor};
+
+#[derive(Parser)]
+#[command(
+    name = "xlafn",
+    version,
+    about = "Inspect and run functions exported with xlafn (ConcreteFunction::export)",
+    after_help = "Tensor files are NumPy .npy/.npz (any byte order, C or Fortran order; \
+                  bf16 as ml_dtypes writes it)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the signature (inputs, outputs, variables, programs) without compiling.
+    Show {
+        /// The export folder.
+        dir: PathBuf,
+        /// Print JSON for scripts instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the function on the given inputs and print (or save) its outputs.
+    Run(RunArgs),
+    /// Print the StableHLO program text of the export.
+    Stablehlo {
+        /// The export folder.
+        dir: PathBuf,
+        /// Print only program N (as `show` numbers them); default: all.
+        #[arg(long, value_name = "N")]
+        program: Option<usize>,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The export folder.
+    dir: PathBuf,
+    /// An input from a .npy file.
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
+    /// Inputs from a .npz file: each array feeds the input of its name.
+    #[arg(long = "inputs", value_name = "FILE.npz")]
+    archives: Vec<PathBuf>,
+    /// An input typed in: a number, nested lists such as [[1,2],[3,4]],
+    /// or zeros(SHAPE), ones(SHAPE), full(SHAPE, VALUE) (NumPy's names,
+    /// `np.` optional); `:DTYPE` at the end picks a dtype (default: the
+    /// input's own), e.g. 'x=[1, 2.5]:f64'.
+    #[arg(long = "input-expr", value_name = "NAME=EXPR")]
+    exprs: Vec<String>,
+    /// Write each output as OUT/output_K.npy and each updated variable as
+    /// OUT/variable_K.npy (K as `show` numbers them).
+    #[arg(long, value_name = "OUT")]
+    output_dir: Option<PathBuf>,
+    /// Replace files already in the output folder (otherwise an error).
+    #[arg(long, requires = "output_dir")]
+    overwrite: bool,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn shape_text(shape: &Option<Vec<Option<i64>>>) -> String {
+    match shape {
+        None => xlafn::ir::Shape::unknown_rank().to_string(),
+        Some(d) => xlafn::ir::Shape::from_dims(d.clone()).to_string(),
+    }
+}
+
+fn spec_line(s: &SpecJson) -> String {
+    format!(
+        "    {}: TensorSpec(shape={}, dtype={})",
+        p(&s.name),
+        shape_text(&s.shape),
+        p(&s.dtype)
+    )
+}
+
+fn show_text(info: &ExportInfo) {
+    println!("function '{}'", p(&info.name));
+    if let Some(op) = &info.implements {
+        println!("  implements: {}", p(op));
+    }
+    println!("  inputs:");
+    info.inputs
+        .iter()
+        .for_each(|s| println!("{}", spec_line(s)));
+    println!("  outputs:");
+    info.outputs
+        .iter()
+        .for_each(|s| println!("{}", spec_line(s)));
+    for (k, v) in info.variables.iter().enumerate() {
+        let updated = if v.updated { " (updated by calls)" } else { "" };
+        println!(
+            "  variable {k} '{}': dtype={} shape={:?}{updated}",
+            p(&v.name),
+            v.dtype,
+            v.dims
+        );
+    }
+    for (k, prog) in info.programs.iter().enumerate() {
+        println!("  program {k} for input shapes {:?}", prog.input_shapes);
+    }
+    if info.has_graph {
+        println!("  other input shapes: compiled on demand from the saved graph");
+    }
+}
+
+fn show_json(info: &ExportInfo) -> serde_json::Value {
+    let variables: Vec<_> = info
+        .variables
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "name": v.name, "dtype": v.dtype.name(), "shape": v.dims, "updated": v.updated,
+            })
+        })
+        .collect();
+    let programs: Vec<_> = info
+        .programs
+        .iter()
+        .map(|prog| serde_json::json!({"file": prog.file, "input_shapes": prog.input_shapes}))
+        .collect();
+    serde_json::json!({
+        "name": info.name,
+        "implements": info.implements,
+        "inputs": info.inputs,
+        "outputs": info.outputs,
+        "variables": variables,
+        "programs": programs,
+        "has_graph": info.has_graph,
+    })
+}
+
+fn show(dir: &Path, json: bool) -> Result<()> {
+    let info = xlafn::export::inspect(dir)?;
+    if json {
+        println!("{}", show_json(&info));
+    } else {
+        show_text(&info);
+    }
+    Ok(())
+}
+
+fn stablehlo(dir: &Path, program: Option<usize>) -> Result<()> {
+    let info = xlafn::export::inspect(dir)?;
+    let chosen: Vec<usize> = match program {
+        Some(k) => vec![k],
+        None => (0..info.programs.len()).collect(),
+    };
+    for k in chosen {
+        let text = info.program_text(k)?;
+        if program.is_none() && info.programs.len() > 1 {
+            // MLIR tools' own separator between modules in one file.
+            println!(
+                "// ----- program {k} for input shapes {:?}",
+                info.programs[k].input_shapes
+            );
+        }
+        print!("{}", printable(&text, true));
+    }
+    Ok(())
+}
+
+/// The largest `--input` or `--inputs` file read: inputs are the user's
+/// own files, but a FIFO or `/dev/zero` named by mistake must not hang or
+/// fill memory.
+const MAX_INPUT_BYTES: u64 = 1 << 40;
+
+/// The inputs of one `run`, gathered by name from every source.
+struct Inputs<'a> {
+    specs: &'a [SpecJson],
+    function: &'a str,
+    values: Vec<Option<HostArray>>,
+}
+
+impl Inputs<'_> {
+    fn index(&self, name: &str) -> Result<usize> {
+        self.specs
+            .iter()
+            .position(|s| s.name == name)
+            .ok_or_else(|| {
+                let valid: Vec<String> = self
+                    .specs
+                    .iter()
+                    .map(|s| format!("'{}'", p(&s.name)))
+                    .collect();
+                Error::Value(format!(
+                    "'{}' has no input named {:?}; its inputs are {}",
+                    p(self.function),
+                    p(name),
+                    if valid.is_empty() {
+                        "none".into()
+                    } else {
+                        valid.join(", ")
+                    }
+                ))
+            })
+    }
+
+    fn set(&mut self, name: &str, value: HostArray) -> Result<()> {
+        let k = self.index(name)?;
+        if self.values[k].replace(value).is_some() {
+            return Err(Error::Value(format!("input '{}' is given twice", p(name))));
+        }
+        Ok(())
+    }
+
+    fn declared_dtype(&self, name: &str) -> Result<DType> {
+        DType::from_name(&self.specs[self.index(name)?].dtype)
+    }
+}
+
+/// Splits `NAME=VALUE` for the option `flag`.
+fn name_value<'a>(flag: &str, arg: &'a str) -> Result<(&'a str, &'a str)> {
+    arg.split_once('=')
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| Error::Value(format!("{flag} {arg:?}: expected NAME=...")))
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    xlafn::export::read_regular_file(path, MAX_INPUT_BYTES)
+}
+
+fn in_file(path: &Path, e: Error) -> Error {
+    Error::Value(format!("{}: {e}", path.display()))
+}
+
+/// The input arrays of `run`, one per input of `info`, from every source
+/// on the command line; read before anything is compiled, so a mistake
+/// in them is reported at once.
+fn gather(args: &RunArgs, info: &ExportInfo) -> Result<Vec<HostArray>> {
+    let mut inputs = Inputs {
+        specs: &info.inputs,
+        function: &info.name,
+        values: vec![None; info.inputs.len()],
+    };
+    for arg in &args.inputs {
+        let (name, file) = name_value("--input", arg)?;
+        inputs.index(name)?;
+        let path = Path::new(file);
+        let a = npy::decode(&read_file(path)?).map_err(|e| in_file(path, e))?;
+        inputs.set(name, a)?;
+    }
+    for path in &args.archives {
+        let arrays =
+            npz::decode(&read_file(path)?, npz::DEFAULT_MAX_BYTES).map_err(|e| in_file(path, e))?;
+        for (name, a) in arrays {
+            inputs.set(&name, a).map_err(|e| in_file(path, e))?;
+        }
+    }
+    for arg in &args.exprs {
+        let (name, text) = name_value("--input-expr", arg)?;
+        let a = expr::evaluate(text, inputs.declared_dtype(name)?)?;
+        inputs.set(name, a)?;
+    }
+    inputs
+        .values
+        .into_iter()
+        .zip(&info.inputs)
+        .map(|(a, spec)| {
+            a.ok_or_else(|| {
+                Error::Value(format!(
+                    "input '{0}' ({1}{2}) is missing; give it with --input {0}=FILE.npy, \
+                     --inputs FILE.npz or --input-expr '{0}=EXPR'",
+                    p(&spec.name),
+                    p(&spec.dtype),
+                    shape_text(&spec.shape)
+                ))
+            })
+        })
+        .collect()
+}
+
+/// One printed (and possibly saved) result of a run: an output or an
+/// updated variable.
+struct Printed {
+    /// The manifest's name for it (unescaped; printing escapes it).
+    name: String,
+    /// `Some(k)` for variable `k`.
+    variable: Option<usize>,
+    /// The file it is saved as (see `result_files`).
+    file: String,
+    array: HostArray,
+}
+
+impl Printed {
+    fn label(&self) -> String {
+        match self.variable {
+            Some(k) => format!("variable {k} '{}' (updated)", p(&self.name)),
+            None => p(&self.name),
+        }
+    }
+}
+
+/// The files `run --output-dir` writes for `info`: one per output, then
+/// one per variable calls update, named by index (manifest names are not
+/// trusted as file names).
+fn result_files(info: &ExportInfo) -> Vec<String> {
+    let outputs = (0..info.outputs.len()).map(|k| format!("output_{k}.npy"));
+    let variables = info.variables.iter().enumerate();
+    let updated = variables.filter(|(_, v)| v.updated);
+    outputs
+        .chain(updated.map(|(k, _)| format!("variable_{k}.npy")))
+        .collect()
+}
+
+/// Errors if one of `files` exists in `dir` (or a link stands there).
+fn refuse_existing(dir: &Path, files: &[String]) -> Result<()> {
+    match files
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.symlink_metadata().is_ok())
+    {
+        Some(taken) => Err(Error::Value(format!(
+            "{}: already exists; xlafn writes only new files (choose an empty folder, or pass \
+             --overwrite)",
+            taken.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Calls the loaded function and collects its outputs, then the new
+/// values of the variables it updated.
+fn call(f: &LoadedFunction, inputs: &[HostArray], files: &[String]) -> Result<Vec<Printed>> {
+    let tensors: Vec<Tensor> = inputs
+        .iter()
+        .map(|a| Tensor::from_host_bytes(a.dtype, &a.dims, &a.bytes))
+        .collect::<Result<_>>()?;
+    let outputs = f.call(&tensors.iter().collect::<Vec<_>>())?;
+    let mut results = Vec::new();
+    for (k, t) in outputs.iter().enumerate() {
+        let name = f
+            .outputs()
+            .get(k)
+            .map_or_else(|| format!("output_{k}"), |s| s.name.clone());
+        results.push((name, None, t.to_host_array()?));
+    }
+    for k in f.updated_variables() {
+        let v = &f.variables()[k];
+        results.push((
+            v.name().to_string(),
+            Some(k),
+            v.try_read()?.to_host_array()?,
+        ));
+    }
+    if results.len() != files.len() {
+        return Err(Error::Value(
+            "the export changed while it was run (its results no longer match its manifest)".into(),
+        ));
+    }
+    Ok(results
+        .into_iter()
+        .zip(files)
+        .map(|((name, variable, array), file)| Printed {
+            name,
+            variable,
+            file: file.clone(),
+            array,
+        })
+        .collect())
+}
+
+fn run(args: &RunArgs) -> Result<()> {
+    let info = xlafn::export::inspect(&args.dir)?;
+    let inputs = gather(args, &info)?;
+    let files = result_files(&info);
+    if let (Some(dir), false) = (&args.output_dir, args.overwrite) {
+        refuse_existing(dir, &files)?;
+    }
+    let f = xlafn::load(&args.dir)?;
+    let results = call(&f, &inputs, &files)?;
+    let written = match &args.output_dir {
+        Some(dir) => save(dir, &results, args.overwrite)?,
+        None => vec![None; results.len()],
+    };
+    if args.json {
+        let variables = results.iter().filter(|r| r.variable.is_some()).count();
+        println!("{}", run_json(&results, &written, variables));
+    } else {
+        for (r, path) in results.iter().zip(&written) {
+            print_result(r, path.as_deref());
+        }
+    }
+    Ok(())
+}
+
+fn print_result(r: &Printed, saved: Option<&Path>) {
+    let saved = saved.map(|p| format!(" -> {}", p.display()));
+    println!(
+        "{}: {}{}{}",
+        r.label(),
+        r.array.dtype,
+        shape_of(&r.array),
+        saved.unwrap_or_default()
+    );
+    println!("{}", array_text(&r.array));
+}
+
+fn shape_of(a: &HostArray) -> String {
+    xlafn::ir::Shape::known(&a.dims).to_string()
+}
+
+/// Writes every result into `dir` (`run` checked beforehand that none of
+/// the files exists, unless `overwrite`).
+fn save(dir: &Path, results: &[Printed], overwrite: bool) -> Result<Vec<Option<PathBuf>>> {
+    std::fs::create_dir_all(dir).map_err(|e| in_file(dir, Error::Value(e.to_string())))?;
+    let paths: Vec<PathBuf> = results.iter().map(|r| dir.join(&r.file)).collect();
+    for (r, path) in results.iter().zip(&paths) {
+        let bytes = npy::encode(&r.array)?;
+        if overwrite {
+            xlafn::export::replace_file(path, &bytes)?;
+        } else {
+            // Still a new file only: something created meanwhile is an
+            // error rather than overwritten or followed.
+            xlafn::export::write_new_file(path, &bytes)?;
+        }
+    }
+    Ok(paths.into_iter().map(Some).collect())
+}
+
+fn run_json(
+    results: &[Printed],
+    written: &[Option<PathBuf>],
+    variables: usize,
+) -> serde_json::Value {
+    let entry = |(r, path): (&Printed, &Option<PathBuf>)| {
+        serde_json::json!({
+            "name": r.name,
+            "variable": r.variable,
+            "dtype": r.array.dtype.name(),
+            "shape": r.array.dims,
+            "values": array_json(&r.array),
+            "file": path.as_ref().map(|p| p.display().to_string()),
+        })
+    };
+    let all: Vec<_> = results.iter().zip(written).map(entry).collect();
+    let (outputs, updated) = all.split_at(all.len() - variables);
+    serde_json::json!({"outputs": outputs, "variables": updated})
+}
+
+/// The arguments as UTF-8: the tool's options are text, and a path that
+/// is not UTF-8 is reported rather than guessed at.
+fn args() -> Result<Vec<String>> {
+    std::env::args_os()
+        .enumerate()
+        .map(|(i, a)| {
+            a.into_string().map_err(|a| {
+                Error::Value(format!(
+                    "argument {i} ({}) is not valid UTF-8",
+                    a.to_string_lossy()
+                ))
+            })
+        })
+        .collect()
+}
+
+fn execute(cli: &Cli) -> Result<()> {
+    match &cli.command {
+        Command::Show { dir, json } => show(dir, *json),
+        Command::Run(args) => run(args),
+        Command::Stablehlo { dir, program } => stablehlo(dir, *program),
+    }
+}
+
+fn fail(e: &Error) -> ExitCode {
+    eprintln!("xlafn: {}", printable(&e.to_string(), true));
+    ExitCode::FAILURE
+}
+
+fn main() -> ExitCode {
+    let args = match args() {
+        Ok(args) => args,
+        Err(e) => return fail(&e),
+    };
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0; usage errors to
+            // stderr with status 2.
+            let _ = e.print();
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    match execute(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}

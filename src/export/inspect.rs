@@ -1,0 +1,111 @@
+//! Layer: export (inspection). What an export folder declares, read
+//! without compiling anything and without a device: its signature, its
+//! variables' types and which of them calls update, and its programs'
+//! text. `xlafn show` and `xlafn stablehlo` are built on it, so looking at
+//! an export never hands a program to XLA. Imports the manifest (which
+//! authenticates and validates the folder exactly as `load` does), `npy`
+//! for the variables' headers and `program_check` for program text.
+
+use super::manifest::{self, ProgramJson, SpecJson, parse_spec};
+use super::{npy, program_check, read_signed};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// A variable an export holds, as its file declares it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VariableInfo {
+    pub name: String,
+    pub dtype: DType,
+    pub dims: Vec<i64>,
+    /// Whether calling the function assigns it a new value.
+    pub updated: bool,
+}
+
+/// One compiled-ahead program: the input shapes it serves and its file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgramInfo {
+    pub input_shapes: Vec<Vec<i64>>,
+    pub file: String,
+}
+
+/// An export's signature, read by [`inspect`].
+#[derive(Clone, Debug)]
+pub struct ExportInfo {
+    pub name: String,
+    pub implements: Option<String>,
+    pub inputs: Vec<SpecJson>,
+    pub outputs: Vec<SpecJson>,
+    pub variables: Vec<VariableInfo>,
+    pub programs: Vec<ProgramInfo>,
+    /// Whether the export kept its graph, so a loader can compile input
+    /// shapes no listed program serves.
+    pub has_graph: bool,
+    dir: PathBuf,
+    program_files: Vec<ProgramJson>,
+}
+
+/// Reads what the export in `dir` declares, with the same checks as
+/// [`load`](super::load) up to (not including) compiling: the digests,
+/// the manifest, every spec, and each variable file (its header gives the
+/// variable's type).
+pub fn inspect(dir: impl AsRef<Path>) -> Result<ExportInfo> {
+    let dir = dir.as_ref();
+    let m = manifest::read(dir)?;
+    for spec in m.inputs.iter().chain(&m.outputs) {
+        parse_spec(spec)?;
+    }
+    let variables = m
+        .variables
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let a = npy::decode(&read_signed(dir, &f.file, f.size, &f.sha256)?)
+                .map_err(|e| Error::Value(format!("export: {}: {e}", f.file)))?;
+            Ok(VariableInfo {
+                name: f.name.clone(),
+                dtype: a.dtype,
+                dims: a.dims,
+                updated: m.updates.iter().any(|u| u.variable == i),
+            })
+        })
+        .collect::<Result<_>>()?;
+    let programs = m
+        .programs
+        .iter()
+        .map(|p| ProgramInfo {
+            input_shapes: p.input_shapes.clone(),
+            file: p.file.clone(),
+        })
+        .collect();
+    Ok(ExportInfo {
+        name: m.name,
+        implements: m.implements,
+        inputs: m.inputs,
+        outputs: m.outputs,
+        variables,
+        programs,
+        has_graph: m.graph.is_some(),
+        dir: dir.to_path_buf(),
+        program_files: m.programs,
+    })
+}
+
+impl ExportInfo {
+    /// The StableHLO text of program `index` (see [`ExportInfo::programs`]),
+    /// after the digest and program checks `load` applies, so what is
+    /// shown is what `load` would compile.
+    pub fn program_text(&self, index: usize) -> Result<String> {
+        let p = self.program_files.get(index).ok_or_else(|| {
+            Error::Value(format!(
+                "the export has {} programs; there is no program {index}",
+                self.program_files.len()
+            ))
+        })?;
+        let bytes = read_signed(&self.dir, &p.file, p.size, &p.sha256)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::Value(format!("export: {} is not text", p.file)))?;
+        program_check::check_program(&p.file, &text)?;
+        Ok(text)
+    }
+}
