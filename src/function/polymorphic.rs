@@ -432,7 +432,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         variables: &[Variable],
         tensors: Option<&[Tensor]>,
     ) -> Result<Traced<Out>> {
-        let reason = {
+        let (reason, argument) = {
             let state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
             miss_reason(&state.table, &ty, &self.inner.arg_names)
         };
@@ -442,6 +442,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
             types = %describe_types(&ty),
             traces_before = self.tracing_count(),
             reason = %reason,
+            argument,
             "tracing function '{}'",
             self.inner.name
         );
@@ -526,10 +527,11 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         if table.is_empty() {
             return;
         }
-        let reason = miss_reason(table, ty, &self.inner.arg_names);
+        let (reason, argument) = miss_reason(table, ty, &self.inner.arg_names);
         tracing::warn!(
             function = %self.inner.name,
             traces = count,
+            argument = argument.as_deref().unwrap_or("<arity>"),
             "function '{}' was traced {count} times; the latest retrace: {reason}. Pass tensors \
              instead of host literals, use reduce_retracing, or give an input_signature",
             self.inner.name
@@ -555,24 +557,33 @@ impl Drop for TracingMark {
     }
 }
 
-/// Why `ty` missed `table`, as JAX's `explain_cache_misses` says it: the
-/// first trace, or the argument that differs from the most recent trace
-/// with the same number of arguments.
-fn miss_reason<T>(table: &DispatchTable<T>, ty: &FunctionType, names: &[String]) -> String {
+/// Why `ty` missed `table`, as JAX's `explain_cache_misses` says it, and
+/// the argument to blame: the first trace (no argument), or the argument
+/// that differs from the most recent trace.
+fn miss_reason<T>(
+    table: &DispatchTable<T>,
+    ty: &FunctionType,
+    names: &[String],
+) -> (String, Option<String>) {
     let Some((previous, _)) = table.entries().last() else {
-        return "first call".into();
+        return ("first call".into(), None);
     };
     match ty.iter().zip(previous).position(|(a, b)| a != b) {
-        Some(i) => format!(
-            "argument '{}' changed from {} to {}",
-            names.get(i).map_or("?", String::as_str),
-            previous[i],
-            ty[i]
-        ),
-        None => format!(
-            "the number of arguments changed from {} to {}",
-            previous.len(),
-            ty.len()
+        Some(i) => {
+            let name = names.get(i).map_or("?", String::as_str);
+            let text = format!(
+                "argument '{name}' changed from {} to {}",
+                previous[i], ty[i]
+            );
+            (text, Some(name.to_string()))
+        }
+        None => (
+            format!(
+                "the number of arguments changed from {} to {}",
+                previous.len(),
+                ty.len()
+            ),
+            None,
         ),
     }
 }
