@@ -3,8 +3,14 @@
 //!
 //! The plugin checks every argument struct's size, so bindings must come from
 //! the header shipped with the plugin, never from a copy of another version.
+//! For the pinned wheel's header (PJRT C API 0.81) the bindings are shipped
+//! pre-generated (`third_party/pjrt_bindings_0_81.rs`) and used when the
+//! header's sha256 matches `third_party/pjrt_c_api_0_81.h.sha256`, so a
+//! build needs no libclang; any other header goes through bindgen.
 //! The plugin's path is baked into the crate as its default
 //! (`XLAFN_DEFAULT_PJRT_PLUGIN`); `XLAFN_PJRT_PLUGIN` overrides it at run time.
+//! A documentation build (`DOCS_RS` set, no network) fetches nothing and
+//! uses the pre-generated bindings; such a build cannot run programs.
 
 #[path = "build/plugin.rs"]
 mod plugin;
@@ -15,11 +21,14 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build/plugin.rs");
     println!("cargo:rerun-if-changed=third_party/xla-cpu-pjrt.sha256");
+    println!("cargo:rerun-if-changed={PREGENERATED}");
+    println!("cargo:rerun-if-changed={PREGENERATED_HEADER_SHA256}");
     for var in [
         "XLAFN_PJRT_PLUGIN",
         "XLAFN_PJRT_HEADER",
         "XDG_CACHE_HOME",
         "XLAFN_CUDA_PLUGIN",
+        "DOCS_RS",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -30,6 +39,12 @@ fn main() {
         println!("cargo:rustc-cfg=xlafn_cuda");
     }
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    if std::env::var_os("DOCS_RS").is_some() {
+        println!("cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN=");
+        println!("cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN_SHA256=");
+        write_pregenerated(&manifest_dir);
+        return;
+    }
     let located = plugin::locate(&manifest_dir).unwrap_or_else(|msg| fail(&msg));
     println!("cargo:rerun-if-changed={}", located.header.display());
     println!(
@@ -40,11 +55,43 @@ fn main() {
         "cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN_SHA256={}",
         located.wheel_sha256.as_deref().unwrap_or("")
     );
-    generate_bindings(&located.header);
+    if header_is_pinned(&manifest_dir, &located.header) {
+        write_pregenerated(&manifest_dir);
+    } else {
+        generate_bindings(&located.header);
+    }
+}
+
+const PREGENERATED: &str = "third_party/pjrt_bindings_0_81.rs";
+const PREGENERATED_HEADER_SHA256: &str = "third_party/pjrt_c_api_0_81.h.sha256";
+
+fn out_file() -> PathBuf {
+    PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("pjrt_bindings.rs")
+}
+
+/// Whether `header` is the one the shipped bindings were generated from.
+fn header_is_pinned(manifest_dir: &std::path::Path, header: &std::path::Path) -> bool {
+    use sha2::{Digest, Sha256};
+    let Ok(bytes) = std::fs::read(header) else {
+        return false;
+    };
+    let actual: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::read_to_string(manifest_dir.join(PREGENERATED_HEADER_SHA256))
+        .is_ok_and(|pin| pin.split_whitespace().next() == Some(actual.as_str()))
+}
+
+fn write_pregenerated(manifest_dir: &std::path::Path) {
+    let from = manifest_dir.join(PREGENERATED);
+    std::fs::copy(&from, out_file()).unwrap_or_else(|e| {
+        fail(&format!("cannot copy {}: {e}", from.display()));
+    });
 }
 
 fn generate_bindings(header: &std::path::Path) {
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("pjrt_bindings.rs");
+    let out = out_file();
     let builder = bindgen::Builder::default()
         .header(header.to_string_lossy())
         .allowlist_type("PJRT_.*")
