@@ -15,6 +15,8 @@
 //! ```
 
 pub mod autodiff;
+/// Unstable internals, not part of the public API: The run-time side of `#[xlafn::function]`'s AutoGraph rewrite (called by generated code).
+#[doc(hidden)]
 pub mod autograph;
 pub mod checkpoint;
 pub mod control;
@@ -24,16 +26,26 @@ pub mod error;
 pub mod export;
 pub mod function;
 pub mod initializers;
+/// Unstable internals, not part of the public API: The graph IR: types, shapes, graphs.
+#[doc(hidden)]
 pub mod ir;
+/// Unstable internals, not part of the public API: Lowering graphs to StableHLO text.
+#[doc(hidden)]
 pub mod lower;
 pub mod module;
 pub mod nn;
+/// Unstable internals, not part of the public API: The op catalog: each op's attributes, shape rule, lowering and gradient. The user-facing parts are `Tensor` methods and the re-exports at the crate root.
+#[doc(hidden)]
 pub mod ops;
 pub mod optimizers;
 pub mod random;
+/// Unstable internals, not part of the public API: The PJRT C API bindings: clients, buffers, executables.
+#[doc(hidden)]
 pub mod runtime;
 pub(crate) mod single_flight;
 pub mod tensor;
+/// Unstable internals, not part of the public API: The tracing context.
+#[doc(hidden)]
 pub mod trace;
 pub mod variable;
 
@@ -69,7 +81,11 @@ pub use ops::custom_gradient::custom_gradient;
 pub use ops::einsum::einsum;
 pub use ops::elementwise::where_;
 pub use ops::pad::PadMode;
-pub use ops::stats::NormOrd;
+pub use ops::stats::{NormOrd, clip_by_global_norm};
+pub use ops::complex::complex;
+pub use ops::fft::{FftType, fft_op};
+pub use ir::Shape;
+pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
 pub use ops::window::{WindowDims, WindowKind};
 pub use tensor::Tensor;
 pub use variable::Variable;
