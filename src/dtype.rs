@@ -20,18 +20,32 @@ use std::fmt;
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub enum DType {
+    /// Booleans, one byte each (NumPy's `bool_`, TensorFlow's `tf.bool`).
     Bool,
+    /// 8-bit signed integers (`int8`).
     I8,
+    /// 16-bit signed integers (`int16`).
     I16,
+    /// 32-bit signed integers (`int32`).
     I32,
+    /// 64-bit signed integers (`int64`).
     I64,
+    /// 8-bit unsigned integers (`uint8`).
     U8,
+    /// 16-bit unsigned integers (`uint16`).
     U16,
+    /// 32-bit unsigned integers (`uint32`).
     U32,
+    /// 64-bit unsigned integers (`uint64`).
     U64,
+    /// IEEE half precision, 2 bytes (`float16`; host type `half::f16`).
     F16,
+    /// bfloat16, 2 bytes: f32's exponent range with a 7-bit mantissa
+    /// (`bfloat16`; host type `half::bf16`).
     BF16,
+    /// IEEE single precision, 4 bytes (`float32`), the default float dtype.
     F32,
+    /// IEEE double precision, 8 bytes (`float64`).
     F64,
     /// Complex numbers of two f32 (real, imaginary), NumPy's `complex64`.
     C64,
@@ -133,18 +147,22 @@ impl DType {
         })
     }
 
+    /// Floating-point dtypes: f16, bf16, f32, f64 (not complex).
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }
 
+    /// Signed integer dtypes: i8, i16, i32, i64.
     pub fn is_signed_int(self) -> bool {
         matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
     }
 
+    /// Unsigned integer dtypes: u8, u16, u32, u64.
     pub fn is_unsigned_int(self) -> bool {
         matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
     }
 
+    /// Integer dtypes, signed or unsigned (not bool).
     pub fn is_int(self) -> bool {
         self.is_signed_int() || self.is_unsigned_int()
     }
@@ -156,6 +174,7 @@ impl DType {
         self.is_int() || self.is_float()
     }
 
+    /// Complex dtypes: c64 and c128.
     pub fn is_complex(self) -> bool {
         matches!(self, DType::C64 | DType::C128)
     }
@@ -216,11 +235,14 @@ impl fmt::Display for DType {
 /// buffers against and what lowering types every StableHLO value with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ArraySpec {
+    /// The element type.
     pub dtype: DType,
+    /// The dimensions, outermost first; empty for a scalar.
     pub dims: Vec<i64>,
 }
 
 impl ArraySpec {
+    /// An array type of `dtype` with dimensions `dims`.
     pub fn new(dtype: DType, dims: &[i64]) -> ArraySpec {
         ArraySpec {
             dtype,
@@ -228,6 +250,7 @@ impl ArraySpec {
         }
     }
 
+    /// A rank-0 (scalar) array type of `dtype`.
     pub fn scalar(dtype: DType) -> ArraySpec {
         ArraySpec {
             dtype,
@@ -235,10 +258,13 @@ impl ArraySpec {
         }
     }
 
+    /// The number of dimensions (0 for a scalar).
     pub fn rank(&self) -> usize {
         self.dims.len()
     }
 
+    /// The number of elements: the product of the dimensions (1 for a
+    /// scalar, 0 when any dimension is 0).
     pub fn num_elements(&self) -> i64 {
         self.dims.iter().product()
     }

@@ -14,21 +14,37 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Status codes reported by PJRT (absl status codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
+    /// absl `kCancelled` (1): the operation was cancelled, typically by the caller.
     Cancelled,
+    /// absl `kUnknown` (2): an error with no better code, and any code this crate does not know.
     Unknown,
+    /// absl `kInvalidArgument` (3): the caller passed a bad argument (a malformed program, mismatched buffer types).
     InvalidArgument,
+    /// absl `kDeadlineExceeded` (4): the operation did not finish before its deadline.
     DeadlineExceeded,
+    /// absl `kNotFound` (5): a requested entity (a file, a device, an executable) does not exist.
     NotFound,
+    /// absl `kAlreadyExists` (6): the entity being created already exists.
     AlreadyExists,
+    /// absl `kPermissionDenied` (7): the caller may not perform the operation.
     PermissionDenied,
+    /// absl `kResourceExhausted` (8): out of a resource; on a device, usually out of memory.
     ResourceExhausted,
+    /// absl `kFailedPrecondition` (9): the system is not in the state the operation needs.
     FailedPrecondition,
+    /// absl `kAborted` (10): the operation was aborted, e.g. by a concurrency conflict.
     Aborted,
+    /// absl `kOutOfRange` (11): an index or offset lies past the valid range.
     OutOfRange,
+    /// absl `kUnimplemented` (12): the plugin does not implement or support the operation.
     Unimplemented,
+    /// absl `kInternal` (13): an invariant inside the plugin or XLA broke: a bug there.
     Internal,
+    /// absl `kUnavailable` (14): the service or device is temporarily unavailable; retrying may help.
     Unavailable,
+    /// absl `kDataLoss` (15): unrecoverable data loss or corruption.
     DataLoss,
+    /// absl `kUnauthenticated` (16): the request lacks valid authentication credentials.
     Unauthenticated,
 }
 
@@ -70,7 +86,12 @@ pub enum Error {
     /// An op was given operands it cannot accept (shapes, dtypes, attributes).
     /// Raised when the op is added, eagerly or while tracing, never by XLA.
     #[error("InvalidArgumentError: {op}: {message}")]
-    InvalidArgument { op: String, message: String },
+    InvalidArgument {
+        /// The op (or API function) that rejected its operands.
+        op: String,
+        /// What was wrong with them.
+        message: String,
+    },
 
     /// Arguments do not match a signature (TensorFlow's TypeError).
     #[error("TypeError: {0}")]
@@ -86,7 +107,12 @@ pub enum Error {
 
     /// A dtype XLA cannot compile (strings) or an operation does not support.
     #[error("InvalidArgumentError: dtype {dtype} is not supported: {reason}")]
-    UnsupportedDType { dtype: String, reason: String },
+    UnsupportedDType {
+        /// The dtype's display name (`string`, `c64`, ...).
+        dtype: String,
+        /// Why it cannot be used here.
+        reason: String,
+    },
 
     /// A symbolic tensor was used outside the trace that made it (leaked
     /// from a function body).
@@ -101,8 +127,11 @@ pub enum Error {
     /// The PJRT plugin reported an error; `call` names the C API function.
     #[error("XLA {code} error in {call}: {message}")]
     Xla {
+        /// The PJRT C API function that failed (`PJRT_Client_Compile`, ...).
         call: &'static str,
+        /// The absl status code the plugin returned.
         code: ErrorCode,
+        /// The plugin's own message.
         message: String,
     },
 

@@ -35,8 +35,11 @@ pub fn fans(dims: &[i64]) -> (f64, f64) {
 /// Which fan a variance-scaling initializer divides by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FanMode {
+    /// The number of input units (Keras' `fan_in`; He and LeCun).
     In,
+    /// The number of output units (`fan_out`).
     Out,
+    /// The mean of the two (`fan_avg`; Glorot).
     Average,
 }
 

@@ -14,6 +14,8 @@
 //! # Ok::<(), xlafn::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod autodiff;
 /// Unstable internals, not part of the public API: The run-time side of `#[xlafn::function]`'s AutoGraph rewrite (called by generated code).
 #[doc(hidden)]
@@ -65,6 +67,7 @@ pub use function::{
 /// callers use the version xlafn's `Element` impls are for instead of
 /// pinning a matching one by hand.
 pub use half;
+pub use ir::Shape;
 /// The `ndarray` crate, re-exported for the same reason as `half`:
 /// `Tensor::from_ndarray` and `to_ndarray` take and return this version's
 /// arrays, and an `ndarray` of another version is a different type.
@@ -76,17 +79,16 @@ pub use ops::callback::{
     host_callback, named_host_callback, print, reset_print_output, set_print_output,
     with_print_output,
 };
+pub use ops::complex::complex;
 pub use ops::conv::{ConvOptions, Padding};
 pub use ops::custom_gradient::custom_gradient;
 pub use ops::einsum::einsum;
 pub use ops::elementwise::where_;
+pub use ops::fft::{FftType, fft_op};
 pub use ops::pad::PadMode;
 pub use ops::stats::{NormOrd, clip_by_global_norm};
-pub use ops::complex::complex;
-pub use ops::fft::{FftType, fft_op};
-pub use ir::Shape;
-pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
 pub use ops::window::{WindowDims, WindowKind};
+pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
 pub use tensor::Tensor;
 pub use variable::Variable;
 /// `#[xlafn::function]`: a `fn` item as a traced `Function`, with AutoGraph.

@@ -83,11 +83,19 @@ pub fn embedding_lookup(params: &Tensor, ids: &Tensor) -> Result<Tensor> {
 /// variables work eagerly and inside compiled training steps.
 #[derive(Clone, Debug)]
 pub struct BatchNorm {
+    /// The learned per-channel scale applied after normalizing (starts at 1).
     pub gamma: Variable,
+    /// The learned per-channel offset added after scaling (starts at 0).
     pub beta: Variable,
+    /// The running mean used in inference; not trainable.
     pub moving_mean: Variable,
+    /// The running variance used in inference; not trainable.
     pub moving_variance: Variable,
+    /// How much of the old moving statistics each training batch keeps
+    /// (Keras' default 0.99).
     pub momentum: f64,
+    /// Added to the variance before the square root, for stability
+    /// (Keras' default 0.001).
     pub epsilon: f64,
 }
 

@@ -239,10 +239,14 @@ impl Generator {
         nth(&keys, 1)
     }
 
+    /// Uniform floats in `[minval, maxval)` from the next key
+    /// (`Generator.uniform`).
     pub fn uniform(&self, dims: &[i64], dtype: DType, minval: f64, maxval: f64) -> Result<Tensor> {
         uniform(&self.next_key()?, dims, dtype, minval, maxval)
     }
 
+    /// Normal floats with `mean` and `stddev` from the next key
+    /// (`Generator.normal`).
     pub fn normal(&self, dims: &[i64], dtype: DType, mean: f64, stddev: f64) -> Result<Tensor> {
         normal(&self.next_key()?, dims, dtype, mean, stddev)
     }

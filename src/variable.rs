@@ -294,6 +294,7 @@ impl Variable {
         }
     }
 
+    /// The name given by [`Variable::named`], or `Variable:<id>`.
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -328,10 +329,12 @@ impl Variable {
         self.inner.slot_key
     }
 
+    /// The element type, fixed at creation (assignments must match it).
     pub fn dtype(&self) -> DType {
         self.inner.dtype
     }
 
+    /// The dimensions, fixed at creation (assignments must match them).
     pub fn dims(&self) -> &[i64] {
         &self.inner.dims
     }

@@ -78,7 +78,11 @@ pub(crate) fn record_variable_read(variable_id: u64, value: &Tensor) {
 
 /// What to differentiate with respect to.
 pub enum Source<'a> {
+    /// A tensor; the tape must have watched it (`GradientTape::watch`)
+    /// before the ops that use it ran, or be inside a trace.
     Tensor(&'a Tensor),
+    /// A variable; every read of it on a recording tape is watched
+    /// automatically, as in TensorFlow.
     Variable(&'a Variable),
 }
 

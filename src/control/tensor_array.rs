@@ -124,6 +124,7 @@ impl TensorArray {
         })
     }
 
+    /// The element type every element must have.
     pub fn dtype(&self) -> DType {
         self.dtype
     }

@@ -15,8 +15,11 @@ use std::path::{Path, PathBuf};
 /// A variable an export holds, as its file declares it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VariableInfo {
+    /// The variable's name as the manifest records it.
     pub name: String,
+    /// Its element type, from its `.npy` header.
     pub dtype: DType,
+    /// Its dimensions, from its `.npy` header.
     pub dims: Vec<i64>,
     /// Whether calling the function assigns it a new value.
     pub updated: bool,
@@ -25,18 +28,28 @@ pub struct VariableInfo {
 /// One compiled-ahead program: the input shapes it serves and its file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProgramInfo {
+    /// The concrete shape of each input, in parameter order.
     pub input_shapes: Vec<Vec<i64>>,
+    /// The StableHLO text file in the export folder.
     pub file: String,
 }
 
 /// An export's signature, read by [`inspect`].
 #[derive(Clone, Debug)]
 pub struct ExportInfo {
+    /// The exported function's name.
     pub name: String,
+    /// The operation it implements (`FunctionOptions::implements`), if it
+    /// named one.
     pub implements: Option<String>,
+    /// The input specs, with parameter names, in call order.
     pub inputs: Vec<SpecJson>,
+    /// The output specs (`output_0`, `output_1`, ...), in result order.
     pub outputs: Vec<SpecJson>,
+    /// The variables the export captured, in manifest order.
     pub variables: Vec<VariableInfo>,
+    /// The compiled-ahead programs, in manifest order (the indices
+    /// [`ExportInfo::program_text`] takes).
     pub programs: Vec<ProgramInfo>,
     /// Whether the export kept its graph, so a loader can compile input
     /// shapes no listed program serves.

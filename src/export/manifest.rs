@@ -44,10 +44,14 @@ const MAX_NPY_BYTES: u64 = MAX_ARRAY_BYTES + (1 << 17);
 /// lower in practice; this only keeps absurd ranks out of printouts).
 const MAX_RANK: usize = 64;
 
+/// A tensor spec as the manifest writes it: one input (named after its
+/// parameter) or output (`output_N`) of an exported function.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SpecJson {
+    /// The parameter name for an input, `output_N` for an output.
     pub name: String,
+    /// The dtype's short name (`f32`, `i64`, ...; see `DType::name`).
     pub dtype: String,
     /// Dimensions (`null` = unknown); `None` for unknown rank.
     pub shape: Option<Vec<Option<i64>>>,

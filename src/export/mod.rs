@@ -547,6 +547,7 @@ pub fn load_with_callbacks(
 }
 
 impl LoadedFunction {
+    /// The exported function's name (the traced `Function`'s name).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -561,6 +562,7 @@ impl LoadedFunction {
         &self.inputs
     }
 
+    /// The output specs (`output_0`, `output_1`, ...), in result order.
     pub fn outputs(&self) -> &[SpecJson] {
         &self.outputs
     }

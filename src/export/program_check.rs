@@ -289,7 +289,10 @@ impl std::fmt::Display for Tok<'_> {
 /// aliased to (`tf.aliasing_output`), and the result types.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Signature {
+    /// Each parameter's type, and the index of the result it is aliased
+    /// to (a variable updated in place), if any.
     pub params: Vec<(ArraySpec, Option<usize>)>,
+    /// Each result's type, in order.
     pub results: Vec<ArraySpec>,
 }
 

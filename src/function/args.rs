@@ -396,6 +396,7 @@ where
 /// `tf.convert_to_tensor` does: floats to f32, ints to i32 when they fit,
 /// else i64) or a borrowed tensor.
 pub trait IntoArg<T> {
+    /// The parameter value (a host number becomes a scalar tensor).
     fn into_arg(self) -> Result<T>;
 }
 
@@ -438,6 +439,7 @@ impl IntoArg<Tensor> for bool {
 /// What `get_concrete_function` accepts for a parameter of type `T`: a
 /// value of it, or a `TensorSpec` for a `Tensor` parameter.
 pub trait IntoTraceType<T> {
+    /// The trace type a parameter of this value (or spec) would have.
     fn into_trace_type(self) -> Result<TraceType>;
 }
 

@@ -29,17 +29,24 @@ pub trait ArgList: Sized + 'static {
 
 /// A closure that can be traced with parameters `Args`.
 pub trait TraceableFn<Args: ArgList>: Send + Sync + 'static {
+    /// What the body returns: tensors, tuples of them, `Result`s of those
+    /// (see `IntoOutput`).
     type Output: IntoOutput;
+    /// Runs the body on one parameter tuple (placeholders while tracing,
+    /// real tensors when running eagerly).
     fn call_with(&self, args: Args) -> Self::Output;
 }
 
 /// What a call site may pass for the parameter list `Args` (see `IntoArg`).
 pub trait IntoArgs<Args> {
+    /// Converts the call site's values into the parameter tuple, each
+    /// with its `IntoArg` conversion.
     fn into_args(self) -> Result<Args>;
 }
 
 /// What `get_concrete_function` accepts for `Args` (see `IntoTraceType`).
 pub trait IntoTraceTypes<Args> {
+    /// One trace type per parameter, for tracing without values.
     fn into_trace_types(self) -> Result<Vec<TraceType>>;
 }
 

@@ -49,14 +49,17 @@ impl<T> Default for DispatchTable<T> {
 }
 
 impl<T> DispatchTable<T> {
+    /// An empty table.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// The number of cached entries (concrete functions traced so far).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether nothing has been cached yet.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -51,7 +51,9 @@ pub trait Output: Sized + Send + Sync + 'static {
 /// The return type of a traced closure: an [`Output`], or a `Result` of one
 /// (an `Err` while tracing is the call's error).
 pub trait IntoOutput {
+    /// The `Output` inside (`T` for both `T` and `Result<T>`).
     type Out: Output;
+    /// The output, or the body's error.
     fn into_output(self) -> Result<Self::Out>;
 }
 

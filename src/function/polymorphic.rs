@@ -54,6 +54,8 @@ pub struct FunctionOptions {
 }
 
 impl FunctionOptions {
+    /// The defaults: named `f`, no input signature, no retracing
+    /// reduction, compiled with XLA.
     pub fn new() -> FunctionOptions {
         FunctionOptions::default()
     }
@@ -343,6 +345,8 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         })
     }
 
+    /// The name set by `FunctionOptions::name` (`f` when none was), used
+    /// in signatures, errors and exports.
     pub fn name(&self) -> &str {
         &self.inner.name
     }

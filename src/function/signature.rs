@@ -15,6 +15,8 @@ pub struct Signature {
 }
 
 impl Signature {
+    /// The signature of `function` (named in errors) whose parameters are
+    /// called `names` and must fit `specs`.
     pub fn new(function: &str, names: &[String], specs: Vec<TensorSpec>) -> Signature {
         Signature {
             function: function.to_string(),

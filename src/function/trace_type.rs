@@ -27,8 +27,11 @@ use std::sync::Arc;
 /// The type of a tensor argument: TensorFlow's `TensorSpec`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorSpec {
+    /// The shape, possibly with unknown dimensions or unknown rank.
     pub shape: Shape,
+    /// The element type (always exact: dtypes are never widened).
     pub dtype: DType,
+    /// The parameter name signatures print; ignored by subtyping.
     pub name: Option<String>,
 }
 
@@ -106,8 +109,12 @@ impl fmt::Display for TensorSpec {
 /// does not.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VariableSpec {
+    /// The variable's element type.
     pub dtype: DType,
+    /// The variable's dimensions (always fully known).
     pub dims: Vec<i64>,
+    /// The index of the first argument that is this same variable
+    /// (TensorFlow's `alias_id`).
     pub alias: usize,
 }
 
@@ -126,10 +133,13 @@ impl std::fmt::Display for VariableSpec {
 /// A host value that is part of a function's type by value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Literal {
+    /// An `i64`, `i32` or `usize` argument.
     Int(i64),
     /// Stored as bits so the type can be hashed; `-0.0` and `0.0` differ.
     Float(u64),
+    /// A `bool` argument.
     Bool(bool),
+    /// A `String` or `&'static str` argument.
     Str(String),
 }
 
@@ -168,15 +178,23 @@ pub trait CustomTraceType: fmt::Debug + Send + Sync {
 /// The trace type of one argument.
 #[derive(Clone, Debug)]
 pub enum TraceType {
+    /// A `Tensor` argument: its dtype and (possibly relaxed) shape.
     Tensor(TensorSpec),
+    /// A host number, bool or string, typed by its value.
     Literal(Literal),
+    /// A Rust tuple: its elements' types in order.
     Tuple(Vec<TraceType>),
+    /// A `Vec`: its elements' types in order (the length is part of the type).
     List(Vec<TraceType>),
+    /// A `BTreeMap` or `HashMap` with `String` keys: key → value type.
     Dict(BTreeMap<String, TraceType>),
+    /// `None` of an `Option` argument.
     OptionNone,
+    /// `Some(x)` of an `Option` argument, typed by `x`.
     OptionSome(Box<TraceType>),
     /// A `Variable` argument: typed by dtype, shape and aliasing pattern.
     Variable(VariableSpec),
+    /// A user type's own trace type (`CustomTraceType`), e.g. `ByValue`.
     Custom(Arc<dyn CustomTraceType>),
 }
 

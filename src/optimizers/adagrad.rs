@@ -37,6 +37,7 @@ impl Adagrad {
         self
     }
 
+    /// Added to the accumulator inside the square root (default 1e-7, >= 0).
     pub fn epsilon(mut self, epsilon: f64) -> Self {
         self.epsilon = epsilon;
         self

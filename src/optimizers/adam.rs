@@ -76,11 +76,15 @@ impl Adam {
         }
     }
 
+    /// The decay rate of the first-moment (mean) estimate, in `[0, 1)`
+    /// (default 0.9).
     pub fn beta1(mut self, beta1: f64) -> Self {
         self.beta1 = beta1;
         self
     }
 
+    /// The decay rate of the second-moment (uncentered variance) estimate,
+    /// in `[0, 1)` (default 0.999).
     pub fn beta2(mut self, beta2: f64) -> Self {
         self.beta2 = beta2;
         self

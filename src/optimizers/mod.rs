@@ -139,10 +139,13 @@ pub enum GradientClip {
 /// The options every optimizer has (Keras' base optimizer arguments).
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The step size: a constant or a schedule of the step count.
     pub learning_rate: LearningRate,
     /// Decoupled weight decay: `v -= lr * weight_decay * v` before each
     /// update (Keras 3; `AdamW`'s decay).
     pub weight_decay: f64,
+    /// Gradient clipping applied before the update (Keras' `clipvalue`,
+    /// `clipnorm`, `global_clipnorm`); `None` clips nothing.
     pub clip: Option<GradientClip>,
 }
 

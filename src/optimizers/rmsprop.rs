@@ -55,6 +55,8 @@ impl RmsProp {
         self
     }
 
+    /// Added to the second-moment estimate inside the square root
+    /// (default 1e-7, >= 0).
     pub fn epsilon(mut self, epsilon: f64) -> Self {
         self.epsilon = epsilon;
         self

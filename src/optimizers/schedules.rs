@@ -125,6 +125,8 @@ pub struct ExponentialDecay {
 }
 
 impl ExponentialDecay {
+    /// Starts at `initial` and decays by a factor of `decay_rate` per
+    /// `decay_steps` steps; errors unless `decay_steps` is positive.
     pub fn new(initial: f64, decay_steps: i64, decay_rate: f64) -> Result<ExponentialDecay> {
         positive("ExponentialDecay", "decay_steps", decay_steps as f64)?;
         Ok(ExponentialDecay {
@@ -163,6 +165,8 @@ pub struct InverseTimeDecay {
 }
 
 impl InverseTimeDecay {
+    /// Starts at `initial` and divides by `1 + decay_rate` after
+    /// `decay_steps` steps; errors unless `decay_steps` is positive.
     pub fn new(initial: f64, decay_steps: i64, decay_rate: f64) -> Result<InverseTimeDecay> {
         positive("InverseTimeDecay", "decay_steps", decay_steps as f64)?;
         Ok(InverseTimeDecay {
@@ -264,11 +268,14 @@ impl PolynomialDecay {
         })
     }
 
+    /// The exponent of the decay curve (default 1, linear; Keras' `power`).
     pub fn power(mut self, power: f64) -> Self {
         self.power = power;
         self
     }
 
+    /// Instead of holding at `end` after `decay_steps`, restarts the decay
+    /// over the next multiple of `decay_steps` (Keras' `cycle`).
     pub fn cycle(mut self, cycle: bool) -> Self {
         self.cycle = cycle;
         self
@@ -312,6 +319,8 @@ pub struct CosineDecay {
 }
 
 impl CosineDecay {
+    /// Decays from `initial` to 0 over `decay_steps` steps, with no warmup
+    /// (see `alpha` and `warmup`); errors unless `decay_steps` is positive.
     pub fn new(initial: f64, decay_steps: i64) -> Result<CosineDecay> {
         positive("CosineDecay", "decay_steps", decay_steps as f64)?;
         Ok(CosineDecay {

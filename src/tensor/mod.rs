@@ -121,6 +121,7 @@ impl Tensor {
         matches!(self.repr, Repr::Symbolic(_))
     }
 
+    /// The element type (known for eager and symbolic tensors alike).
     pub fn dtype(&self) -> DType {
         match &self.repr {
             Repr::Eager(b) => b.dtype(),
@@ -149,6 +150,8 @@ impl Tensor {
         }
     }
 
+    /// The number of dimensions; 0 for a scalar, and for a symbolic
+    /// tensor of unknown rank (see [`Tensor::dims`]).
     pub fn rank(&self) -> usize {
         self.dims().len()
     }
