@@ -92,6 +92,36 @@ pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
 pub use tensor::Tensor;
 pub use variable::Variable;
 /// `#[xlafn::function]`: a `fn` item as a traced `Function`, with AutoGraph.
+///
+/// `if` and `while` on a tensor condition become device control flow
+/// (`cond`, `while_loop`); the item is then called like a plain function.
+///
+/// ```
+/// use xlafn::prelude::*;
+///
+/// #[xlafn::function]
+/// fn collatz_steps(n: Tensor) -> Result<Tensor> {
+///     let mut n = n;
+///     let mut steps = Tensor::scalar(0i32);
+///     while n.gt_scalar(1)? {
+///         if n.floormod_scalar(2)?.eq_scalar(0)? {
+///             n = n.floordiv_scalar(2)?;
+///         } else {
+///             n = &n * 3 + 1;
+///         }
+///         steps = steps + 1;
+///     }
+///     Ok(steps)
+/// }
+///
+/// # fn main() -> xlafn::Result<()> {
+/// let x = Tensor::scalar(6i32);
+/// assert_eq!(collatz_steps(&x)?.to_vec::<i32>()?, vec![8]);
+/// assert_eq!(collatz_steps(Tensor::scalar(27i32))?.to_vec::<i32>()?, vec![111]);
+/// assert_eq!(collatz_steps::function().tracing_count(), 1); // one trace, one loop
+/// # Ok(())
+/// # }
+/// ```
 pub use xlafn_macros::function;
 
 /// The names most programs need.

@@ -198,6 +198,27 @@ pub(crate) fn dropped_variable(function: &str) -> Error {
 }
 /// A mutable tensor-valued resource. Cheap to clone (clones share the
 /// variable).
+///
+/// A function that uses a variable captures it: each call reads its
+/// current value, and assignments inside the function update it.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let v = Variable::new(Tensor::vector(&[1f32, 2.])?);
+/// v.assign_add(&Tensor::vector(&[10f32, 20.])?)?;
+/// assert_eq!(v.read().to_vec::<f32>()?, vec![11., 22.]);
+///
+/// let counter = v.clone(); // the same variable
+/// let bump = function(move || -> Result<Tensor> {
+///     counter.assign_add(&Tensor::vector(&[1f32, 1.])?)?;
+///     Ok(counter.read())
+/// });
+/// bump.call(())?;
+/// assert_eq!(bump.call(())?.to_vec::<f32>()?, vec![13., 24.]);
+/// assert_eq!(v.read().to_vec::<f32>()?, vec![13., 24.]);
+/// assert_eq!(bump.tracing_count(), 1);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Variable {
     inner: Arc<VariableInner>,

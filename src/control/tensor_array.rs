@@ -41,6 +41,22 @@ enum Size {
 }
 
 /// A list of tensors of one dtype and element shape.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// // Squares of 0..4, written one element per iteration of a device loop.
+/// let squares = function(|n: Tensor| -> Result<Tensor> {
+///     let ta = TensorArray::new(DType::F32, 4);
+///     let ta = for_range(0, &n, 1, ta, |i, ta| {
+///         let x = i.cast(DType::F32)?;
+///         ta.write(&i, &(&x * &x))
+///     })?;
+///     ta.stack()
+/// });
+/// let y = squares.call((Tensor::scalar(4i32),))?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![0., 1., 4., 9.]);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct TensorArray {
     dtype: DType,

@@ -145,7 +145,8 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
     /// literals (literals are baked in); variables are saved with their
     /// current values and stay variables when loaded. Files are created
     /// new, so `dir` must not hold an earlier export: a file (or a planted
-    /// symlink) already there is an error, never overwritten.
+    /// symlink) already there is an error, never overwritten. [`load`]'s
+    /// documentation has an example of both.
     pub fn export(&self, dir: impl AsRef<Path>, shapes: &[Vec<Vec<i64>>]) -> Result<()> {
         let dir = dir.as_ref();
         let core = &self.core;
@@ -442,6 +443,21 @@ fn check_signature(
 /// runs first; only programs that pass them reach XLA. Built-in callbacks
 /// (`print`, `check_numerics`) are bound to this process's; an export that
 /// calls a user callback needs [`load_with_callbacks`].
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let dir = std::env::temp_dir().join(format!("doc-export-{}", std::process::id()));
+/// let f = function(|x: Tensor| x.mul_scalar(3.0));
+/// let cf = f.get_concrete_function((TensorSpec::known(&[2], DType::F32),))?;
+/// cf.export(&dir, &[])?; // one program, for the traced shape
+///
+/// let loaded = xlafn::load(&dir)?; // no closure needed
+/// let y = loaded.call(&[&Tensor::vector(&[1f32, 2.])?])?;
+/// assert_eq!(y[0].to_vec::<f32>()?, vec![3., 6.]);
+/// assert_eq!(loaded.inputs()[0].dtype, "f32");
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 pub fn load(dir: impl AsRef<Path>) -> Result<LoadedFunction> {
     load_with_callbacks(dir, &[])
 }

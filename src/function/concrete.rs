@@ -169,6 +169,19 @@ impl fmt::Display for ConcreteCore {
 
 /// One traced graph of a [`Function`](super::Function), callable with
 /// inputs compatible with its function type (B11).
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let f = function(|x: Tensor| x.mul_scalar(2.0));
+/// // Trace for f32 vectors of any length, without calling.
+/// let cf = f.get_concrete_function((TensorSpec::new(&[None], DType::F32),))?;
+/// let y = cf.call((Tensor::vector(&[1f32, 2., 3.])?,))?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![2., 4., 6.]);
+/// // A concrete function never retraces: other types are an error.
+/// assert!(cf.call((Tensor::vector(&[1i32])?,)).is_err());
+/// assert_eq!(f.tracing_count(), 1);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 pub struct ConcreteFunction<Args, Out> {
     pub(crate) core: Arc<ConcreteCore>,
     pub(crate) template: Arc<Out>,

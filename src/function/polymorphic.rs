@@ -42,6 +42,21 @@ pub fn functions_run_eagerly() -> bool {
 }
 
 /// Options of a [`Function`], TensorFlow's `tf.function` arguments.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// // One trace for vectors of any length; other calls are refused.
+/// let f = FunctionOptions::new()
+///     .name("double")
+///     .input_signature(vec![TensorSpec::new(&[None], DType::F32)])
+///     .build(|x: Tensor| x.mul_scalar(2.0));
+/// assert_eq!(f.call((Tensor::vector(&[1f32])?,))?.to_vec::<f32>()?, vec![2.]);
+/// assert_eq!(f.call((Tensor::vector(&[1f32, 2.])?,))?.to_vec::<f32>()?, vec![2., 4.]);
+/// assert_eq!(f.tracing_count(), 1);
+/// let err = f.call((Tensor::vector(&[1i32])?,)).unwrap_err();
+/// assert!(matches!(err, Error::Type(_)));
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct FunctionOptions {
     name: Option<String>,
@@ -205,6 +220,19 @@ struct Inner<Args, Out> {
 /// A polymorphic function: traces its closure once per call type, compiles
 /// the graph with XLA, and caches both (B2-B14). Cheap to clone; `Send` and
 /// `Sync`, with concurrent first calls of one type tracing once.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let square = function(|x: Tensor| &x * &x);
+/// let y = square.call((Tensor::vector(&[1f32, 2.])?,))?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![1., 4.]);
+/// square.call((Tensor::vector(&[3f32, 4.])?,))?; // same type: cached
+/// assert_eq!(square.tracing_count(), 1);
+/// square.call((Tensor::vector(&[1f32, 2., 3.])?,))?; // new shape: retraces
+/// assert_eq!(square.tracing_count(), 2);
+/// assert_eq!(square.concrete_functions().len(), 2);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 pub struct Function<Args, Out> {
     inner: Arc<Inner<Args, Out>>,
     _args: PhantomData<fn(Args) -> Out>,

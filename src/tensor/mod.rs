@@ -31,6 +31,22 @@ pub use eager::{EagerCacheStats, eager_cache_stats};
 /// graph being built, with a dtype and a possibly partial shape.
 ///
 /// Cloning is cheap (reference counted) and never copies device memory.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let x = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], &[2, 3])?;
+/// assert_eq!((x.dtype(), x.dims()), (DType::F32, vec![2, 3]));
+/// let y = x.mul_scalar(2.0)?; // eager: runs now, stays on the device
+/// assert_eq!(y.to_vec::<f32>()?, vec![2., 4., 6., 8., 10., 12.]);
+///
+/// // Inside a traced function the same ops build a graph instead.
+/// let f = function(|t: Tensor| {
+///     assert!(t.is_symbolic());
+///     t.mul_scalar(2.0)
+/// });
+/// assert_eq!(f.call((&x,))?.to_vec::<f32>()?, y.to_vec::<f32>()?);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Tensor {
     repr: Repr,
