@@ -87,9 +87,10 @@ pub struct BatchNorm {
     pub gamma: Variable,
     /// The learned per-channel offset added after scaling (starts at 0).
     pub beta: Variable,
-    /// The running mean used in inference; not trainable.
+    /// The running mean used in inference, moved by training calls rather
+    /// than by an optimizer (not in `trainable_variables`).
     pub moving_mean: Variable,
-    /// The running variance used in inference; not trainable.
+    /// The running variance used in inference, moved like `moving_mean`.
     pub moving_variance: Variable,
     /// How much of the old moving statistics each training batch keeps
     /// (Keras' default 0.99).
