@@ -6,7 +6,7 @@
 //! meaning by type: a `bool` condition or a host iterable runs as the
 //! original Rust code (at trace time, as AutoGraph does for Python values);
 //! a `Tensor` condition becomes `cond`/`while_loop`, and a `Tensor` or
-//! [`TensorRange`] iterable becomes `for_range`.
+//! `TensorRange` iterable becomes `for_range`.
 //!
 //! Each construct is passed as ONE closure that holds all of its branches
 //! (selected by a `bool` argument), so that the host path keeps ordinary

@@ -88,7 +88,7 @@ pub struct BatchNorm {
     /// The learned per-channel offset added after scaling (starts at 0).
     pub beta: Variable,
     /// The running mean used in inference, moved by training calls rather
-    /// than by an optimizer (not in `trainable_variables`).
+    /// than by an optimizer: a non-trainable variable (Keras' too).
     pub moving_mean: Variable,
     /// The running variance used in inference, moved like `moving_mean`.
     pub moving_variance: Variable,
@@ -111,8 +111,10 @@ impl BatchNorm {
         Ok(BatchNorm {
             gamma: fill(1.0)?.named("batch_norm/gamma"),
             beta: fill(0.0)?.named("batch_norm/beta"),
-            moving_mean: fill(0.0)?.named("batch_norm/moving_mean"),
-            moving_variance: fill(1.0)?.named("batch_norm/moving_variance"),
+            moving_mean: fill(0.0)?.named("batch_norm/moving_mean").non_trainable(),
+            moving_variance: fill(1.0)?
+                .named("batch_norm/moving_variance")
+                .non_trainable(),
             momentum: 0.99,
             epsilon: 1e-3,
         })
@@ -157,5 +159,18 @@ impl BatchNorm {
     /// The trainable variables (gamma, beta).
     pub fn trainable_variables(&self) -> Vec<Variable> {
         vec![self.gamma.clone(), self.beta.clone()]
+    }
+}
+
+/// All four variables by name (`gamma`, `beta`, `moving_mean`,
+/// `moving_variance`), so a model holding a `BatchNorm` derives `Module`
+/// and its checkpoints keep the moving statistics.
+impl crate::module::Module for BatchNorm {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        use crate::module::join;
+        f(join(prefix, "gamma"), &self.gamma);
+        f(join(prefix, "beta"), &self.beta);
+        f(join(prefix, "moving_mean"), &self.moving_mean);
+        f(join(prefix, "moving_variance"), &self.moving_variance);
     }
 }

@@ -89,6 +89,12 @@ fn derive_names_every_variable_in_declaration_order() {
             .all(|v| v.dtype() == DType::F32)
     );
 
+    // A batch norm's moving statistics are variables, not trained.
+    let bn = xlafn::nn::BatchNorm::new(3, DType::F32).unwrap();
+    let names: Vec<String> = bn.named_variables().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["gamma", "beta", "moving_mean", "moving_variance"]);
+    assert_eq!(Module::trainable_variables(&bn).len(), 2);
+
     // A variable held twice is listed once, under its first path.
     let shared = var(&[1.0], &[1]);
     let tied = Pair(shared.clone(), shared);

@@ -683,19 +683,25 @@ unary_methods! {
     log => Log,
     /// `ln(1 + x)`, accurate near 0.
     log1p => Log1p,
+    /// Square root (NaN below 0).
     sqrt => Sqrt,
     /// `1 / sqrt(x)`.
     rsqrt => Rsqrt,
     /// `x * x`.
     square => Square,
+    /// Hyperbolic tangent.
     tanh => Tanh,
     /// `1 / (1 + e^-x)`.
     sigmoid => Sigmoid,
     /// `max(x, 0)`.
     relu => Relu,
+    /// Sine (radians).
     sin => Sin,
+    /// Cosine (radians).
     cos => Cos,
+    /// Rounds toward negative infinity.
     floor => Floor,
+    /// Rounds toward positive infinity.
     ceil => Ceil,
     /// Rounds half to even, like `tf.round`.
     round => Round,
@@ -763,7 +769,9 @@ macro_rules! binary_methods {
 binary_methods! {
     /// Elementwise sum with broadcasting.
     add, add_scalar => Add,
+    /// Elementwise difference with broadcasting.
     sub, sub_scalar => Sub,
+    /// Elementwise product with broadcasting.
     mul, mul_scalar => Mul,
     /// True division; integer operands give a float result.
     div, div_scalar => Div,
@@ -771,16 +779,27 @@ binary_methods! {
     floordiv, floordiv_scalar => FloorDiv,
     /// Remainder with the divisor's sign (Python's `%`).
     floormod, floormod_scalar => FloorMod,
+    /// `self` to the power `other`, elementwise (`tf.pow`).
     pow, pow_scalar => Pow,
+    /// Elementwise maximum (NaN if either is NaN).
     maximum, maximum_scalar => Maximum,
+    /// Elementwise minimum (NaN if either is NaN).
     minimum, minimum_scalar => Minimum,
+    /// `self == other`, elementwise, as booleans.
     eq, eq_scalar => Eq,
+    /// `self != other`, elementwise, as booleans.
     ne, ne_scalar => Ne,
+    /// `self < other`, elementwise, as booleans.
     lt, lt_scalar => Lt,
+    /// `self <= other`, elementwise, as booleans.
     le, le_scalar => Le,
+    /// `self > other`, elementwise, as booleans.
     gt, gt_scalar => Gt,
+    /// `self >= other`, elementwise, as booleans.
     ge, ge_scalar => Ge,
+    /// Boolean and, elementwise.
     logical_and, logical_and_scalar => LogicalAnd,
+    /// Boolean or, elementwise.
     logical_or, logical_or_scalar => LogicalOr,
 }
 

@@ -194,6 +194,7 @@ special_unary_methods! {
     erf_inv => ErfInv,
     /// `e^x - 1`, accurate near 0.
     expm1 => Expm1,
+    /// Tangent (radians).
     tan => Tan,
     /// Arctangent, in (-pi/2, pi/2).
     atan => Atan,
@@ -201,8 +202,11 @@ special_unary_methods! {
     asin => Asin,
     /// Arccosine, NaN outside [-1, 1].
     acos => Acos,
+    /// Hyperbolic sine.
     sinh => Sinh,
+    /// Hyperbolic cosine.
     cosh => Cosh,
+    /// Inverse hyperbolic sine.
     asinh => Asinh,
     /// Inverse hyperbolic cosine, NaN below 1.
     acosh => Acosh,

@@ -132,7 +132,7 @@ pub enum GradientClip {
     /// ([`Tensor::clip_by_norm`]).
     Norm(f64),
     /// All gradients scaled together to a global L2 norm of at most this
-    /// ([`clip_by_global_norm`](crate::ops::stats::clip_by_global_norm)).
+    /// ([`crate::clip_by_global_norm`]).
     GlobalNorm(f64),
 }
 
