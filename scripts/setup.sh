@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One-time (idempotent) machine setup for building xlafn on Debian:
-# - libclang, which bindgen needs to read the PJRT header (libclang-dev);
-# - python3 with pip, which build.rs uses to fetch the pinned XLA plugin wheel.
+# - python3 with pip, which build.rs uses to fetch the pinned XLA plugin wheel;
+# - libclang (libclang-dev), only when XLAFN_PJRT_PLUGIN names another plugin:
+#   bindgen then reads that plugin's PJRT header. The pinned wheel's bindings
+#   ship pre-generated in third_party/ and need no libclang.
 # The plugin itself is fetched, verified and cached by build.rs on first build.
 set -euo pipefail
 
@@ -17,8 +19,8 @@ have_libclang() {
   return 1
 }
 
-if ! have_libclang; then
-  echo "xlafn setup: libclang not found; installing Debian's libclang-dev" >&2
+if [ -n "${XLAFN_PJRT_PLUGIN:-}" ] && ! have_libclang; then
+  echo "xlafn setup: libclang not found (needed for XLAFN_PJRT_PLUGIN's header); installing Debian's libclang-dev" >&2
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "xlafn setup: cannot install it here (needs root and apt-get)." >&2
     echo "  Install libclang-dev yourself, or set LIBCLANG_PATH to a folder with libclang.so." >&2
