@@ -625,11 +625,8 @@ impl OpDef for Gather {
         Ok(vec![cx.gather(params, indices, &dims, outputs[0].clone())])
     }
 
-    /// Scatter-add of the gradient back to the gathered rows (rows
-    /// gathered twice get both gradients; indices out of range, whose read
-    /// was clamped, give none). A segment sum, as JAX's gather transposes:
-    /// the one-hot matrix product written before cost an extra
-    /// `[n, k] x [k, rest]` dot (W9's embedding, #16 item 3).
+    /// Scatter-add (a segment sum) of the gradient back to the gathered
+    /// rows: repeated rows get both, out-of-range (clamped) reads none.
     fn vjp(
         &self,
         inputs: &[Tensor],

@@ -114,22 +114,20 @@ fn positive(name: &str, what: &str, v: f64) -> Result<()> {
     }
 }
 
-/// `initial * decay_rate ^ (step / decay_steps)`; with `staircase` the
-/// exponent is floored (Keras' `ExponentialDecay`).
+/// What exponential and inverse-time decay share: a rate decayed over
+/// intervals of `decay_steps`, continuously or (`staircase`) in whole ones.
 #[derive(Clone, Debug)]
-pub struct ExponentialDecay {
+struct Decay {
     initial: f64,
     decay_steps: f64,
     decay_rate: f64,
     staircase: bool,
 }
 
-impl ExponentialDecay {
-    /// Starts at `initial` and decays by a factor of `decay_rate` per
-    /// `decay_steps` steps; errors unless `decay_steps` is positive.
-    pub fn new(initial: f64, decay_steps: i64, decay_rate: f64) -> Result<ExponentialDecay> {
-        positive("ExponentialDecay", "decay_steps", decay_steps as f64)?;
-        Ok(ExponentialDecay {
+impl Decay {
+    fn new(name: &str, initial: f64, decay_steps: i64, decay_rate: f64) -> Result<Decay> {
+        positive(name, "decay_steps", decay_steps as f64)?;
+        Ok(Decay {
             initial,
             decay_steps: decay_steps as f64,
             decay_rate,
@@ -137,61 +135,67 @@ impl ExponentialDecay {
         })
     }
 
+    /// `step / decay_steps`, floored with `staircase`.
+    fn intervals(&self, step: &Tensor) -> Result<Tensor> {
+        let p = step.div_scalar(self.decay_steps)?;
+        if self.staircase { p.floor() } else { Ok(p) }
+    }
+}
+
+/// `initial * decay_rate ^ (step / decay_steps)`; with `staircase` the
+/// exponent is floored (Keras' `ExponentialDecay`).
+#[derive(Clone, Debug)]
+pub struct ExponentialDecay(Decay);
+
+impl ExponentialDecay {
+    /// Starts at `initial` and is multiplied by `decay_rate` every
+    /// `decay_steps` steps (`decay_steps` > 0).
+    pub fn new(initial: f64, decay_steps: i64, decay_rate: f64) -> Result<ExponentialDecay> {
+        Decay::new("ExponentialDecay", initial, decay_steps, decay_rate).map(ExponentialDecay)
+    }
+
     /// Decays in whole intervals of `decay_steps`.
     pub fn staircase(mut self, staircase: bool) -> Self {
-        self.staircase = staircase;
+        self.0.staircase = staircase;
         self
     }
 }
 
 impl Schedule for ExponentialDecay {
     fn at(&self, step: &Tensor) -> Result<Tensor> {
-        let mut p = step.div_scalar(self.decay_steps)?;
-        if self.staircase {
-            p = p.floor()?;
-        }
-        scalar(self.decay_rate)?.pow(&p)?.mul_scalar(self.initial)
+        scalar(self.0.decay_rate)?
+            .pow(&self.0.intervals(step)?)?
+            .mul_scalar(self.0.initial)
     }
 }
 
 /// `initial / (1 + decay_rate * step / decay_steps)`, the exponent floored
 /// with `staircase` (Keras' `InverseTimeDecay`).
 #[derive(Clone, Debug)]
-pub struct InverseTimeDecay {
-    initial: f64,
-    decay_steps: f64,
-    decay_rate: f64,
-    staircase: bool,
-}
+pub struct InverseTimeDecay(Decay);
 
 impl InverseTimeDecay {
-    /// Starts at `initial` and divides by `1 + decay_rate` after
-    /// `decay_steps` steps; errors unless `decay_steps` is positive.
+    /// Starts at `initial`; the denominator grows by `decay_rate` every
+    /// `decay_steps` steps (`decay_steps` > 0).
     pub fn new(initial: f64, decay_steps: i64, decay_rate: f64) -> Result<InverseTimeDecay> {
-        positive("InverseTimeDecay", "decay_steps", decay_steps as f64)?;
-        Ok(InverseTimeDecay {
-            initial,
-            decay_steps: decay_steps as f64,
-            decay_rate,
-            staircase: false,
-        })
+        Decay::new("InverseTimeDecay", initial, decay_steps, decay_rate).map(InverseTimeDecay)
     }
 
     /// Decays in whole intervals of `decay_steps`.
     pub fn staircase(mut self, staircase: bool) -> Self {
-        self.staircase = staircase;
+        self.0.staircase = staircase;
         self
     }
 }
 
 impl Schedule for InverseTimeDecay {
     fn at(&self, step: &Tensor) -> Result<Tensor> {
-        let mut p = step.div_scalar(self.decay_steps)?;
-        if self.staircase {
-            p = p.floor()?;
-        }
-        let denom = p.mul_scalar(self.decay_rate)?.add_scalar(1.0)?;
-        scalar(self.initial)?.div(&denom)
+        let denom = self
+            .0
+            .intervals(step)?
+            .mul_scalar(self.0.decay_rate)?
+            .add_scalar(1.0)?;
+        scalar(self.0.initial)?.div(&denom)
     }
 }
 
