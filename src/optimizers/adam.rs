@@ -193,6 +193,9 @@ impl Optimizer for Adam {
                 s = slot.try_read()?.maximum(&s)?;
                 slot.assign(&s)?;
             }
+            let t = t.ok_or_else(|| {
+                Error::FailedPrecondition("Adam: its step count was not kept".into())
+            })?;
             let (c1, c2) = self.corrections(u.var.dtype(), t, &mut corrections)?;
             let step = if self.epsilon_hat {
                 m.mul(&c2.sqrt()?.div(&c1)?)?

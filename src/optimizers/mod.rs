@@ -324,7 +324,7 @@ impl State {
         &self,
         grads_and_vars: &[(Option<Tensor>, &Variable)],
         rule_reads_step: bool,
-        mut rule: impl FnMut(&Update, &Tensor) -> Result<()>,
+        mut rule: impl FnMut(&Update, Option<&Tensor>) -> Result<()>,
     ) -> Result<()> {
         self.options.learning_rate.check()?;
         let present: Vec<(Tensor, &Variable)> = grads_and_vars
@@ -343,19 +343,23 @@ impl State {
         } else {
             None
         };
+        // Uncounted steps make no step tensors (no ops on eager SGD's path).
         let step = match &iterations {
-            Some(v) => v.try_read()?.cast(DType::F32)?,
-            None => Tensor::fill(&[], 0.0, DType::F32)?,
+            Some(v) => Some(v.try_read()?.cast(DType::F32)?),
+            None => None,
         };
-        let t = step.add_scalar(1.0)?;
+        let t = match (&step, rule_reads_step) {
+            (Some(s), true) => Some(s.add_scalar(1.0)?),
+            _ => None,
+        };
         let mut rates: Vec<(DType, Rate)> = Vec::new();
         for (grad, (_, var)) in grads.into_iter().zip(&present) {
-            let rate = self.rate_in(var.dtype(), &step, &mut rates)?;
+            let rate = self.rate_in(var.dtype(), step.as_ref(), &mut rates)?;
             if self.options.weight_decay != 0.0 {
                 let decay = rate.scale(&var.try_read()?.mul_scalar(self.options.weight_decay)?)?;
                 var.assign_sub(&decay)?;
             }
-            rule(&Update { grad, var, rate }, &t)?;
+            rule(&Update { grad, var, rate }, t.as_ref())?;
         }
         match iterations {
             Some(v) => v.assign_add(&Tensor::try_scalar(1i64)?),
@@ -364,7 +368,12 @@ impl State {
     }
 
     /// The learning rate in `dtype`, made once per dtype and step.
-    fn rate_in(&self, dtype: DType, step: &Tensor, made: &mut Vec<(DType, Rate)>) -> Result<Rate> {
+    fn rate_in(
+        &self,
+        dtype: DType,
+        step: Option<&Tensor>,
+        made: &mut Vec<(DType, Rate)>,
+    ) -> Result<Rate> {
         if let Some((_, r)) = made.iter().find(|(d, _)| *d == dtype) {
             return Ok(r.clone());
         }

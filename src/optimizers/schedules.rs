@@ -68,7 +68,9 @@ impl<S: Schedule + 'static> From<S> for LearningRate {
 impl LearningRate {
     /// The rate at `step` (f32 scalar) in `dtype`; `None` for a constant,
     /// which callers fold in as a host number.
-    pub(crate) fn tensor_at(&self, step: &Tensor, dtype: DType) -> Result<Option<Tensor>> {
+    /// `step` is `None` when the optimizer keeps no count, which it does
+    /// whenever the rate is a schedule.
+    pub(crate) fn tensor_at(&self, step: Option<&Tensor>, dtype: DType) -> Result<Option<Tensor>> {
         let rate = match self {
             LearningRate::Constant(_) => return Ok(None),
             LearningRate::Variable(v) => {
@@ -82,7 +84,13 @@ impl LearningRate {
                 }
                 v.try_read()?
             }
-            LearningRate::Schedule(s) => s.at(step)?,
+            LearningRate::Schedule(s) => match step {
+                Some(step) => s.at(step)?,
+                None => return Err(Error::FailedPrecondition(
+                    "optimizer: a learning-rate schedule needs the step count, which was not kept"
+                        .into(),
+                )),
+            },
         };
         Ok(Some(rate.cast(dtype)?))
     }
