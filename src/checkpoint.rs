@@ -145,12 +145,23 @@ pub fn save_named(variables: &[(String, Variable)], path: impl AsRef<Path>) -> R
 pub fn read(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> {
     eager_only("reading")?;
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| io_error("read", path, e))?;
+    let bytes = read_file(path)?;
     let file = parse(&bytes, path)?;
     file.tensors()
         .into_iter()
         .map(|(name, view)| Ok((name.clone(), tensor_of(&name, &view)?)))
         .collect()
+}
+
+/// The largest checkpoint read (1 TiB): a bound on what a file's declared
+/// size may ask of memory, far above real models.
+const MAX_CHECKPOINT_BYTES: u64 = 1 << 40;
+
+/// A regular file's bytes; a FIFO or device would hang or never end, so
+/// it is refused (the same reader exports and the CLI use).
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    crate::export::read_regular_file(path, MAX_CHECKPOINT_BYTES)
+        .map_err(|e| io_error("read", path, e))
 }
 
 fn parse<'a>(bytes: &'a [u8], path: &Path) -> Result<SafeTensors<'a>> {
@@ -197,7 +208,7 @@ fn restore_from(
     allow_unused: bool,
 ) -> Result<Vec<String>> {
     eager_only("restoring")?;
-    let bytes = std::fs::read(path).map_err(|e| io_error("read", path, e))?;
+    let bytes = read_file(path)?;
     let file = parse(&bytes, path)?;
     let fail = |m: String| {
         Err(Error::invalid(

@@ -291,6 +291,16 @@ fn mismatched_or_hostile_files_change_nothing() {
     std::fs::remove_file(&path).ok();
     let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
     assert!(e.contains("cannot read"), "{e}");
+    // A FIFO at the path is refused, not waited on.
+    if std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
+        assert!(e.contains("cannot read"), "{e}");
+        std::fs::remove_file(&path).ok();
+    }
 
     // Names are unique; complex128 cannot be stored.
     let twice = vec![
