@@ -20,12 +20,17 @@
 //!
 //! Flags:
 //! - `--only W9,W11,...`: run only the named workloads. W9-W12 are picked
-//!   one by one; W1-W8 run as one group when any of them is named.
+//!   one by one; W1-W8 run as one group when any of them is named. `DP`
+//!   is the data-parallel step on 1 and on 4 devices.
 //! - `--hlo DIR`: also write the StableHLO of the W9, W10 and W11 training
 //!   steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
 //!   program as lowered, before the in-place aliasing of the variables is
 //!   added for the compile).
 
+// The report uses the trainer, not the weight read-back.
+#[allow(dead_code)]
+#[path = "common/data_parallel.rs"]
+mod data_parallel;
 #[path = "common/peers.rs"]
 mod peers;
 #[path = "common/real_models.rs"]
@@ -655,6 +660,44 @@ fn basic_workloads(peer: &peers::Peers, checks: &mut Vec<Check>) -> xlafn::Resul
     Ok(json)
 }
 
+/// The data-parallel training step (`common/data_parallel.rs`, batch
+/// 128) on one device and with its batch split over 4: no speedup is
+/// expected on a 2-core machine; the figure is for machines with more.
+fn data_parallel_step() -> xlafn::Result<String> {
+    let mesh = xlafn::sharding::Mesh::new(&[("data", 4)])?;
+    let data = data_parallel::batches(4, 128)?;
+    let mut per_call = Vec::new();
+    for on in [None, Some(&mesh)] {
+        let trainer = data_parallel::trainer(0, on)?;
+        data_parallel::train(&trainer, &data, 3)?;
+        let mut i = 0;
+        per_call.push(
+            median_us(|| {
+                let (x, y) = &data[i % data.len()];
+                i += 1;
+                trainer
+                    .step
+                    .call((x, y))
+                    .unwrap()
+                    .block_until_ready()
+                    .unwrap();
+            }) / 1e3,
+        );
+    }
+    println!(
+        "{:<5} {:<34} {:>12.3}  ms",
+        "DP", "step on 1 device", per_call[0]
+    );
+    println!(
+        "{:<5} {:<34} {:>12.3}  ms",
+        "DP", "step on 4 devices (data axis)", per_call[1]
+    );
+    Ok(format!(
+        "  \"DP\": {{\"step_ms_1_device\": {:.3}, \"step_ms_4_devices\": {:.3}}}",
+        per_call[0], per_call[1]
+    ))
+}
+
 fn main() -> xlafn::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == W5_CHILD_FLAG) {
@@ -689,6 +732,9 @@ fn main() -> xlafn::Result<()> {
         .any(|w| wants(w))
     {
         groups.push(basic_workloads(&peer, &mut checks)?);
+    }
+    if wants("DP") {
+        groups.push(data_parallel_step()?);
     }
     groups.push(real_report::real_workloads(
         &peer,

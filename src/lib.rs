@@ -44,6 +44,7 @@ pub mod random;
 /// Unstable internals, not part of the public API: The PJRT C API bindings: clients, buffers, executables.
 #[doc(hidden)]
 pub mod runtime;
+pub mod sharding;
 pub(crate) mod single_flight;
 pub mod tensor;
 /// Unstable internals, not part of the public API: The tracing context.
@@ -88,8 +89,9 @@ pub use ops::fft::{FftType, fft_op};
 pub use ops::pad::PadMode;
 pub use ops::stats::{NormOrd, clip_by_global_norm};
 pub use ops::window::{WindowDims, WindowKind};
+pub use runtime::{Device, set_cpu_device_count};
 pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
-pub use tensor::Tensor;
+pub use tensor::{Tensor, default_device, devices, with_device};
 pub use variable::Variable;
 /// `#[xlafn::function]`: a `fn` item as a traced `Function`, with AutoGraph.
 ///

@@ -34,7 +34,8 @@ pub(crate) struct VariableInner {
     pub name: String,
     pub dtype: DType,
     pub dims: Vec<i64>,
-    value: Mutex<Arc<Buffer>>,
+    /// An eager tensor: on one device, or sharded over a mesh.
+    value: Mutex<Tensor>,
     /// For the stand-in a traced closure gets for a `Variable` parameter:
     /// which of the call's variables (by first occurrence) it stands for.
     pub arg_slot: Option<usize>,
@@ -50,7 +51,7 @@ pub(crate) struct VariableInner {
 }
 
 impl VariableInner {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Arc<Buffer>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Tensor> {
         self.value.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -60,7 +61,7 @@ impl VariableInner {
     /// (its program reads the variable before and writes it after), which
     /// would then wait forever, and the callback may run on an XLA worker
     /// thread, so the holder cannot be told apart by thread.
-    pub(crate) fn lock_for_call(&self) -> Result<MutexGuard<'_, Arc<Buffer>>> {
+    pub(crate) fn lock_for_call(&self) -> Result<MutexGuard<'_, Tensor>> {
         let guard = self.lock_when_free()?;
         if !self.initialized.load(Ordering::Acquire) {
             return Err(Error::FailedPrecondition(format!(
@@ -85,12 +86,12 @@ impl VariableInner {
                 value.dims()
             )));
         }
-        *self.lock() = value;
+        *self.lock() = Tensor::from_shared_buffer(value);
         self.initialized.store(true, Ordering::Release);
         Ok(())
     }
 
-    fn lock_when_free(&self) -> Result<MutexGuard<'_, Arc<Buffer>>> {
+    fn lock_when_free(&self) -> Result<MutexGuard<'_, Tensor>> {
         if !crate::runtime::in_host_callback() {
             return Ok(self.lock());
         }
@@ -262,9 +263,9 @@ impl Variable {
     /// # Ok::<(), xlafn::Error>(())
     /// ```
     pub fn try_new(initial: Tensor) -> Result<Variable> {
-        let (value, initialized) = match initial.eager_buffer() {
-            Some(buffer) => (buffer, true),
-            None => (Self::placeholder_buffer()?, false),
+        let (value, initialized) = match initial.is_symbolic() {
+            false => (initial.clone(), true),
+            true => (Self::placeholder()?, false),
         };
         let ty = initial.tensor_type();
         let dims = ty.shape.as_known().ok_or_else(|| {
@@ -296,12 +297,10 @@ impl Variable {
         Ok(Variable { inner })
     }
 
-    /// The buffer a variable holds where no value of its own exists yet
+    /// The value a variable holds where no value of its own exists yet
     /// (never read: see `VariableInner::initialized`).
-    fn placeholder_buffer() -> Result<Arc<Buffer>> {
-        Ok(Tensor::try_scalar(0u8)?
-            .eager_buffer()
-            .expect("eager scalar"))
+    fn placeholder() -> Result<Tensor> {
+        Tensor::try_scalar(0u8)
     }
 
     /// Names the variable (for signatures and errors).
@@ -386,7 +385,7 @@ impl Variable {
             trace::read_variable(&self.inner)?
         } else {
             self.check_not_stand_in()?;
-            Tensor::from_shared_buffer(self.inner.lock_for_call()?.clone())
+            self.inner.lock_for_call()?.clone()
         };
         if crate::autodiff::recording() {
             crate::autodiff::record_variable_read(self.inner.id, &value);
@@ -401,10 +400,10 @@ impl Variable {
             return trace::assign_variable(&self.inner, value);
         }
         self.check_not_stand_in()?;
-        let buffer = value
-            .eager_buffer()
-            .ok_or_else(|| trace::out_of_scope_tensor(value))?;
-        *self.inner.lock_for_call()? = buffer;
+        if value.is_symbolic() {
+            return Err(trace::out_of_scope_tensor(value));
+        }
+        *self.inner.lock_for_call()? = value.clone();
         Ok(())
     }
 
@@ -427,7 +426,7 @@ impl Variable {
         stands_for: Option<u64>,
     ) -> Result<Variable> {
         let id = NEXT_VARIABLE.fetch_add(1, Ordering::Relaxed);
-        let placeholder = Self::placeholder_buffer()?;
+        let placeholder = Self::placeholder()?;
         let inner = VariableInner {
             id,
             name: format!("argument variable {slot}"),
@@ -462,17 +461,18 @@ impl Variable {
             return self.assign(&next);
         }
         let mut guard = self.inner.lock_for_call()?;
-        let next = f(&Tensor::from_shared_buffer(guard.clone()))?;
+        let next = f(&guard.clone())?;
         self.inner.check_value(&next, "assign")?;
-        *guard = next
-            .eager_buffer()
-            .ok_or_else(|| trace::out_of_scope_tensor(&next))?;
+        if next.is_symbolic() {
+            return Err(trace::out_of_scope_tensor(&next));
+        }
+        *guard = next;
         Ok(())
     }
 
     /// Locks the variable's value for a call that reads and replaces it;
     /// an error if it is uninitialized.
-    pub(crate) fn lock_buffer(&self) -> Result<MutexGuard<'_, Arc<Buffer>>> {
+    pub(crate) fn lock_buffer(&self) -> Result<MutexGuard<'_, Tensor>> {
         self.inner.lock_for_call()
     }
 
@@ -480,6 +480,6 @@ impl Variable {
     /// updates in tests and diagnostics.
     #[doc(hidden)]
     pub fn device_address(&self) -> Result<usize> {
-        self.inner.lock().device_address()
+        self.inner.lock().buffer()?.device_address()
     }
 }

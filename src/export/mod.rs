@@ -660,12 +660,14 @@ impl LoadedFunction {
         for c in &self.captures {
             match c {
                 CaptureJson::Constant { index } => buffers.push(self.constants[*index].buffer()?),
-                CaptureJson::Variable { index } => buffers.push(&guards[*index]),
+                CaptureJson::Variable { index } => buffers.push(guards[*index].buffer()?),
             }
         }
         let non_donatable: Vec<i64> = (inputs.len()..buffers.len())
             .filter(|&i| match &self.captures[i - inputs.len()] {
-                CaptureJson::Variable { index } => Arc::strong_count(&guards[*index]) > 1,
+                CaptureJson::Variable { index } => guards[*index]
+                    .shared_buffer()
+                    .map_or(true, |b| Arc::strong_count(b) > 1),
                 CaptureJson::Constant { .. } => true,
             })
             .map(|i| i as i64)
@@ -676,7 +678,7 @@ impl LoadedFunction {
         let mut order: Vec<&UpdateJson> = self.updates.iter().collect();
         order.sort_by_key(|u| std::cmp::Reverse(u.result));
         for u in order {
-            *guards[u.variable] = Arc::new(outs.remove(u.result));
+            *guards[u.variable] = Tensor::from_buffer(outs.remove(u.result));
         }
         Ok(outs.into_iter().map(Tensor::from_buffer).collect())
     }

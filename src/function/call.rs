@@ -5,14 +5,14 @@
 //! trace. Under an eager gradient tape the call runs compiled and is
 //! recorded as one `call` op with a compiled backward function.
 
-use super::concrete::ConcreteCore;
+use super::concrete::{ConcreteCore, SpecializationKey};
 use crate::dtype::ArraySpec;
 use crate::error::Result;
 use crate::ir::Graph;
 use crate::lower;
 use crate::ops::Op;
 use crate::ops::control::{Call, CallVjp};
-use crate::runtime::{Buffer, Client, CompileOptions, Executable, ProgramTraits, recycle};
+use crate::runtime::{Buffer, Client, CompileOptions, Device, Executable, ProgramTraits, recycle};
 use crate::tensor::Tensor;
 use crate::trace::{self, CaptureSource};
 use crate::variable::{Variable, VariableInner};
@@ -27,6 +27,16 @@ impl ConcreteCore {
         // gradient tape the call runs compiled and is recorded as one op.
         if trace::is_tracing() {
             return self.inline(args, var_args);
+        }
+        if self.is_sharded_call(args, var_args) {
+            if crate::autodiff::recording() {
+                return Err(crate::error::Error::Value(format!(
+                    "function '{}' runs sharded over a mesh, which an eager gradient tape cannot \
+                     record: take the gradient inside the function (XLA partitions it too)",
+                    self.name
+                )));
+            }
+            return self.call_sharded(args, var_args);
         }
         if !self.jit_compile {
             // `jit_compile(false)`: the same graph, op by op through the
@@ -56,22 +66,30 @@ impl ConcreteCore {
                     CaptureSource::Outer(t) => buffers.push(t.buffer()?),
                     CaptureSource::Variable(r) => {
                         let guard = &guards[slot(&r.resolve(var_args, &self.name)?)];
+                        let shared = guard.shared_buffer()?;
                         // Another tensor still holds this value: update it
                         // into fresh memory rather than in place.
-                        if Arc::strong_count(guard) > 1 {
+                        if Arc::strong_count(shared) > 1 {
                             non_donatable.push(buffers.len() as i64);
                         }
-                        buffers.push(guard);
+                        buffers.push(shared);
                     }
                 }
             }
-            let exe = self.executable_for(&buffers)?;
-            exe.execute_with(&buffers, &non_donatable)?
+            let placement =
+                crate::tensor::place(&buffers, &|| format!("function '{}'", self.name))?;
+            let mut copies = Vec::new();
+            let buffers = crate::tensor::gather_on(&buffers, placement.device, &mut copies)?;
+            let exe = self.executable_for(&buffers, placement.device)?;
+            let outs = exe.execute_with(&buffers, &non_donatable)?;
+            outs.into_iter()
+                .map(|b| b.with_committed(placement.committed))
+                .collect::<Vec<_>>()
         };
         for (r, result) in self.updates.iter().rev() {
             let var = r.resolve(var_args, &self.name)?;
             let value = outs.remove(*result);
-            *guards[slot(&var)] = Arc::new(value);
+            *guards[slot(&var)] = Tensor::from_buffer(value);
         }
         drop(guards);
         Ok(outs.into_iter().map(Tensor::from_buffer).collect())
@@ -79,7 +97,7 @@ impl ConcreteCore {
 
     /// The variables this call reads or assigns, sorted by id; an error if
     /// a captured one was dropped (B21).
-    fn variables(&self, var_args: &[Variable]) -> Result<Vec<Arc<VariableInner>>> {
+    pub(super) fn variables(&self, var_args: &[Variable]) -> Result<Vec<Arc<VariableInner>>> {
         let read = self.captures.iter().filter_map(|c| match &c.source {
             CaptureSource::Variable(r) => Some(r),
             _ => None,
@@ -102,7 +120,11 @@ impl ConcreteCore {
                 CaptureSource::Outer(t) => t
                     .eager_buffer()
                     .ok_or_else(|| trace::out_of_scope_tensor(t)),
-                CaptureSource::Variable(r) => Ok(r.resolve(var_args, &self.name)?.lock().clone()),
+                CaptureSource::Variable(r) => Ok(r
+                    .resolve(var_args, &self.name)?
+                    .lock()
+                    .shared_buffer()?
+                    .clone()),
             })
             .collect()
     }
@@ -158,13 +180,17 @@ impl ConcreteCore {
     fn call_on_tape(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
         self.with_locked_variables(args, var_args, |inputs| {
             let buffers: Vec<&Buffer> = inputs.iter().map(Tensor::buffer).collect::<Result<_>>()?;
-            let exe = self.executable_for(&buffers)?;
+            let placement =
+                crate::tensor::place(&buffers, &|| format!("function '{}'", self.name))?;
+            let mut copies = Vec::new();
+            let buffers = crate::tensor::gather_on(&buffers, placement.device, &mut copies)?;
+            let exe = self.executable_for(&buffers, placement.device)?;
             // The tape keeps every input, so none may be donated to a result.
             let keep: Vec<i64> = (0..buffers.len() as i64).collect();
             let outs: Vec<Tensor> = exe
                 .execute_with(&buffers, &keep)?
                 .into_iter()
-                .map(Tensor::from_buffer)
+                .map(|b| Tensor::from_buffer(b.with_committed(placement.committed)))
                 .collect();
             let refs: Vec<&Tensor> = inputs.iter().collect();
             crate::autodiff::record_op(&self.tape_op(), &refs, &outs[..self.num_outputs]);
@@ -190,7 +216,7 @@ impl ConcreteCore {
             inputs.push(match &c.source {
                 CaptureSource::Variable(r) => {
                     let var = r.resolve(var_args, &self.name)?;
-                    let value = Tensor::from_shared_buffer(guards[slot_of(&vars, &var)].clone());
+                    let value = guards[slot_of(&vars, &var)].clone();
                     // The tape watches variables through their reads.
                     if crate::autodiff::recording() {
                         crate::autodiff::record_variable_read(var.id, &value);
@@ -203,10 +229,11 @@ impl ConcreteCore {
         let mut outs = run(&inputs)?;
         for (r, result) in &self.updates {
             let var = r.resolve(var_args, &self.name)?;
-            let value = outs[*result]
-                .eager_buffer()
-                .ok_or_else(|| trace::out_of_scope_tensor(&outs[*result]))?;
-            *guards[slot_of(&vars, &var)] = value;
+            let value = &outs[*result];
+            if value.is_symbolic() {
+                return Err(trace::out_of_scope_tensor(value));
+            }
+            *guards[slot_of(&vars, &var)] = value.clone();
         }
         drop(guards);
         outs.truncate(self.num_outputs);
@@ -246,10 +273,16 @@ impl ConcreteCore {
         pairs
     }
 
-    /// The compiled specialization for these buffers' shapes. Compiles are
-    /// single-flight: concurrent first calls with one shape compile once.
-    pub(super) fn executable_for(&self, buffers: &[&Buffer]) -> Result<Arc<Executable>> {
+    /// The compiled specialization for these buffers' shapes on `device`.
+    /// Compiles are single-flight: concurrent first calls with one shape
+    /// compile once.
+    pub(super) fn executable_for(
+        &self,
+        buffers: &[&Buffer],
+        device: Device,
+    ) -> Result<Arc<Executable>> {
         if let Some((specs, exe)) = &*self.last.read().unwrap_or_else(|e| e.into_inner())
+            && exe.devices()[0] == device
             && specs.len() == buffers.len()
             && specs
                 .iter()
@@ -258,7 +291,7 @@ impl ConcreteCore {
         {
             return Ok(exe.clone());
         }
-        let exe = self.executable_for_specs(buffers)?;
+        let exe = self.executable_for_specs(buffers, device)?;
         let specs = buffers
             .iter()
             .map(|b| ArraySpec::new(b.dtype(), b.dims()))
@@ -267,47 +300,51 @@ impl ConcreteCore {
         Ok(exe)
     }
 
-    fn executable_for_specs(&self, buffers: &[&Buffer]) -> Result<Arc<Executable>> {
+    fn executable_for_specs(&self, buffers: &[&Buffer], device: Device) -> Result<Arc<Executable>> {
         let specs: Vec<ArraySpec> = buffers
             .iter()
             .map(|b| ArraySpec::new(b.dtype(), b.dims()))
             .collect();
-        if let Some(exe) = self.cached(&specs) {
+        let key = (device.index, specs);
+        if let Some(exe) = self.cached(&key) {
             return Ok(exe);
         }
         let _compiling = self.compile_lock.lock().unwrap_or_else(|e| e.into_inner());
         // The compile event (runtime) is logged inside this span, which
         // names the function and its argument shapes.
-        let _span =
-            tracing::info_span!("compile", function = %self.name, inputs = ?specs).entered();
-        if let Some(exe) = self.cached(&specs) {
+        let _span = tracing::info_span!("compile", function = %self.name, inputs = ?key.1, %device)
+            .entered();
+        if let Some(exe) = self.cached(&key) {
             return Ok(exe);
         }
+        let specs = &key.1;
         let client = match buffers.first() {
             Some(b) => b.client().clone(),
             None => Client::default_client()?,
         };
         let aliases = self.variable_aliases(specs.len() - self.captures.len());
         // Large results are written into recycled buffers (no page faults).
-        let lowered = lower::lower_with_slots(&self.graph, &specs, &aliases, recycle::eligible)
+        let lowered = lower::lower_with_slots(&self.graph, specs, &aliases, recycle::eligible)
             .map_err(|e| self.frame(e))?;
         let slots = lowered.output_slots.len();
-        let options = CompileOptions::for_program(client.platform(), program_traits(&lowered.size));
+        let mut options =
+            CompileOptions::for_program(client.platform(), program_traits(&lowered.size));
+        options.devices = vec![device.id];
         let exe = Executable::compile_cached(&client, &lowered.text, lowered.params, &options)?;
         let exe = Arc::new(exe.with_output_slots(slots));
         self.compiles.fetch_add(1, Ordering::Relaxed);
         self.executables
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(specs, exe.clone());
+            .insert(key, exe.clone());
         Ok(exe)
     }
 
-    fn cached(&self, specs: &[ArraySpec]) -> Option<Arc<Executable>> {
+    fn cached(&self, key: &SpecializationKey) -> Option<Arc<Executable>> {
         self.executables
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(specs)
+            .get(key)
             .cloned()
     }
 }
@@ -325,12 +362,12 @@ pub(crate) fn calls_host(graph: &Graph) -> bool {
 
 /// Locks `vars` (sorted by id, so concurrent calls cannot deadlock) for
 /// the length of a call.
-fn lock_all(vars: &[Arc<VariableInner>]) -> Result<Vec<MutexGuard<'_, Arc<Buffer>>>> {
+pub(super) fn lock_all(vars: &[Arc<VariableInner>]) -> Result<Vec<MutexGuard<'_, Tensor>>> {
     vars.iter().map(|v| v.lock_for_call()).collect()
 }
 
 /// The position of `v` among the locked `vars`.
-fn slot_of(vars: &[Arc<VariableInner>], v: &Arc<VariableInner>) -> usize {
+pub(super) fn slot_of(vars: &[Arc<VariableInner>], v: &Arc<VariableInner>) -> usize {
     vars.iter()
         .position(|x| x.id == v.id)
         .expect("every variable a call uses is locked")

@@ -9,6 +9,7 @@
 use super::closure::{ArgList, IntoArgs};
 use super::dispatch::{FunctionType, is_subtype};
 use super::output::Output;
+use super::sharded::{ShardedKey, ShardedProgram, ShardingOptions};
 use super::trace_type::TraceType;
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
@@ -24,6 +25,10 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+/// What one compiled specialization is for: the device (its index in the
+/// client's list) and the argument types.
+pub(super) type SpecializationKey = (usize, Vec<ArraySpec>);
 
 /// The untyped part of a concrete function, shared by its typed handles.
 pub(crate) struct ConcreteCore {
@@ -41,7 +46,9 @@ pub(crate) struct ConcreteCore {
     /// The function's own outputs come first among the graph's results.
     pub num_outputs: usize,
     pub output_type: String,
-    pub(super) executables: RwLock<HashMap<Vec<ArraySpec>, Arc<Executable>>>,
+    /// The compiled specializations, by device (its index in the client's
+    /// list: one compile per device assignment) and argument types.
+    pub(super) executables: RwLock<HashMap<SpecializationKey, Arc<Executable>>>,
     /// The specialization used last: the hot path of repeated calls with
     /// one shape compares against it without allocating or hashing.
     pub(super) last: RwLock<Option<(Vec<ArraySpec>, Arc<Executable>)>>,
@@ -51,6 +58,10 @@ pub(crate) struct ConcreteCore {
     /// The op a call records on an eager gradient tape (with its compiled
     /// backward), made on first use.
     pub(super) tape_op: OnceLock<Op>,
+    /// `FunctionOptions::in_shardings`/`out_shardings`, if given.
+    pub(super) shardings: Option<Arc<ShardingOptions>>,
+    /// The specializations compiled for a mesh (see `sharded`).
+    pub(super) sharded: RwLock<HashMap<ShardedKey, Arc<ShardedProgram>>>,
 }
 
 impl ConcreteCore {
@@ -78,6 +89,8 @@ impl ConcreteCore {
             compile_lock: Mutex::new(()),
             compiles: AtomicUsize::new(0),
             tape_op: OnceLock::new(),
+            shardings: None,
+            sharded: RwLock::new(HashMap::new()),
         }
     }
 
@@ -300,7 +313,14 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
         let mut buffers: Vec<&Buffer> = owned.iter().collect();
         let captured = self.core.capture_buffers(&[])?;
         buffers.extend(captured.iter().map(|b| &**b));
-        self.core.executable_for(&buffers)
+        self.core.executable_for(&buffers, dev)
+    }
+
+    /// The programs compiled for sharded calls (one per argument types
+    /// and input shardings), for inspection: `optimized()` shows the
+    /// collectives XLA's partitioner inserted.
+    pub fn sharded_executables(&self) -> Vec<Arc<Executable>> {
+        self.core.sharded_executables()
     }
 
     /// The StableHLO text compiled for argument tensors of types `specs`.

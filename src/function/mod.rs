@@ -12,6 +12,7 @@ pub mod dispatch;
 mod lifting;
 pub mod output;
 pub mod polymorphic;
+mod sharded;
 pub mod signature;
 pub mod trace_type;
 

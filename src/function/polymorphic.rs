@@ -12,9 +12,11 @@ use super::concrete::{ConcreteCore, ConcreteFunction};
 use super::dispatch::{DispatchTable, FunctionType};
 use super::lifting;
 use super::output::{IntoOutput, Output};
+use super::sharded::ShardingOptions;
 use super::signature::Signature;
 use super::trace_type::{TensorSpec, TraceType};
 use crate::error::{Error, Result};
+use crate::sharding::NamedSharding;
 use crate::single_flight::SingleFlight;
 use crate::tensor::Tensor;
 use crate::trace::{FinishedTrace, TraceGuard};
@@ -66,6 +68,8 @@ pub struct FunctionOptions {
     implements: Option<String>,
     /// `Some(false)`: run traced graphs op by op (`jit_compile`).
     jit_compile: Option<bool>,
+    /// `in_shardings` / `out_shardings`.
+    shardings: Option<ShardingOptions>,
 }
 
 impl FunctionOptions {
@@ -84,6 +88,37 @@ impl FunctionOptions {
     /// Fixes the function type: one trace, and calls that do not fit fail.
     pub fn input_signature(mut self, specs: Vec<TensorSpec>) -> Self {
         self.input_signature = Some(specs);
+        self
+    }
+
+    /// The sharding of each flat argument (`jax.jit(in_shardings=...)`):
+    /// arguments are laid out so before the call, and the function runs
+    /// partitioned by XLA over their mesh. `None` entries (and arguments
+    /// past the list) keep the sharding they come with; unsharded ones
+    /// are replicated. See [`crate::sharding`].
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec};
+    /// let mesh = Mesh::new(&[("data", 4)])?;
+    /// let rows = NamedSharding::new(&mesh, PartitionSpec::new([Some("data")]))?;
+    /// let total = FunctionOptions::new()
+    ///     .in_shardings(vec![Some(rows)])
+    ///     .build(|x: Tensor| x.reduce_sum(&[], false));
+    /// let x = Tensor::from_vec((1..=8).map(|i| i as f32).collect(), &[8, 1])?;
+    /// assert_eq!(total.call((&x,))?.to_vec::<f32>()?, vec![36.]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn in_shardings(mut self, shardings: Vec<Option<NamedSharding>>) -> Self {
+        self.shardings.get_or_insert_with(Default::default).inputs = shardings;
+        self
+    }
+
+    /// The sharding of each output (`jax.jit(out_shardings=...)`);
+    /// `None` entries (and outputs past the list) are laid out as XLA
+    /// chooses.
+    pub fn out_shardings(mut self, shardings: Vec<Option<NamedSharding>>) -> Self {
+        self.shardings.get_or_insert_with(Default::default).outputs = shardings;
         self
     }
 
@@ -204,6 +239,7 @@ struct Inner<Args, Out> {
     name: String,
     implements: Option<String>,
     jit_compile: bool,
+    shardings: Option<Arc<ShardingOptions>>,
     arg_names: Vec<String>,
     signature: Option<Signature>,
     reduce_retracing: bool,
@@ -282,6 +318,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
             name,
             implements: options.implements,
             jit_compile: options.jit_compile.unwrap_or(true),
+            shardings: options.shardings.map(Arc::new),
             arg_names,
             signature,
             reduce_retracing: options.reduce_retracing,
@@ -520,6 +557,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         );
         core.implements = self.inner.implements.clone();
         core.jit_compile = self.inner.jit_compile;
+        core.shardings = self.inner.shardings.clone();
         Ok(Traced {
             core: Arc::new(core),
             template: Arc::new(out),

@@ -152,6 +152,20 @@ pub struct Emitter {
     /// found while emitting; `lower` refuses the program before its text
     /// can reach the compiler, which would abort the process.
     oversized: Option<Error>,
+    /// How the program is partitioned over several devices, if it is (see
+    /// `is_partitioned`).
+    partitioning: Option<Partitioning>,
+}
+
+/// How a partitioned program is split: the partitioner its annotations
+/// are written for and the axes of its mesh (declared `@mesh` under
+/// Shardy). Plain data: the lowering layer knows no devices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partitioning {
+    /// GSPMD (`mhlo.sharding` text) rather than Shardy (`sdy` attributes).
+    pub gspmd: bool,
+    /// The mesh's axes and sizes, major first.
+    pub mesh_axes: Vec<(String, usize)>,
 }
 
 /// How much work a program does, roughly: the elements all its ops
@@ -222,7 +236,45 @@ impl Emitter {
             indent: 1,
             size: ProgramSize::default(),
             oversized: None,
+            partitioning: None,
         }
+    }
+
+    /// Marks the program as partitioned by XLA's SPMD partitioner.
+    pub fn set_partitioning(&mut self, partitioning: Option<Partitioning>) {
+        self.partitioning = partitioning;
+    }
+
+    /// How the program is partitioned, if it is.
+    pub fn partitioning(&self) -> Option<&Partitioning> {
+        self.partitioning.as_ref()
+    }
+
+    /// Is the program partitioned? The partitioner turns a reduction over
+    /// a split dimension into a local one plus an `all-reduce` with the
+    /// same body, and the CPU plugin's all-reduce supports only plain
+    /// `add`/`multiply`/`maximum`/`minimum`/`and`/`or` bodies ("Unsupported
+    /// reduction computation" otherwise): ops with richer bodies lower
+    /// another way here.
+    pub fn is_partitioned(&self) -> bool {
+        self.partitioning.is_some()
+    }
+
+    /// `x` constrained to a sharding (`with_sharding_constraint`), given as
+    /// the attribute text of the program's partitioner: a
+    /// `#sdy.sharding<...>` under Shardy, an `mhlo.sharding` string under
+    /// GSPMD.
+    pub fn sharding_constraint(&mut self, x: &Val, sharding: &str) -> Val {
+        let gspmd = self.partitioning.as_ref().is_some_and(|p| p.gspmd);
+        if gspmd {
+            let attrs = [
+                ("call_target_name", "\"Sharding\"".to_string()),
+                ("mhlo.sharding", format!("\"{sharding}\"")),
+            ];
+            return self.op1("stablehlo.custom_call", &[x], &attrs, x.ty.clone());
+        }
+        let attrs = [("sharding", sharding.to_string())];
+        self.op1("sdy.sharding_constraint", &[x], &attrs, x.ty.clone())
     }
 
     fn fresh(&mut self) -> String {
@@ -852,32 +904,95 @@ impl Emitter {
         aliases: &[(usize, usize)],
         results: &[Val],
     ) -> String {
+        self.finish_annotated(params, aliases, &Annotations::default(), results)
+    }
+
+    /// Like `finish_with_aliases`, adding `annotations`' attributes to
+    /// the parameters and results (shardings).
+    pub fn finish_annotated(
+        self,
+        params: &[ArraySpec],
+        aliases: &[(usize, usize)],
+        annotations: &Annotations,
+        results: &[Val],
+    ) -> String {
+        let attributes = |mut attrs: Vec<String>| match attrs.is_empty() {
+            true => String::new(),
+            false => {
+                attrs.sort();
+                format!(" {{{}}}", attrs.join(", "))
+            }
+        };
         let args: Vec<String> = params
             .iter()
             .enumerate()
-            .map(|(i, t)| match aliases.iter().find(|(p, _)| *p == i) {
-                Some((_, r)) => format!(
-                    "%arg{i}: {} {{tf.aliasing_output = {r} : i32}}",
-                    tensor_type(t)
-                ),
-                None => format!("%arg{i}: {}", tensor_type(t)),
+            .map(|(i, t)| {
+                let mut attrs: Vec<String> = aliases
+                    .iter()
+                    .filter(|(p, _)| *p == i)
+                    .map(|(_, r)| format!("tf.aliasing_output = {r} : i32"))
+                    .collect();
+                attrs.extend(annotations.params.get(i).filter(|a| !a.is_empty()).cloned());
+                format!("%arg{i}: {}{}", tensor_type(t), attributes(attrs))
             })
             .collect();
         let tys: Vec<String> = results.iter().map(|r| tensor_type(&r.ty)).collect();
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
-        let ret = if tys.len() == 1 {
-            tys[0].clone()
+        let result_decls: Vec<String> = tys
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let attrs = annotations
+                    .results
+                    .get(i)
+                    .filter(|a| !a.is_empty())
+                    .cloned();
+                format!("{t}{}", attributes(attrs.into_iter().collect()))
+            })
+            .collect();
+        let ret = if result_decls.len() == 1 && annotations.results.is_empty() {
+            result_decls[0].clone()
         } else {
-            format!("({})", tys.join(", "))
+            format!("({})", result_decls.join(", "))
         };
-        format!(
+        let main = format!(
             "func.func public @main({}) -> {ret} {{\n{}  \"func.return\"({}) : ({}) -> ()\n}}\n",
             args.join(", "),
             self.body,
             names.join(", "),
             tys.join(", ")
-        )
+        );
+        match &annotations.module_attributes {
+            None => main,
+            Some(attrs) => format!(
+                "module @xlafn attributes {{{attrs}}} {{\n{}{main}}}\n",
+                annotations
+                    .declarations
+                    .iter()
+                    .map(|d| format!("{d}\n"))
+                    .collect::<String>()
+            ),
+        }
     }
+}
+
+/// Extra attributes for a program's module, parameters and results: how
+/// a partitioned program carries its shardings. The lowering layer only
+/// places the text; the function layer writes it.
+#[derive(Clone, Debug, Default)]
+pub struct Annotations {
+    /// The module's attributes (`mhlo.num_partitions = 4 : i32, ...`);
+    /// `None`: no module wrapper, just `@main`.
+    pub module_attributes: Option<String>,
+    /// How the program is partitioned (set for every partitioned one).
+    pub partitioning: Option<Partitioning>,
+    /// Declarations at the top of the module (`sdy.mesh @mesh = ...`).
+    pub declarations: Vec<String>,
+    /// Per parameter, an attribute such as `sdy.sharding = ...` (empty:
+    /// none).
+    pub params: Vec<String>,
+    /// Per result, likewise.
+    pub results: Vec<String>,
 }
 
 /// The error for a lowering that cannot happen with the inferred types; a

@@ -13,7 +13,10 @@ use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, Shape, TensorType, ValueId};
 use crate::ops::OpDef;
-pub use emitter::{Cmp, Combiner, ConvAttrs, Emitter, GatherDims, ProgramSize, ScatterDims, Val};
+pub use emitter::{
+    Annotations, Cmp, Combiner, ConvAttrs, Emitter, GatherDims, Partitioning, ProgramSize,
+    ScatterDims, Val,
+};
 use std::collections::HashMap;
 
 /// A lowered program: its text plus parameter and result types.
@@ -75,6 +78,36 @@ pub fn lower_with_slots(
     aliases: &[(usize, usize)],
     wants_slot: impl Fn(&ArraySpec) -> bool,
 ) -> Result<Lowered> {
+    let (cx, results) = lower_body(graph, inputs, None)?;
+    let result_types: Vec<ArraySpec> = results.iter().map(|r| r.ty.clone()).collect();
+    let aliased = |r: usize| aliases.iter().any(|(_, a)| *a == r);
+    let output_slots: Vec<usize> = (0..result_types.len())
+        .filter(|r| !aliased(*r) && wants_slot(&result_types[*r]))
+        .collect();
+    let mut all_params = inputs.to_vec();
+    let mut aliases = aliases.to_vec();
+    for &r in &output_slots {
+        aliases.push((all_params.len(), r));
+        all_params.push(result_types[r].clone());
+    }
+    let size = cx.size();
+    let text = cx.finish_with_aliases(&all_params, &aliases, &results);
+    Ok(Lowered {
+        text,
+        params: all_params,
+        results: result_types,
+        output_slots,
+        size,
+    })
+}
+
+/// Binds `inputs` to the graph's parameters and emits its nodes; returns
+/// the emitter and the result values, sizes checked.
+fn lower_body(
+    graph: &Graph,
+    inputs: &[ArraySpec],
+    partitioning: Option<Partitioning>,
+) -> Result<(Emitter, Vec<Val>)> {
     let params = graph.params();
     if params.len() != inputs.len() {
         return Err(Error::Value(format!(
@@ -84,6 +117,7 @@ pub fn lower_with_slots(
         )));
     }
     let mut cx = Emitter::new();
+    cx.set_partitioning(partitioning);
     let mut args = Vec::with_capacity(inputs.len());
     for (i, (p, spec)) in params.iter().zip(inputs).enumerate() {
         let declared = graph.value_type(*p);
@@ -96,25 +130,28 @@ pub fn lower_with_slots(
         args.push(cx.param(i, spec.clone()));
     }
     let results = lower_subgraph(&mut cx, graph, &args)?;
-    let result_types: Vec<ArraySpec> = results.iter().map(|r| r.ty.clone()).collect();
-    let aliased = |r: usize| aliases.iter().any(|(_, a)| *a == r);
-    let output_slots: Vec<usize> = (0..result_types.len())
-        .filter(|r| !aliased(*r) && wants_slot(&result_types[*r]))
-        .collect();
-    let mut all_params = inputs.to_vec();
-    let mut aliases = aliases.to_vec();
-    for &r in &output_slots {
-        aliases.push((all_params.len(), r));
-        all_params.push(result_types[r].clone());
-    }
     cx.check_sizes()?;
+    Ok((cx, results))
+}
+
+/// Lowers `graph` for `inputs` with `annotations` on the module, its
+/// parameters and its results (a partitioned program's shardings), and
+/// the (parameter, result) buffer `aliases` of `lower_with_slots`.
+pub fn lower_annotated(
+    graph: &Graph,
+    inputs: &[ArraySpec],
+    aliases: &[(usize, usize)],
+    annotations: &Annotations,
+) -> Result<Lowered> {
+    let (cx, results) = lower_body(graph, inputs, annotations.partitioning.clone())?;
+    let result_types: Vec<ArraySpec> = results.iter().map(|r| r.ty.clone()).collect();
     let size = cx.size();
-    let text = cx.finish_with_aliases(&all_params, &aliases, &results);
+    let text = cx.finish_annotated(inputs, aliases, annotations, &results);
     Ok(Lowered {
         text,
-        params: all_params,
+        params: inputs.to_vec(),
         results: result_types,
-        output_slots,
+        output_slots: Vec::new(),
         size,
     })
 }

@@ -29,6 +29,7 @@ pub mod pad;
 pub mod reduce;
 pub mod scatter;
 pub mod shape;
+pub mod sharding_constraint;
 pub mod sort;
 pub mod special;
 pub mod split;
@@ -160,6 +161,7 @@ op_catalog! {
     GatherNd(scatter::GatherNd),
     ScatterNd(scatter::ScatterNd),
     EnsureShape(ensure::EnsureShape),
+    ShardingConstraint(sharding_constraint::ShardingConstraint),
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),
     Cholesky(decomp::Cholesky),

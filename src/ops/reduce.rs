@@ -278,8 +278,18 @@ fn reduce_or_identity(
 /// `maximum`/`minimum` with fast-math semantics by default (NaN operands
 /// may be dropped), so the reduction body says explicitly: a NaN on either
 /// side wins, otherwise the combiner decides.
+///
+/// In a partitioned program that body cannot become an all-reduce, so the
+/// NaN is found by a second, `or` reduction of `x != x` instead.
 fn lower_nan_extreme(cx: &mut Emitter, kind: ReduceKind, x: &Val, axes: &[usize]) -> Result<Val> {
     let (combiner, init) = kind.combiner(x.ty.dtype);
+    if cx.is_partitioned() {
+        let extreme = cx.reduce(x, init, &as_i64(axes), combiner)?;
+        let is_nan = cx.compare(Cmp::Ne, x, x);
+        let any_nan = cx.reduce(&is_nan, Scalar::Bool(false), &as_i64(axes), Combiner::Or)?;
+        let nan = cx.constant(Scalar::F64(f64::NAN), extreme.ty.clone());
+        return Ok(cx.select(&any_nan, &nan, &extreme));
+    }
     let op = match combiner {
         Combiner::Max => "maximum",
         _ => "minimum",

@@ -29,10 +29,15 @@ pub fn live_buffer_count() -> usize {
 pub struct Buffer {
     client: Arc<Client>,
     raw: *mut sys::PJRT_Buffer,
+    device: Device,
     dtype: DType,
     dims: Vec<i64>,
     /// For a program's result: how waits for that program went.
     wait_history: Option<Arc<WaitHistory>>,
+    /// Was the device chosen explicitly (a device scope, `to_device`, or
+    /// computed from such a value)? The tensor layer moves uncommitted
+    /// values to where the others are, and refuses to mix committed ones.
+    committed: bool,
 }
 
 // SAFETY: PJRT buffers are thread-safe handles; all access goes through PJRT
@@ -43,7 +48,11 @@ unsafe impl Sync for Buffer {}
 
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Buffer({}{:?})", self.dtype, self.dims)
+        write!(
+            f,
+            "Buffer({}{:?} on {})",
+            self.dtype, self.dims, self.device
+        )
     }
 }
 
@@ -115,6 +124,7 @@ impl Buffer {
     ) -> Result<Buffer> {
         let ty = pjrt_type(dtype)?;
         crate::dtype::check_array_size(dtype, dims)?;
+        check_device(client, device)?;
         let expected = element_count(dims)? * dtype.size_in_bytes()?;
         if bytes.len() != expected {
             return Err(Error::Value(format!(
@@ -157,15 +167,17 @@ impl Buffer {
         Ok(Self::adopt(
             client.clone(),
             args.buffer,
+            device,
             dtype,
             dims.to_vec(),
         ))
     }
 
-    /// Wraps a buffer returned by PJRT; takes ownership.
+    /// Wraps a buffer returned by PJRT on `device`; takes ownership.
     pub(crate) fn adopt(
         client: Arc<Client>,
         raw: *mut sys::PJRT_Buffer,
+        device: Device,
         dtype: DType,
         dims: Vec<i64>,
     ) -> Buffer {
@@ -173,10 +185,23 @@ impl Buffer {
         Buffer {
             client,
             raw,
+            device,
             dtype,
             dims,
             wait_history: None,
+            committed: false,
         }
+    }
+
+    /// Marks the buffer's placement as chosen explicitly (or not).
+    pub fn with_committed(mut self, committed: bool) -> Buffer {
+        self.committed = committed;
+        self
+    }
+
+    /// Was the buffer's device chosen explicitly (see `with_committed`)?
+    pub fn is_committed(&self) -> bool {
+        self.committed
     }
 
     /// Marks this buffer as a result of the program whose waits `history`
@@ -196,6 +221,61 @@ impl Buffer {
 
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    /// The device that holds the buffer.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The device the plugin says holds the buffer (to cross-check
+    /// `device`).
+    pub fn device_from_plugin(&self) -> Result<Device> {
+        let plugin = self.client.plugin();
+        let mut args = sys::PJRT_Buffer_Device_Args {
+            struct_size: sys::PJRT_Buffer_Device_Args_STRUCT_SIZE as usize,
+            buffer: self.raw,
+            ..Default::default()
+        };
+        let f = plugin.func(plugin.api().PJRT_Buffer_Device, "PJRT_Buffer_Device")?;
+        // SAFETY: live buffer; a pure query returning a device the client owns.
+        plugin.check(unsafe { f(&mut args) }, "PJRT_Buffer_Device")?;
+        self.client.device_of_raw(args.device).ok_or_else(|| {
+            Error::Plugin("a buffer reports a device its client does not list".into())
+        })
+    }
+
+    /// A copy of this buffer on `device` (of the same client). Copying to
+    /// the device it is on is refused by PJRT, so that returns a copy made
+    /// through the host.
+    pub fn copy_to_device(&self, device: Device) -> Result<Buffer> {
+        check_device(&self.client, device)?;
+        if device == self.device {
+            let bytes = self.to_bytes()?;
+            return Buffer::from_bytes(&self.client, device, self.dtype, &bytes, &self.dims);
+        }
+        let plugin = self.client.plugin();
+        let mut args = sys::PJRT_Buffer_CopyToDevice_Args {
+            struct_size: sys::PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE as usize,
+            buffer: self.raw,
+            dst_device: device.raw,
+            ..Default::default()
+        };
+        let f = plugin.func(
+            plugin.api().PJRT_Buffer_CopyToDevice,
+            "PJRT_Buffer_CopyToDevice",
+        )?;
+        // SAFETY: live buffer and a device of the same client (checked
+        // above); the new buffer is ours, and PJRT orders the copy after
+        // the pending writes of the source.
+        plugin.check(unsafe { f(&mut args) }, "PJRT_Buffer_CopyToDevice")?;
+        Ok(Self::adopt(
+            self.client.clone(),
+            args.dst_buffer,
+            device,
+            self.dtype,
+            self.dims.clone(),
+        ))
     }
 
     pub fn dims(&self) -> &[i64] {
@@ -316,10 +396,11 @@ impl Buffer {
         device: Device,
         spec: &ArraySpec,
     ) -> Result<Buffer> {
-        if let Some(raw) = recycle::take(client, spec) {
+        if let Some(raw) = recycle::take(client, device, spec) {
             return Ok(Self::adopt(
                 client.clone(),
                 raw,
+                device,
                 spec.dtype,
                 spec.dims.clone(),
             ));
@@ -346,6 +427,7 @@ impl Buffer {
         Ok(Self::adopt(
             client.clone(),
             args.buffer,
+            device,
             spec.dtype,
             spec.dims.clone(),
         ))
@@ -415,11 +497,22 @@ impl Drop for Buffer {
         let spec = ArraySpec::new(self.dtype, &self.dims);
         if recycle::eligible(&spec)
             && !self.is_deleted()
-            && recycle::give(&self.client, &spec, self.raw)
+            && recycle::give(&self.client, self.device, &spec, self.raw)
         {
             return;
         }
         destroy_raw(&self.client, self.raw);
+    }
+}
+
+/// Refuses a device of another client: PJRT would use its handle anyway.
+fn check_device(client: &Client, device: Device) -> Result<()> {
+    match client.devices().get(device.index) {
+        Some(d) if *d == device => Ok(()),
+        _ => Err(Error::Value(format!(
+            "device {device} does not belong to this {} client",
+            client.platform_name()
+        ))),
     }
 }
 

@@ -46,12 +46,51 @@ unsafe impl Send for Client {}
 // SAFETY: as for `Send`: all methods take `&self` and call thread-safe PJRT.
 unsafe impl Sync for Client {}
 
-/// One addressable device of a client.
-#[derive(Clone, Copy, Debug)]
+/// One addressable device of a client: where a buffer lives and a
+/// program runs. Two `Device`s are equal when they are the same device of
+/// the same client.
+///
+/// It prints as its platform and id, `cpu:0`, `cuda:1`.
+#[derive(Clone, Copy)]
 pub struct Device {
     pub(crate) raw: *mut sys::PJRT_Device,
     /// Position in the client's addressable-device list.
     pub index: usize,
+    /// The plugin's global device id: what device assignments name.
+    pub id: i64,
+    /// The kind of device.
+    pub platform: Platform,
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Device) -> bool {
+        self.raw == other.raw
+    }
+}
+
+impl Eq for Device {}
+
+impl std::hash::Hash for Device {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.raw as usize).hash(state);
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let platform = match self.platform {
+            Platform::Cpu => "cpu",
+            Platform::Cuda => "cuda",
+            Platform::Other => "device",
+        };
+        write!(f, "{platform}:{}", self.id)
+    }
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({self})")
+    }
 }
 
 // SAFETY: a device handle is an immutable pointer owned by its client, which
@@ -107,7 +146,12 @@ impl Client {
             "cuda" | "gpu" => Platform::Cuda,
             _ => Platform::Other,
         };
-        client.devices = client.query_devices()?;
+        let mut devices = client.query_devices()?;
+        for device in &mut devices {
+            device.id = client.query_device_id(device.raw)?;
+            device.platform = client.platform;
+        }
+        client.devices = devices;
         if client.platform == Platform::Cpu {
             // Host callbacks: register the handler before any compile. A
             // plugin without the FFI extension just has no callbacks, which
@@ -123,19 +167,15 @@ impl Client {
         Ok(Arc::new(client))
     }
 
-    /// The process-wide default client: CUDA if `XLAFN_DEVICE=cuda` and
-    /// `XLAFN_CUDA_PLUGIN` names a plugin, otherwise CPU. Created on first use.
+    /// The process-wide default client, created on first use:
+    /// - `XLAFN_DEVICE` unset or `cpu`: the CPU plugin, with
+    ///   [`cpu_device_count`] devices;
+    /// - `XLAFN_DEVICE=cuda`: the CUDA plugin named by `XLAFN_CUDA_PLUGIN`.
+    ///   Without one, or when it finds no GPU, this is an error, never a
+    ///   silent fall back to the CPU.
     pub fn default_client() -> Result<Arc<Client>> {
-        static DEFAULT: OnceLock<std::result::Result<Arc<Client>, String>> = OnceLock::new();
-        DEFAULT
-            .get_or_init(|| {
-                let wants_cuda = std::env::var("XLAFN_DEVICE").is_ok_and(|d| d == "cuda");
-                let made = match std::env::var_os("XLAFN_CUDA_PLUGIN") {
-                    Some(p) if wants_cuda => Client::cuda(Path::new(&p)),
-                    _ => Client::cpu(),
-                };
-                made.map_err(|e| e.to_string())
-            })
+        DEFAULT_CLIENT
+            .get_or_init(|| make_default_client().map_err(|e| e.to_string()))
             .clone()
             .map_err(Error::Plugin)
     }
@@ -172,23 +212,23 @@ impl Client {
         self.devices[0]
     }
 
+    /// The device with global id `id`, if this client addresses it.
+    pub fn device_by_id(&self, id: i64) -> Option<Device> {
+        self.devices.iter().copied().find(|d| d.id == id)
+    }
+
+    /// The device a raw handle from the plugin names (a buffer's device).
+    pub(crate) fn device_of_raw(&self, raw: *mut sys::PJRT_Device) -> Option<Device> {
+        self.devices.iter().copied().find(|d| d.raw == raw)
+    }
+
     /// A human-readable name such as `CpuDevice(id=0)`.
     pub fn device_description(&self, device: Device) -> Result<String> {
         let api = self.plugin.api();
-        let mut d = sys::PJRT_Device_GetDescription_Args {
-            struct_size: sys::PJRT_Device_GetDescription_Args_STRUCT_SIZE as usize,
-            device: device.raw,
-            ..Default::default()
-        };
-        let f = self
-            .plugin
-            .func(api.PJRT_Device_GetDescription, "PJRT_Device_GetDescription")?;
-        // SAFETY: `device.raw` belongs to this live client.
-        self.plugin
-            .check(unsafe { f(&mut d) }, "PJRT_Device_GetDescription")?;
+        let description = self.description_of(device.raw)?;
         let mut s = sys::PJRT_DeviceDescription_ToString_Args {
             struct_size: sys::PJRT_DeviceDescription_ToString_Args_STRUCT_SIZE as usize,
-            device_description: d.device_description,
+            device_description: description,
             ..Default::default()
         };
         let f = self.plugin.func(
@@ -202,6 +242,42 @@ impl Client {
                 .check(f(&mut s), "PJRT_DeviceDescription_ToString")?;
             Ok(string_from(s.to_string, s.to_string_size))
         }
+    }
+
+    fn description_of(
+        &self,
+        device: *mut sys::PJRT_Device,
+    ) -> Result<*mut sys::PJRT_DeviceDescription> {
+        let mut d = sys::PJRT_Device_GetDescription_Args {
+            struct_size: sys::PJRT_Device_GetDescription_Args_STRUCT_SIZE as usize,
+            device,
+            ..Default::default()
+        };
+        let f = self.plugin.func(
+            self.plugin.api().PJRT_Device_GetDescription,
+            "PJRT_Device_GetDescription",
+        )?;
+        // SAFETY: `device` belongs to this live client; the description is
+        // owned by the device.
+        self.plugin
+            .check(unsafe { f(&mut d) }, "PJRT_Device_GetDescription")?;
+        Ok(d.device_description)
+    }
+
+    fn query_device_id(&self, device: *mut sys::PJRT_Device) -> Result<i64> {
+        let mut args = sys::PJRT_DeviceDescription_Id_Args {
+            struct_size: sys::PJRT_DeviceDescription_Id_Args_STRUCT_SIZE as usize,
+            device_description: self.description_of(device)?,
+            ..Default::default()
+        };
+        let f = self.plugin.func(
+            self.plugin.api().PJRT_DeviceDescription_Id,
+            "PJRT_DeviceDescription_Id",
+        )?;
+        // SAFETY: a live description of this client's device; a pure query.
+        self.plugin
+            .check(unsafe { f(&mut args) }, "PJRT_DeviceDescription_Id")?;
+        Ok(i64::from(args.id))
     }
 
     fn query_platform_name(&self) -> Result<String> {
@@ -245,9 +321,101 @@ impl Client {
             Ok(list
                 .iter()
                 .enumerate()
-                .map(|(index, &raw)| Device { raw, index })
+                .map(|(index, &raw)| Device {
+                    raw,
+                    index,
+                    id: index as i64,
+                    platform: Platform::Other,
+                })
                 .collect())
         }
+    }
+}
+
+static DEFAULT_CLIENT: OnceLock<std::result::Result<Arc<Client>, String>> = OnceLock::new();
+
+/// The CPU device count asked for with [`set_cpu_device_count`].
+static CPU_DEVICE_COUNT: std::sync::Mutex<Option<usize>> = std::sync::Mutex::new(None);
+
+/// The most CPU devices xlafn asks the plugin for: each is a thread pool
+/// slot, and a mistyped count should fail, not start a million threads.
+pub const MAX_CPU_DEVICES: usize = 1024;
+
+/// Sets how many devices the default CPU client has (the plugin's own
+/// default is 4). Like `jax_num_cpu_devices`, it must be set before the
+/// first tensor or function makes the client; later it is an error.
+/// `XLAFN_CPU_DEVICES` sets the same from the environment.
+pub fn set_cpu_device_count(n: usize) -> Result<()> {
+    if n == 0 || n > MAX_CPU_DEVICES {
+        return Err(Error::Value(format!(
+            "the CPU device count must be between 1 and {MAX_CPU_DEVICES}, got {n}"
+        )));
+    }
+    let mut count = CPU_DEVICE_COUNT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(Ok(client)) = DEFAULT_CLIENT.get() {
+        if client.platform() == Platform::Cpu && client.devices().len() == n {
+            return Ok(());
+        }
+        return Err(Error::FailedPrecondition(format!(
+            "cannot set the CPU device count to {n}: the default client already exists with {} \
+             devices; set it before the first tensor or function, or with XLAFN_CPU_DEVICES",
+            client.devices().len()
+        )));
+    }
+    *count = Some(n);
+    Ok(())
+}
+
+/// The CPU device count the default client is (or will be) made with:
+/// [`set_cpu_device_count`], else `XLAFN_CPU_DEVICES`, else the plugin's
+/// default (`None`).
+pub fn cpu_device_count() -> Result<Option<usize>> {
+    if let Some(n) = *CPU_DEVICE_COUNT.lock().unwrap_or_else(|e| e.into_inner()) {
+        return Ok(Some(n));
+    }
+    let Ok(raw) = std::env::var("XLAFN_CPU_DEVICES") else {
+        return Ok(None);
+    };
+    match raw.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_CPU_DEVICES).contains(&n) => Ok(Some(n)),
+        _ => Err(Error::Value(format!(
+            "XLAFN_CPU_DEVICES={raw:?} is not a device count between 1 and {MAX_CPU_DEVICES}"
+        ))),
+    }
+}
+
+fn make_default_client() -> Result<Arc<Client>> {
+    let device = std::env::var("XLAFN_DEVICE").unwrap_or_default();
+    match device.trim() {
+        "" | "cpu" => {
+            let options: Vec<(String, OptionValue)> = cpu_device_count()?
+                .map(|n| ("cpu_device_count".to_string(), OptionValue::Int(n as i64)))
+                .into_iter()
+                .collect();
+            Client::from_plugin(&default_plugin_path(), &options)
+        }
+        "cuda" | "gpu" => {
+            let plugin = std::env::var_os("XLAFN_CUDA_PLUGIN")
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| {
+                    Error::Plugin(
+                        "XLAFN_DEVICE=cuda but no CUDA PJRT plugin is named: set \
+                         XLAFN_CUDA_PLUGIN to the plugin's .so (xlafn does not fall back to the \
+                         CPU)"
+                            .into(),
+                    )
+                })?;
+            Client::cuda(Path::new(&plugin)).map_err(|e| {
+                Error::Plugin(format!(
+                    "XLAFN_DEVICE=cuda: the CUDA plugin {} is not usable (xlafn does not fall \
+                     back to the CPU): {e}",
+                    Path::new(&plugin).display()
+                ))
+            })
+        }
+        other => Err(Error::Value(format!(
+            "XLAFN_DEVICE={other:?} names no device kind: use cpu or cuda"
+        ))),
     }
 }
 

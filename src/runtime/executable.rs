@@ -19,7 +19,7 @@
 
 use super::buffer::{Buffer, dtype_of};
 use super::call_scope::ExecutionScope;
-use super::client::Client;
+use super::client::{Client, Device};
 use super::options::CompileOptions;
 use super::sys;
 use super::wait::WaitHistory;
@@ -47,6 +47,9 @@ fn runs_one_at_a_time(options: &CompileOptions, mlir: &str) -> bool {
 pub struct Executable {
     client: Arc<Client>,
     raw: *mut sys::PJRT_LoadedExecutable,
+    /// Where it runs: one device per partition, in partition order.
+    devices: Vec<Device>,
+    /// Each partition's parameters (the shards' types).
     params: Vec<ArraySpec>,
     outputs: Vec<ArraySpec>,
     /// How many trailing parameters are output slots (see `recycle`).
@@ -121,6 +124,7 @@ impl Executable {
         let mut exe = Executable {
             client: client.clone(),
             raw: args.executable,
+            devices: Vec::new(),
             params,
             outputs: Vec::new(),
             output_slots: 0,
@@ -128,6 +132,7 @@ impl Executable {
             one_at_a_time: false,
             host_calls: mlir.contains(super::ffi::HOST_CALLBACK_TARGET),
         };
+        exe.devices = exe.query_devices()?;
         exe.outputs = exe.query_outputs()?;
         exe.one_at_a_time = runs_one_at_a_time(options, mlir);
         Ok(exe)
@@ -252,6 +257,7 @@ impl Executable {
         let mut exe = Executable {
             client: client.clone(),
             raw: args.loaded_executable,
+            devices: Vec::new(),
             params,
             outputs: Vec::new(),
             output_slots: 0,
@@ -259,6 +265,7 @@ impl Executable {
             one_at_a_time: false,
             host_calls: false,
         };
+        exe.devices = exe.query_devices()?;
         exe.outputs = exe.query_outputs()?;
         Ok(exe)
     }
@@ -287,6 +294,11 @@ impl Executable {
         &self.client
     }
 
+    /// The devices it runs on, one per partition in partition order.
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
     /// Runs the program on its device. Results are returned at once and
     /// become ready asynchronously (reading one waits for it).
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
@@ -311,9 +323,15 @@ impl Executable {
 
     /// Starts the program; its results are ready when their events say so.
     fn launch(&self, args: &[&Buffer], non_donatable: &[i64]) -> Result<Vec<Buffer>> {
-        self.check_args(args)?;
+        if self.devices.len() != 1 {
+            return Err(Error::Value(format!(
+                "this program runs on {} devices: execute it with one argument list per device",
+                self.devices.len()
+            )));
+        }
+        let device = self.devices[0];
+        self.check_args(args, device)?;
         let plugin = self.client.plugin();
-        let device = self.client.default_device();
         // Output slots get recycled buffers, donated to the results. After
         // the call they are consumed and their handles are destroyed on drop.
         let slots: Vec<Buffer> = self.params[args.len()..]
@@ -381,10 +399,148 @@ impl Executable {
             .copied()
             .zip(&self.outputs)
             .map(|(raw, spec)| {
-                Buffer::adopt(self.client.clone(), raw, spec.dtype, spec.dims.clone())
-                    .with_wait_history(self.wait_history.clone())
+                Buffer::adopt(
+                    self.client.clone(),
+                    raw,
+                    device,
+                    spec.dtype,
+                    spec.dims.clone(),
+                )
+                .with_wait_history(self.wait_history.clone())
             })
             .collect())
+    }
+
+    /// Runs a program compiled for several devices: `args[p]` are the
+    /// arguments of partition `p` (on device `devices()[p]`); returns each
+    /// partition's results. The arguments at `non_donatable` (indices
+    /// into each list) stay intact even where the program aliases them to
+    /// results. Programs with host callbacks or output slots are
+    /// single-device only.
+    pub fn execute_partitioned(
+        &self,
+        args: &[Vec<&Buffer>],
+        non_donatable: &[i64],
+    ) -> Result<Vec<Vec<Buffer>>> {
+        if args.len() != self.devices.len() {
+            return Err(Error::Value(format!(
+                "the program runs on {} devices, got {} argument lists",
+                self.devices.len(),
+                args.len()
+            )));
+        }
+        if self.host_calls || self.output_slots > 0 {
+            return Err(Error::Value(
+                "a program with host callbacks or output slots runs on one device only".into(),
+            ));
+        }
+        for (list, device) in args.iter().zip(&self.devices) {
+            self.check_args(list, *device)?;
+        }
+        let plugin = self.client.plugin();
+        let arg_lists: Vec<Vec<*mut sys::PJRT_Buffer>> = args
+            .iter()
+            .map(|list| list.iter().map(|b| b.raw()).collect())
+            .collect();
+        let arg_ptrs: Vec<*const *mut sys::PJRT_Buffer> =
+            arg_lists.iter().map(|l| l.as_ptr()).collect();
+        let mut out_lists: Vec<Vec<*mut sys::PJRT_Buffer>> =
+            vec![vec![std::ptr::null_mut(); self.outputs.len()]; self.devices.len()];
+        let out_ptrs: Vec<*mut *mut sys::PJRT_Buffer> =
+            out_lists.iter_mut().map(|l| l.as_mut_ptr()).collect();
+        let mut options = sys::PJRT_ExecuteOptions {
+            struct_size: sys::PJRT_ExecuteOptions_STRUCT_SIZE as usize,
+            non_donatable_input_indices: non_donatable.as_ptr(),
+            num_non_donatable_input_indices: non_donatable.len(),
+            ..Default::default()
+        };
+        let mut exec = sys::PJRT_LoadedExecutable_Execute_Args {
+            struct_size: sys::PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE as usize,
+            executable: self.raw,
+            options: &mut options,
+            argument_lists: arg_ptrs.as_ptr(),
+            num_devices: self.devices.len(),
+            num_args: self.params.len(),
+            output_lists: out_ptrs.as_ptr(),
+            ..Default::default()
+        };
+        let f = plugin.func(
+            plugin.api().PJRT_LoadedExecutable_Execute,
+            "PJRT_LoadedExecutable_Execute",
+        )?;
+        // SAFETY: one argument list per addressable device, in the
+        // executable's device order, each of live buffers of this client on
+        // that device whose dtypes and dims were checked against the
+        // partition's parameters; one output list per device with room for
+        // exactly the program's outputs; all lists outlive the call.
+        plugin.check(unsafe { f(&mut exec) }, "PJRT_LoadedExecutable_Execute")?;
+        Ok(out_lists
+            .iter()
+            .zip(&self.devices)
+            .map(|(list, device)| {
+                list.iter()
+                    .zip(&self.outputs)
+                    .map(|(&raw, spec)| {
+                        Buffer::adopt(
+                            self.client.clone(),
+                            raw,
+                            *device,
+                            spec.dtype,
+                            spec.dims.clone(),
+                        )
+                        .with_wait_history(self.wait_history.clone())
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The program as XLA optimized it (after partitioning), as the
+    /// plugin serializes it: for XLA plugins an `HloModuleProtoWithConfig`
+    /// (format `hlo_with_config`), read by `runtime::hlo`.
+    pub fn optimized_program(&self) -> Result<(String, Vec<u8>)> {
+        let exe = self.executable()?;
+        let result = self.read_optimized_program(exe);
+        self.destroy_executable(exe);
+        result
+    }
+
+    /// The optimized program, decoded: its opcodes and, when partitioned,
+    /// its parameter and result shardings.
+    pub fn optimized(&self) -> Result<super::hlo::OptimizedProgram> {
+        let (format, bytes) = self.optimized_program()?;
+        super::hlo::OptimizedProgram::decode(&format, &bytes)
+    }
+
+    fn read_optimized_program(&self, exe: *mut sys::PJRT_Executable) -> Result<(String, Vec<u8>)> {
+        let plugin = self.client.plugin();
+        let f = plugin.func(
+            plugin.api().PJRT_Executable_OptimizedProgram,
+            "PJRT_Executable_OptimizedProgram",
+        )?;
+        let mut program = sys::PJRT_Program {
+            struct_size: sys::PJRT_Program_STRUCT_SIZE as usize,
+            ..Default::default()
+        };
+        let mut args = sys::PJRT_Executable_OptimizedProgram_Args {
+            struct_size: sys::PJRT_Executable_OptimizedProgram_Args_STRUCT_SIZE as usize,
+            executable: exe,
+            program: &mut program,
+            ..Default::default()
+        };
+        // SAFETY: first call with a null `code`: the plugin only writes the
+        // size it needs (and the format, a static string) into `program`.
+        plugin.check(unsafe { f(&mut args) }, "PJRT_Executable_OptimizedProgram")?;
+        let mut code = vec![0u8; program.code_size];
+        program.code = code.as_mut_ptr().cast::<c_char>();
+        // SAFETY: second call: `code` has exactly the `code_size` bytes the
+        // first call asked for and outlives the call.
+        plugin.check(unsafe { f(&mut args) }, "PJRT_Executable_OptimizedProgram")?;
+        // SAFETY: the format is a string of `format_size` bytes owned by
+        // the plugin; copied at once.
+        let format = unsafe { super::client::string_from(program.format, program.format_size) };
+        code.truncate(program.code_size);
+        Ok((format, code))
     }
 
     /// For a program with host callbacks, an execution context carrying
@@ -399,7 +555,7 @@ impl Executable {
         ExecutionScope::new(plugin, register, add).map(Some)
     }
 
-    fn check_args(&self, args: &[&Buffer]) -> Result<()> {
+    fn check_args(&self, args: &[&Buffer], device: Device) -> Result<()> {
         let params = self.user_params();
         if args.len() != params.len() {
             return Err(Error::Value(format!(
@@ -423,6 +579,13 @@ impl Executable {
                     "argument {i} lives on another client"
                 )));
             }
+            if b.device() != device {
+                return Err(Error::Value(format!(
+                    "argument {i} is on {} but the program runs on {device}: move it with \
+                     to_device first",
+                    b.device()
+                )));
+            }
         }
         Ok(())
     }
@@ -444,6 +607,44 @@ impl Executable {
             "PJRT_LoadedExecutable_GetExecutable",
         )?;
         Ok(args.executable)
+    }
+
+    /// The devices the plugin loaded the program on, in partition order.
+    fn query_devices(&self) -> Result<Vec<Device>> {
+        let plugin = self.client.plugin();
+        let mut args = sys::PJRT_LoadedExecutable_AddressableDevices_Args {
+            struct_size: sys::PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE as usize,
+            executable: self.raw,
+            ..Default::default()
+        };
+        let f = plugin.func(
+            plugin.api().PJRT_LoadedExecutable_AddressableDevices,
+            "PJRT_LoadedExecutable_AddressableDevices",
+        )?;
+        // SAFETY: live loaded executable; the list is owned by it and copied
+        // at once.
+        let raw = unsafe {
+            plugin.check(f(&mut args), "PJRT_LoadedExecutable_AddressableDevices")?;
+            if args.num_addressable_devices == 0 {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(args.addressable_devices, args.num_addressable_devices)
+            }
+        };
+        let devices: Vec<Device> = raw
+            .iter()
+            .map(|&d| {
+                self.client.device_of_raw(d).ok_or_else(|| {
+                    Error::Plugin(
+                        "a program was loaded on a device its client does not list".into(),
+                    )
+                })
+            })
+            .collect::<Result<_>>()?;
+        if devices.is_empty() {
+            return Err(Error::Plugin("a program was loaded on no device".into()));
+        }
+        Ok(devices)
     }
 
     /// Reads the result dtypes and dimensions from the compiled program.

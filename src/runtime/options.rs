@@ -29,8 +29,18 @@ struct ExecutableBuildOptionsProto {
     num_replicas: i64,
     #[prost(int64, tag = "5")]
     num_partitions: i64,
+    #[prost(bool, tag = "6")]
+    use_spmd_partitioning: bool,
+    // Field 7 (auto-sharding) is never sent: GSPMD ignores it and it aborts
+    // the process under Shardy ("auto-partitioner callback wasn't
+    // registered").
     #[prost(message, optional, tag = "9")]
     device_assignment: Option<DeviceAssignmentProto>,
+    /// Per result: may XLA choose its sharding (the caller gave none)?
+    #[prost(bool, repeated, tag = "12")]
+    allow_spmd_sharding_propagation_to_output: Vec<bool>,
+    #[prost(bool, tag = "19")]
+    use_shardy_partitioner: bool,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -71,11 +81,30 @@ pub struct ProgramTraits {
     pub small_array_graph: bool,
 }
 
-/// What a compile may vary: the target device and XLA flags.
+/// Which of XLA's SPMD partitioners splits a program over its devices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Partitioner {
+    /// One device: nothing to partition.
+    #[default]
+    None,
+    /// Shardy (`sdy` dialect annotations), XLA's current partitioner.
+    Shardy,
+    /// GSPMD (`mhlo.sharding` annotations).
+    Gspmd,
+}
+
+/// What a compile may vary: the target devices and XLA flags.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
-    /// Device id to compile for; `None` is the client's first device.
-    pub device_id: Option<i64>,
+    /// The devices the program runs on, by global id, one per partition in
+    /// partition order (the device assignment). Empty: the client's first
+    /// device.
+    pub devices: Vec<i64>,
+    /// How a program over several devices is partitioned.
+    pub partitioner: Partitioner,
+    /// With a partitioner: per result, may XLA choose its sharding (the
+    /// caller fixed none)? Empty: none may.
+    pub propagate_to_results: Vec<bool>,
     /// XLA flags as `env_option_overrides` (e.g. `xla_dump_to`).
     pub string_flags: Vec<(String, String)>,
     /// Integer-valued XLA flags.
@@ -213,21 +242,37 @@ impl CompileOptions {
         Ok(())
     }
 
+    /// The number of partitions (devices) the program is compiled for.
+    pub fn num_partitions(&self) -> usize {
+        self.devices.len().max(1)
+    }
+
     /// Serialises to `CompileOptionsProto` bytes; never empty.
     pub fn encode(&self) -> Vec<u8> {
-        let device_assignment = self.device_id.map(|id| DeviceAssignmentProto {
+        let device_assignment = (!self.devices.is_empty()).then(|| DeviceAssignmentProto {
             replica_count: 1,
-            computation_count: 1,
-            computation_devices: vec![ComputationDevice {
-                replica_device_ids: vec![id],
-            }],
+            computation_count: self.devices.len() as i32,
+            computation_devices: self
+                .devices
+                .iter()
+                .map(|&id| ComputationDevice {
+                    replica_device_ids: vec![id],
+                })
+                .collect(),
         });
+        let spmd = self.partitioner != Partitioner::None;
         let proto = CompileOptionsProto {
             executable_build_options: Some(ExecutableBuildOptionsProto {
                 device_ordinal: -1,
                 num_replicas: 1,
-                num_partitions: 1,
+                num_partitions: self.num_partitions() as i64,
+                use_spmd_partitioning: spmd,
                 device_assignment,
+                allow_spmd_sharding_propagation_to_output: match spmd {
+                    true => self.propagate_to_results.clone(),
+                    false => Vec::new(),
+                },
+                use_shardy_partitioner: self.partitioner == Partitioner::Shardy,
             }),
             env_option_overrides: self.overrides(),
         };

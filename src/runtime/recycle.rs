@@ -9,7 +9,7 @@
 //! aliased to it (`tf.aliasing_output`): execute donates a pooled buffer of
 //! the right type there and XLA writes the result into its memory.
 //!
-//! The pool holds at most `MAX_PER_TYPE` buffers per (client, dtype, dims)
+//! The pool holds at most `MAX_PER_TYPE` buffers per (client, device, dtype, dims)
 //! and `MAX_POOL_BYTES` in all; buffers under `MIN_BYTES` are destroyed as
 //! usual. A pooled buffer is dead to the user (its last `Tensor` is gone);
 //! PJRT orders a donation after any work still pending on the buffer.
@@ -19,7 +19,7 @@ use crate::dtype::ArraySpec;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use super::client::Client;
+use super::client::{Client, Device};
 
 /// Buffers smaller than this are never pooled (no page-fault cost worth it).
 pub const MIN_BYTES: usize = 1 << 20;
@@ -37,14 +37,14 @@ unsafe impl Send for Pooled {}
 
 #[derive(Default)]
 struct Pool {
-    by_type: HashMap<(usize, ArraySpec), Vec<Pooled>>,
+    by_type: HashMap<(usize, usize, ArraySpec), Vec<Pooled>>,
     bytes: usize,
 }
 
 static POOL: LazyLock<Mutex<Pool>> = LazyLock::new(Default::default);
 
-fn key(client: &Arc<Client>, spec: &ArraySpec) -> (usize, ArraySpec) {
-    (Arc::as_ptr(client) as usize, spec.clone())
+fn key(client: &Arc<Client>, device: Device, spec: &ArraySpec) -> (usize, usize, ArraySpec) {
+    (Arc::as_ptr(client) as usize, device.index, spec.clone())
 }
 
 fn size_of(spec: &ArraySpec) -> usize {
@@ -58,13 +58,18 @@ pub fn eligible(spec: &ArraySpec) -> bool {
 
 /// Offers a dead buffer to the pool; returns false if the caller must
 /// destroy it.
-pub(crate) fn give(client: &Arc<Client>, spec: &ArraySpec, raw: *mut sys::PJRT_Buffer) -> bool {
+pub(crate) fn give(
+    client: &Arc<Client>,
+    device: Device,
+    spec: &ArraySpec,
+    raw: *mut sys::PJRT_Buffer,
+) -> bool {
     let size = size_of(spec);
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     if pool.bytes + size > MAX_POOL_BYTES {
         return false;
     }
-    let slot = pool.by_type.entry(key(client, spec)).or_default();
+    let slot = pool.by_type.entry(key(client, device, spec)).or_default();
     if slot.len() >= MAX_PER_TYPE {
         return false;
     }
@@ -78,9 +83,13 @@ pub(crate) fn give(client: &Arc<Client>, spec: &ArraySpec, raw: *mut sys::PJRT_B
 
 /// Takes a pooled buffer of this type, if any (ownership passes to the
 /// caller).
-pub(crate) fn take(client: &Arc<Client>, spec: &ArraySpec) -> Option<*mut sys::PJRT_Buffer> {
+pub(crate) fn take(
+    client: &Arc<Client>,
+    device: Device,
+    spec: &ArraySpec,
+) -> Option<*mut sys::PJRT_Buffer> {
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    let pooled = pool.by_type.get_mut(&key(client, spec))?.pop()?;
+    let pooled = pool.by_type.get_mut(&key(client, device, spec))?.pop()?;
     pool.bytes -= size_of(spec);
     drop(pooled.client);
     Some(pooled.raw)

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::ir::{Graph, TensorType};
 use crate::lower;
 use crate::ops::Op;
-use crate::runtime::{Buffer, Client, CompileOptions, Executable, ProgramTraits};
+use crate::runtime::{Buffer, Client, CompileOptions, Device, Executable, ProgramTraits};
 use crate::single_flight::SingleFlight;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +20,9 @@ use std::sync::{Arc, LazyLock, RwLock};
 struct Key {
     /// The client's address: one program per client (CPU, CUDA, ...).
     client: usize,
+    /// The device it runs on (its index in the client's list): a program
+    /// is compiled for one device assignment.
+    device: usize,
     op: Op,
     inputs: Vec<ArraySpec>,
 }
@@ -94,14 +97,19 @@ pub fn eager_cache_stats() -> EagerCacheStats {
     }
 }
 
-/// Runs `op` on device buffers.
+/// Runs `op` on device buffers, on the device the placement rule picks
+/// (`tensor::device`); uncommitted inputs elsewhere are moved there.
 pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {
     let client = match inputs.first() {
         Some(b) => b.client().clone(),
         None => Client::default_client()?,
     };
+    let placement = super::place(inputs, &|| format!("op {}", crate::ops::OpDef::name(op)))?;
+    let mut copies = Vec::new();
+    let inputs = super::gather_on(inputs, placement.device, &mut copies)?;
     let key = Key {
         client: Arc::as_ptr(&client) as usize,
+        device: placement.device.index,
         op: op.clone(),
         inputs: inputs
             .iter()
@@ -118,12 +126,16 @@ pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {
             if let Some(exe) = lookup(&key) {
                 return Ok(exe);
             }
-            let exe = Arc::new(compile(&client, &key)?);
+            let exe = Arc::new(compile(&client, placement.device, &key)?);
             COMPILES.fetch_add(1, Ordering::Relaxed);
             Ok(insert(key.clone(), exe))
         })?,
     };
-    exe.execute(inputs)
+    Ok(exe
+        .execute(&inputs)?
+        .into_iter()
+        .map(|b| b.with_committed(placement.committed))
+        .collect())
 }
 
 /// The cached program for `key`, marking it used.
@@ -166,7 +178,7 @@ fn insert(key: Key, exe: Arc<Executable>) -> Arc<Executable> {
     exe
 }
 
-fn compile(client: &Arc<Client>, key: &Key) -> Result<Executable> {
+fn compile(client: &Arc<Client>, device: Device, key: &Key) -> Result<Executable> {
     tracing::debug!(
         target: "xlafn::eager",
         op = crate::ops::OpDef::name(&key.op),
@@ -186,6 +198,7 @@ fn compile(client: &Arc<Client>, key: &Key) -> Result<Executable> {
         light: lowered.size.is_light(),
         small_array_graph: false,
     };
-    let options = CompileOptions::for_program(client.platform(), traits);
+    let mut options = CompileOptions::for_program(client.platform(), traits);
+    options.devices = vec![device.id];
     Executable::compile_cached(client, &lowered.text, lowered.params, &options)
 }

@@ -14,12 +14,10 @@ fn upload<T: Element>(data: &[T], dims: &[i64]) -> Result<Tensor> {
         )));
     }
     let client = Client::default_client()?;
-    Ok(Tensor::from_buffer(Buffer::from_slice(
-        &client,
-        client.default_device(),
-        data,
-        dims,
-    )?))
+    let buffer = Buffer::from_slice(&client, super::device::default_device()?, data, dims)?;
+    Ok(Tensor::from_buffer(
+        buffer.with_committed(super::device::in_device_scope()),
+    ))
 }
 
 /// A scalar tensor of `dtype` holding `value` converted to it.
@@ -110,17 +108,22 @@ impl Tensor {
     /// A tensor from raw dense row-major bytes of `dtype`.
     pub fn from_host_bytes(dtype: DType, dims: &[i64], bytes: &[u8]) -> Result<Tensor> {
         let client = Client::default_client()?;
-        Ok(Tensor::from_buffer(Buffer::from_bytes(
-            &client,
-            client.default_device(),
-            dtype,
-            bytes,
-            dims,
-        )?))
+        let device = super::device::default_device()?;
+        let buffer = Buffer::from_bytes(&client, device, dtype, bytes, dims)?;
+        Ok(Tensor::from_buffer(
+            buffer.with_committed(super::device::in_device_scope()),
+        ))
     }
 
     /// Copies the value to a host array (dtype, dims and raw bytes).
     pub fn to_host_array(&self) -> Result<crate::runtime::HostArray> {
+        if let Some(array) = self.sharded() {
+            return Ok(crate::runtime::HostArray {
+                dtype: array.dtype(),
+                dims: array.dims().to_vec(),
+                bytes: array.to_host_bytes()?,
+            });
+        }
         let b = self.buffer()?;
         Ok(crate::runtime::HostArray {
             dtype: b.dtype(),
@@ -131,6 +134,17 @@ impl Tensor {
 
     /// Reads the values back (row-major). `T` must match the dtype.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if self.sharded().is_some() {
+            let host = self.to_host_array()?;
+            if T::DTYPE != host.dtype {
+                return Err(Error::Type(format!(
+                    "cannot read a {} tensor as {}",
+                    host.dtype,
+                    T::DTYPE
+                )));
+            }
+            return Ok(crate::runtime::element::from_bytes(&host.bytes));
+        }
         self.buffer()?.to_vec::<T>()
     }
 

@@ -8,7 +8,10 @@
 //! Op methods (`x.tanh()`) are defined next to their ops in `crate::ops`;
 //! they all go through `apply`.
 
+mod device;
 mod display;
+pub use device::{default_device, devices, with_device};
+pub(crate) use device::{gather_on, place};
 pub(crate) use display::render_array;
 pub(crate) mod eager;
 mod host;
@@ -20,6 +23,7 @@ use crate::ir::ValueId;
 use crate::ir::{Scalar, Shape, TensorType};
 use crate::ops::Op;
 use crate::runtime::Buffer;
+use crate::sharding::ShardedArray;
 use crate::trace::{self, GraphId};
 use std::sync::Arc;
 
@@ -55,6 +59,8 @@ pub struct Tensor {
 #[derive(Clone)]
 pub(crate) enum Repr {
     Eager(Arc<Buffer>),
+    /// Split over a mesh of devices (see `crate::sharding`).
+    Sharded(Arc<ShardedArray>),
     Symbolic(Arc<Symbol>),
 }
 
@@ -88,6 +94,20 @@ impl Tensor {
         }
     }
 
+    pub(crate) fn from_sharded(array: Arc<ShardedArray>) -> Tensor {
+        Tensor {
+            repr: Repr::Sharded(array),
+        }
+    }
+
+    /// The blocks of a sharded tensor.
+    pub(crate) fn sharded(&self) -> Option<&Arc<ShardedArray>> {
+        match &self.repr {
+            Repr::Sharded(a) => Some(a),
+            _ => None,
+        }
+    }
+
     pub(crate) fn from_symbol(symbol: Symbol) -> Tensor {
         Tensor {
             repr: Repr::Symbolic(Arc::new(symbol)),
@@ -97,14 +117,14 @@ impl Tensor {
     pub(crate) fn symbol(&self) -> Option<&Symbol> {
         match &self.repr {
             Repr::Symbolic(s) => Some(s),
-            Repr::Eager(_) => None,
+            _ => None,
         }
     }
 
     pub(crate) fn eager_buffer(&self) -> Option<Arc<Buffer>> {
         match &self.repr {
             Repr::Eager(b) => Some(b.clone()),
-            Repr::Symbolic(_) => None,
+            _ => None,
         }
     }
 
@@ -113,6 +133,12 @@ impl Tensor {
     pub(crate) fn buffer(&self) -> Result<&Buffer> {
         match &self.repr {
             Repr::Eager(b) => Ok(b),
+            Repr::Sharded(a) => Err(crate::error::Error::Value(format!(
+                "this tensor is sharded over {} devices ({}); eager ops take tensors on one \
+                 device: pass it to a function (XLA partitions it), or unshard() it first",
+                a.sharding().mesh().size(),
+                a.sharding()
+            ))),
             Repr::Symbolic(s) if trace::is_open(s.graph) => {
                 Err(crate::error::Error::Value(format!(
                     "the symbolic tensor {} of function '{}' has no value while tracing; return it \
@@ -124,10 +150,20 @@ impl Tensor {
         }
     }
 
+    /// The shared device buffer of an eager tensor on one device (for
+    /// callers that count its holders); the same errors as `buffer`.
+    pub(crate) fn shared_buffer(&self) -> Result<&Arc<Buffer>> {
+        match &self.repr {
+            Repr::Eager(b) => Ok(b),
+            _ => Err(self.buffer().expect_err("not on one device")),
+        }
+    }
+
     /// The identity of this value: its device buffer, or its graph value.
     pub(crate) fn key(&self) -> TensorKey {
         match &self.repr {
             Repr::Eager(b) => TensorKey::Eager(Arc::as_ptr(b) as usize),
+            Repr::Sharded(a) => TensorKey::Eager(Arc::as_ptr(a) as usize),
             Repr::Symbolic(s) => TensorKey::Symbolic(s.graph.0, s.value.0),
         }
     }
@@ -141,6 +177,7 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         match &self.repr {
             Repr::Eager(b) => b.dtype(),
+            Repr::Sharded(a) => a.dtype(),
             Repr::Symbolic(s) => s.ty.dtype,
         }
     }
@@ -150,6 +187,7 @@ impl Tensor {
     pub fn shape(&self) -> Shape {
         match &self.repr {
             Repr::Eager(b) => Shape::known(b.dims()),
+            Repr::Sharded(a) => Shape::known(a.dims()),
             Repr::Symbolic(s) => s.ty.shape.clone(),
         }
     }
@@ -159,6 +197,7 @@ impl Tensor {
     pub fn dims(&self) -> Vec<i64> {
         match &self.repr {
             Repr::Eager(b) => b.dims().to_vec(),
+            Repr::Sharded(a) => a.dims().to_vec(),
             Repr::Symbolic(s) => {
                 let dims = s.ty.shape.dims().unwrap_or(&[]);
                 dims.iter().map(|d| d.unwrap_or(-1)).collect()
@@ -184,6 +223,12 @@ impl Tensor {
 
     /// Blocks until the tensor's value has been computed.
     pub fn block_until_ready(&self) -> Result<()> {
+        if let Some(array) = self.sharded() {
+            return array
+                .shards()
+                .iter()
+                .try_for_each(|b| b.block_until_ready());
+        }
         self.buffer()?.block_until_ready()
     }
 }
@@ -222,10 +267,7 @@ fn apply_unchecked(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     }
     let mut buffers: Vec<&Buffer> = Vec::with_capacity(inputs.len());
     for t in inputs {
-        match &t.repr {
-            Repr::Eager(b) => buffers.push(b),
-            Repr::Symbolic(s) => return Err(trace::out_of_scope(s)),
-        }
+        buffers.push(t.buffer()?);
     }
     Ok(eager::run(&op, &buffers)?
         .into_iter()

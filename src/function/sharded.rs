@@ -1,0 +1,447 @@
+//! Running a concrete function over a mesh of devices, partitioned by
+//! XLA (`jax.jit` with shardings). A call is sharded when the function
+//! has `in_shardings`/`out_shardings` or an argument is a sharded tensor.
+//!
+//! Each input gets a sharding: the function's `in_shardings` entry, else
+//! the sharding it already has, else replicated over the mesh (captured
+//! tensors and variables too). Inputs not already laid out that way are
+//! put there. The graph is lowered once per (argument types, input
+//! shardings) with Shardy annotations: an `sdy.mesh`, an `sdy.sharding`
+//! per parameter, and one per result whose `out_shardings` entry is
+//! given; XLA chooses the others, and those are read back from the
+//! optimized program and named on the mesh. The program is compiled for
+//! the mesh's devices (one partition each) and run with each device's
+//! blocks; results come back as sharded tensors.
+
+use super::call::{lock_all, slot_of};
+use super::concrete::ConcreteCore;
+use crate::dtype::ArraySpec;
+use crate::error::{Error, Result};
+use crate::lower::{self, Annotations, Partitioning};
+use crate::runtime::{Buffer, Client, CompileOptions, Executable, OpSharding, Partitioner};
+use crate::sharding::{
+    Mesh, NamedSharding, ShardedArray, hlo_sharding_text, named_from_op, same_layout,
+};
+use crate::tensor::Tensor;
+use crate::trace::CaptureSource;
+use crate::variable::Variable;
+use std::sync::Arc;
+
+/// `FunctionOptions::in_shardings` and `out_shardings`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct ShardingOptions {
+    /// Per flat argument, its sharding (`None`: as it comes).
+    pub inputs: Vec<Option<NamedSharding>>,
+    /// Per output, its sharding (`None`: XLA's choice).
+    pub outputs: Vec<Option<NamedSharding>>,
+}
+
+/// A function compiled for one mesh, argument types and input shardings.
+pub(crate) struct ShardedProgram {
+    exe: Arc<Executable>,
+    /// Per result: its sharding and its global type.
+    results: Vec<(NamedSharding, ArraySpec)>,
+}
+
+/// What a sharded specialization is compiled for.
+pub(crate) type ShardedKey = (Vec<ArraySpec>, Vec<NamedSharding>);
+
+use crate::sharding::MESH_NAME as MESH;
+
+impl ConcreteCore {
+    /// Does this call run partitioned over a mesh: sharding options, a
+    /// sharded argument, or a variable holding a sharded value?
+    pub(super) fn is_sharded_call(&self, args: &[Tensor], var_args: &[Variable]) -> bool {
+        self.shardings.is_some()
+            || args.iter().any(Tensor::is_sharded)
+            || crate::sharding::any_sharded_arrays()
+                && self.captures.iter().any(|c| match &c.source {
+                    CaptureSource::Variable(r) => r
+                        .resolve(var_args, &self.name)
+                        .is_ok_and(|v| v.lock().is_sharded()),
+                    _ => false,
+                })
+    }
+
+    /// Runs the function over a mesh (see the module docs). Variables are
+    /// locked from their read to the write-back of their new values,
+    /// which keep their sharding and are updated in place per device
+    /// where no other tensor holds the old value.
+    pub(super) fn call_sharded(
+        &self,
+        args: &[Tensor],
+        var_args: &[Variable],
+    ) -> Result<Vec<Tensor>> {
+        let vars = self.variables(var_args)?;
+        let mut guards = lock_all(&vars)?;
+        let mut inputs: Vec<Tensor> = args.to_vec();
+        for c in &self.captures {
+            inputs.push(match &c.source {
+                CaptureSource::Variable(r) => {
+                    guards[slot_of(&vars, &r.resolve(var_args, &self.name)?)].clone()
+                }
+                CaptureSource::Eager(b) => Tensor::from_shared_buffer(b.clone()),
+                CaptureSource::Outer(t) => t.clone(),
+            });
+        }
+        let mesh = self.mesh_of(&inputs)?;
+        let shardings: Vec<NamedSharding> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| self.input_sharding(i, t, &mesh))
+            .collect::<Result<_>>()?;
+        let aliases = self.variable_aliases(args.len());
+        // A variable's old value still held elsewhere (beyond its variable
+        // and `inputs`) must survive the call.
+        let non_donatable: Vec<i64> = aliases
+            .iter()
+            .filter(|(p, _)| {
+                inputs[*p]
+                    .sharded()
+                    .is_some_and(|a| Arc::strong_count(a) > 2)
+            })
+            .map(|(p, _)| *p as i64)
+            .collect();
+        let placed: Vec<Tensor> = inputs
+            .iter()
+            .zip(&shardings)
+            .map(|(t, s)| match t.sharding().as_ref() == Some(s) {
+                true => Ok(t.clone()),
+                false => t.shard(s),
+            })
+            .collect::<Result<_>>()?;
+        drop(inputs);
+        let specs: Vec<ArraySpec> = placed
+            .iter()
+            .map(|t| ArraySpec::new(t.dtype(), &t.dims()))
+            .collect();
+        let program = self.sharded_program(&mesh, (specs, shardings), &aliases)?;
+        let arrays: Vec<&Arc<ShardedArray>> = placed
+            .iter()
+            .map(|t| t.sharded().expect("placed on a sharding"))
+            .collect();
+        let lists: Vec<Vec<&Buffer>> = (0..mesh.size())
+            .map(|p| arrays.iter().map(|a| &*a.shards()[p]).collect())
+            .collect();
+        let outs = program.exe.execute_partitioned(&lists, &non_donatable)?;
+        drop(lists);
+        drop(arrays);
+        drop(placed);
+        let mut per_result: Vec<Vec<Buffer>> = program.results.iter().map(|_| Vec::new()).collect();
+        for list in outs {
+            for (r, b) in list.into_iter().enumerate() {
+                per_result[r].push(b);
+            }
+        }
+        let mut results: Vec<Tensor> = per_result
+            .into_iter()
+            .zip(&program.results)
+            .map(|(blocks, (sharding, spec))| {
+                let array = ShardedArray::from_shards(
+                    sharding.clone(),
+                    spec.dtype,
+                    spec.dims.clone(),
+                    blocks,
+                )?;
+                Ok(Tensor::from_sharded(Arc::new(array)))
+            })
+            .collect::<Result<_>>()?;
+        for (r, result) in &self.updates {
+            let var = r.resolve(var_args, &self.name)?;
+            *guards[slot_of(&vars, &var)] = results[*result].clone();
+        }
+        drop(guards);
+        results.truncate(self.num_outputs);
+        Ok(results)
+    }
+
+    /// The compiled sharded specializations.
+    pub(super) fn sharded_executables(&self) -> Vec<Arc<Executable>> {
+        self.sharded_cache()
+            .values()
+            .map(|p| p.exe.clone())
+            .collect()
+    }
+
+    /// The one mesh of the call: of the shardings asked for and of the
+    /// sharded arguments, which must all agree.
+    fn mesh_of(&self, inputs: &[Tensor]) -> Result<Arc<Mesh>> {
+        let options = self.shardings.as_deref();
+        let asked = options
+            .into_iter()
+            .flat_map(|o| o.inputs.iter().chain(&o.outputs))
+            .flatten()
+            .map(|s| {
+                (
+                    s.mesh().clone(),
+                    "a sharding in the function's options".to_string(),
+                )
+            });
+        let given = inputs.iter().enumerate().filter_map(|(i, t)| {
+            t.sharding()
+                .map(|s| (s.mesh().clone(), format!("input {i}")))
+        });
+        let mut meshes = asked.chain(given);
+        let (mesh, first) = meshes.next().ok_or_else(|| {
+            Error::Value(format!(
+                "function '{}' has sharding options that name no mesh",
+                self.name
+            ))
+        })?;
+        for (other, what) in meshes {
+            if other != mesh {
+                return Err(Error::Value(format!(
+                    "function '{}': {what} is on another mesh than {first}: one call runs on one \
+                     mesh",
+                    self.name
+                )));
+            }
+        }
+        Ok(mesh)
+    }
+
+    fn input_sharding(&self, i: usize, t: &Tensor, mesh: &Arc<Mesh>) -> Result<NamedSharding> {
+        let asked = self
+            .shardings
+            .as_deref()
+            .and_then(|o| o.inputs.get(i).cloned().flatten());
+        let sharding = asked
+            .or_else(|| t.sharding())
+            .unwrap_or_else(|| NamedSharding::replicated(mesh));
+        sharding
+            .check_rank(t.rank())
+            .map_err(|e| Error::Value(format!("function '{}', input {i}: {e}", self.name)))?;
+        Ok(sharding)
+    }
+
+    fn sharded_program(
+        &self,
+        mesh: &Arc<Mesh>,
+        key: ShardedKey,
+        aliases: &[(usize, usize)],
+    ) -> Result<Arc<ShardedProgram>> {
+        if let Some(p) = self.sharded_cache().get(&key) {
+            return Ok(p.clone());
+        }
+        let _compiling = self.compile_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = self.sharded_cache().get(&key) {
+            return Ok(p.clone());
+        }
+        let _span = tracing::info_span!("compile", function = %self.name, inputs = ?key.0, mesh = ?mesh.axes())
+            .entered();
+        let program = Arc::new(self.compile_sharded(mesh, &key, aliases)?);
+        self.compiles
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.sharded
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, program.clone());
+        Ok(program)
+    }
+
+    fn sharded_cache(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, std::collections::HashMap<ShardedKey, Arc<ShardedProgram>>>
+    {
+        self.sharded.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn compile_sharded(
+        &self,
+        mesh: &Arc<Mesh>,
+        key: &ShardedKey,
+        aliases: &[(usize, usize)],
+    ) -> Result<ShardedProgram> {
+        let outputs: &[Option<NamedSharding>] =
+            self.shardings.as_deref().map_or(&[], |o| &o.outputs);
+        if outputs.len() > self.num_outputs {
+            return Err(Error::Value(format!(
+                "function '{}' has {} outputs, but out_shardings lists {}",
+                self.name,
+                self.num_outputs,
+                outputs.len()
+            )));
+        }
+        // Fixed result shardings: the caller's, and a variable's new value
+        // keeps the sharding of the old; XLA chooses the others.
+        let fixed: Vec<Option<NamedSharding>> = (0..self.graph.results().len())
+            .map(|r| match aliases.iter().find(|(_, a)| *a == r) {
+                Some((p, _)) => Some(key.1[*p].clone()),
+                None => outputs.get(r).cloned().flatten(),
+            })
+            .collect();
+        let (exe, types, named) = self.compile_for(mesh, key, aliases, &fixed)?;
+        if named.iter().all(Option::is_some) {
+            return self.finish_program(exe, types, named);
+        }
+        // XLA chose a layout no spec over the mesh names (an uneven split
+        // over part of an axis, say). Such results take the sharding of
+        // an input of the same shape, else are replicated, and the program
+        // is compiled again with them fixed.
+        let fallback: Vec<Option<NamedSharding>> = named
+            .iter()
+            .zip(&types)
+            .map(|(n, ty)| {
+                let like_input = key.0.iter().position(|s| s.dims == ty.dims);
+                Some(n.clone().unwrap_or_else(|| match like_input {
+                    Some(i) => key.1[i].clone(),
+                    None => NamedSharding::replicated(mesh),
+                }))
+            })
+            .collect();
+        let (exe, types, named) = self.compile_for(mesh, key, aliases, &fallback)?;
+        self.finish_program(exe, types, named)
+    }
+
+    /// Lowers and compiles for `fixed` result shardings; returns the
+    /// program, the global result types and each result's sharding (the
+    /// fixed one, or XLA's choice when the mesh can name it).
+    fn compile_for(
+        &self,
+        mesh: &Arc<Mesh>,
+        (specs, shardings): &ShardedKey,
+        aliases: &[(usize, usize)],
+        fixed: &[Option<NamedSharding>],
+    ) -> Result<(Executable, Vec<ArraySpec>, Vec<Option<NamedSharding>>)> {
+        // Shardy refuses to split a dimension unevenly (it shrinks such
+        // a sharding to the axis part that divides it), so programs with
+        // an uneven input go through GSPMD, which pads.
+        let uneven = shardings
+            .iter()
+            .zip(specs)
+            .any(|(s, t)| s.is_uneven(&t.dims));
+        let partitioner = match uneven {
+            true => Partitioner::Gspmd,
+            false => Partitioner::Shardy,
+        };
+        let attribute = |s: &NamedSharding, rank: usize| match partitioner {
+            Partitioner::Gspmd => format!("mhlo.sharding = \"{}\"", hlo_sharding_text(s, rank)),
+            _ => format!("sdy.sharding = {}", s.sdy_attribute(MESH, rank)),
+        };
+        let mut annotations = Annotations {
+            module_attributes: Some(format!(
+                "mhlo.num_partitions = {} : i32, mhlo.num_replicas = 1 : i32",
+                mesh.size()
+            )),
+            declarations: match partitioner {
+                Partitioner::Shardy => vec![mesh.sdy_declaration(MESH)],
+                _ => Vec::new(),
+            },
+            partitioning: Some(Partitioning {
+                gspmd: partitioner == Partitioner::Gspmd,
+                mesh_axes: mesh.axes().to_vec(),
+            }),
+            params: shardings
+                .iter()
+                .zip(specs)
+                .map(|(s, spec)| attribute(s, spec.dims.len()))
+                .collect(),
+            results: Vec::new(),
+        };
+        // The result ranks are known only once lowered: lower once to
+        // learn them, then with the result annotations.
+        let plain = lower::lower_annotated(&self.graph, specs, &[], &annotations)
+            .map_err(|e| self.frame(e))?;
+        annotations.results = fixed
+            .iter()
+            .zip(&plain.results)
+            .map(|(s, ty)| {
+                s.as_ref()
+                    .map_or(String::new(), |s| attribute(s, ty.dims.len()))
+            })
+            .collect();
+        let lowered = lower::lower_annotated(&self.graph, specs, aliases, &annotations)
+            .map_err(|e| self.frame(e))?;
+        let client = Client::default_client()?;
+        let mut options = CompileOptions::for_platform(client.platform());
+        options.devices = mesh.devices().iter().map(|d| d.id).collect();
+        options.partitioner = partitioner;
+        options.propagate_to_results = fixed.iter().map(Option::is_none).collect();
+        let block_specs: Vec<ArraySpec> = specs
+            .iter()
+            .zip(shardings)
+            .map(|(spec, s)| ArraySpec::new(spec.dtype, &s.shard_dims(&spec.dims)))
+            .collect();
+        let exe = Executable::compile_cached(&client, &lowered.text, block_specs, &options)?;
+        let program = exe.optimized()?;
+        self.check_parameter_layouts(&program.parameter_shardings, specs, shardings)?;
+        let chosen = program.result_shardings();
+        let named = fixed
+            .iter()
+            .zip(&lowered.results)
+            .enumerate()
+            .map(|(r, (f, ty))| {
+                f.clone()
+                    .or_else(|| named_from_op(mesh, chosen.get(r)?, &ty.dims))
+            })
+            .collect();
+        Ok((exe, lowered.results, named))
+    }
+
+    /// Refuses a program whose parameters XLA laid out otherwise than the
+    /// blocks the call will pass (the byte sizes might even agree).
+    fn check_parameter_layouts(
+        &self,
+        compiled: &[OpSharding],
+        specs: &[ArraySpec],
+        shardings: &[NamedSharding],
+    ) -> Result<()> {
+        if compiled.len() != specs.len() {
+            return Err(Error::Value(format!(
+                "function '{}': the partitioned program reports {} parameter shardings for {} \
+                 inputs",
+                self.name,
+                compiled.len(),
+                specs.len()
+            )));
+        }
+        for (i, ((op, spec), s)) in compiled.iter().zip(specs).zip(shardings).enumerate() {
+            if !same_layout(s, op, &spec.dims) {
+                return Err(Error::Value(format!(
+                    "function '{}': XLA partitioned input {i} ({spec}) otherwise than {s}; shard \
+                     it evenly, or over fewer devices",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that each result comes back in the blocks its sharding
+    /// implies, and keeps the program.
+    fn finish_program(
+        &self,
+        exe: Executable,
+        types: Vec<ArraySpec>,
+        named: Vec<Option<NamedSharding>>,
+    ) -> Result<ShardedProgram> {
+        let results = types
+            .into_iter()
+            .zip(named)
+            .enumerate()
+            .map(|(r, (spec, sharding))| {
+                let sharding = sharding.ok_or_else(|| {
+                    Error::Value(format!(
+                        "function '{}': XLA laid result {r} out in a way no partition spec over \
+                         the mesh names; give it in out_shardings",
+                        self.name
+                    ))
+                })?;
+                let block = sharding.shard_dims(&spec.dims);
+                if exe.outputs().get(r).map(|o| &o.dims) != Some(&block) {
+                    return Err(Error::Value(format!(
+                        "function '{}': result {r} should come back in blocks of {block:?} for \
+                         {sharding}, but the program returns {:?}",
+                        self.name,
+                        exe.outputs().get(r)
+                    )));
+                }
+                Ok((sharding, spec))
+            })
+            .collect::<Result<_>>()?;
+        Ok(ShardedProgram {
+            exe: Arc::new(exe),
+            results,
+        })
+    }
+}

@@ -1,0 +1,329 @@
+//! Sharded values: a global array stored as one (padded) block per mesh
+//! device, and the host-side block copies that put an array onto a
+//! sharding and gather it back.
+
+use super::NamedSharding;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::runtime::{Buffer, Client};
+use crate::tensor::Tensor;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once the first sharded array is made: until then no variable can
+/// hold one, and function calls skip looking (a lock per variable).
+static ANY_MADE: AtomicBool = AtomicBool::new(false);
+
+/// Has this process ever made a sharded array?
+pub(crate) fn any_sharded_arrays() -> bool {
+    ANY_MADE.load(Ordering::Relaxed)
+}
+
+/// A global array split over a mesh: device `p` of the mesh holds the
+/// block at `sharding.shard_origin(p, dims)` of shape
+/// `sharding.shard_dims(dims)`; blocks reaching past the array's end are
+/// padded, and what the padding holds is unspecified.
+pub struct ShardedArray {
+    sharding: NamedSharding,
+    dtype: DType,
+    dims: Vec<i64>,
+    shards: Vec<Arc<Buffer>>,
+}
+
+impl std::fmt::Debug for ShardedArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ShardedArray({}{:?}, {})",
+            self.dtype, self.dims, self.sharding
+        )
+    }
+}
+
+impl ShardedArray {
+    /// Puts host bytes (dense, row-major) onto `sharding`.
+    pub(crate) fn from_host(
+        bytes: &[u8],
+        dtype: DType,
+        dims: &[i64],
+        sharding: &NamedSharding,
+    ) -> Result<ShardedArray> {
+        sharding.check_rank(dims.len())?;
+        let client = Client::default_client()?;
+        let block = sharding.shard_dims(dims);
+        let element = dtype.size_in_bytes()?;
+        let shards = sharding
+            .mesh()
+            .devices()
+            .iter()
+            .enumerate()
+            .map(|(p, device)| {
+                let origin = sharding.shard_origin(p, dims);
+                let bytes = extract_block(bytes, dims, &origin, &block, element);
+                Buffer::from_bytes(&client, *device, dtype, &bytes, &block)
+                    .map(|b| Arc::new(b.with_committed(true)))
+            })
+            .collect::<Result<_>>()?;
+        ANY_MADE.store(true, Ordering::Relaxed);
+        Ok(ShardedArray {
+            sharding: sharding.clone(),
+            dtype,
+            dims: dims.to_vec(),
+            shards,
+        })
+    }
+
+    /// Wraps per-device blocks a partitioned program returned.
+    pub(crate) fn from_shards(
+        sharding: NamedSharding,
+        dtype: DType,
+        dims: Vec<i64>,
+        shards: Vec<Buffer>,
+    ) -> Result<ShardedArray> {
+        let block = sharding.shard_dims(&dims);
+        let devices = sharding.mesh().devices();
+        if shards.len() != devices.len()
+            || shards.iter().zip(devices).any(|(s, d)| {
+                s.dims() != block.as_slice() || s.dtype() != dtype || s.device() != *d
+            })
+        {
+            return Err(Error::Value(format!(
+                "the blocks of a {dtype}{dims:?} array on {sharding} must be {dtype}{block:?}, one \
+                 per mesh device in order"
+            )));
+        }
+        ANY_MADE.store(true, Ordering::Relaxed);
+        Ok(ShardedArray {
+            sharding,
+            dtype,
+            dims,
+            shards: shards
+                .into_iter()
+                .map(|b| Arc::new(b.with_committed(true)))
+                .collect(),
+        })
+    }
+
+    /// The sharding.
+    pub fn sharding(&self) -> &NamedSharding {
+        &self.sharding
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The global dimensions.
+    pub fn dims(&self) -> &[i64] {
+        &self.dims
+    }
+
+    /// Each mesh device's (padded) block, in mesh order.
+    pub fn shards(&self) -> &[Arc<Buffer>] {
+        &self.shards
+    }
+
+    /// The whole array as dense row-major bytes, assembled from the
+    /// blocks with their padding left out.
+    pub fn to_host_bytes(&self) -> Result<Vec<u8>> {
+        let element = self.dtype.size_in_bytes()?;
+        let total = self.dims.iter().product::<i64>() as usize * element;
+        let mut out = vec![0u8; total];
+        let block = self.sharding.shard_dims(&self.dims);
+        for (p, shard) in self.shards.iter().enumerate() {
+            let origin = self.sharding.shard_origin(p, &self.dims);
+            insert_block(
+                &mut out,
+                &self.dims,
+                &origin,
+                &shard.to_bytes()?,
+                &block,
+                element,
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// Calls `row(offset_in_block, offset_in_global, len)` for each run of
+/// the block's last dimension that lies inside the global array (in
+/// elements). Dimensions of the block past the array's end are skipped.
+fn for_each_row(
+    global: &[i64],
+    origin: &[i64],
+    block: &[i64],
+    mut row: impl FnMut(usize, usize, usize),
+) {
+    let rank = global.len();
+    if rank == 0 {
+        row(0, 0, 1);
+        return;
+    }
+    // The extent of the block inside the array, per dimension.
+    let inside: Vec<i64> = (0..rank)
+        .map(|d| (global[d] - origin[d]).clamp(0, block[d]))
+        .collect();
+    if inside.contains(&0) {
+        return;
+    }
+    let mut index = vec![0i64; rank - 1];
+    loop {
+        let (mut in_block, mut in_global) = (0i64, 0i64);
+        for d in 0..rank - 1 {
+            in_block = in_block * block[d] + index[d];
+            in_global = in_global * global[d] + origin[d] + index[d];
+        }
+        in_block *= block[rank - 1];
+        in_global = in_global * global[rank - 1] + origin[rank - 1];
+        row(
+            in_block as usize,
+            in_global as usize,
+            inside[rank - 1] as usize,
+        );
+        // Odometer over the leading dimensions.
+        let mut d = rank - 1;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < inside[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
+/// The block of `global` at `origin` of shape `block`, zero-padded where
+/// it reaches past the array.
+fn extract_block(
+    bytes: &[u8],
+    global: &[i64],
+    origin: &[i64],
+    block: &[i64],
+    element: usize,
+) -> Vec<u8> {
+    let mut out = vec![0u8; block.iter().product::<i64>() as usize * element];
+    for_each_row(global, origin, block, |b, g, len| {
+        out[b * element..(b + len) * element]
+            .copy_from_slice(&bytes[g * element..(g + len) * element]);
+    });
+    out
+}
+
+/// Writes the part of a block inside the array back into `out`.
+fn insert_block(
+    out: &mut [u8],
+    global: &[i64],
+    origin: &[i64],
+    block_bytes: &[u8],
+    block: &[i64],
+    element: usize,
+) {
+    for_each_row(global, origin, block, |b, g, len| {
+        out[g * element..(g + len) * element]
+            .copy_from_slice(&block_bytes[b * element..(b + len) * element]);
+    });
+}
+
+impl Tensor {
+    /// This tensor laid out on `sharding`: each mesh device gets its block
+    /// (`jax.device_put(x, sharding)`). Blocks past the end of an uneven
+    /// split are padded; reading the tensor back strips the padding.
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec};
+    /// let mesh = Mesh::new(&[("data", 4)])?;
+    /// let rows = NamedSharding::new(&mesh, PartitionSpec::new([Some("data")]))?;
+    /// let x = Tensor::from_vec((0..10).map(|i| i as f32).collect(), &[5, 2])?.shard(&rows)?;
+    /// assert_eq!((x.dims(), x.is_sharded()), (vec![5, 2], true));
+    /// let shards = x.addressable_shards()?;
+    /// assert_eq!(shards[2].to_vec::<f32>()?, vec![8., 9.]); // rows 4..5
+    /// assert_eq!(shards[3].dims(), vec![0, 2]); // nothing left for the last
+    /// assert_eq!(x.to_vec::<f32>()?, (0..10).map(|i| i as f32).collect::<Vec<_>>());
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn shard(&self, sharding: &NamedSharding) -> Result<Tensor> {
+        let host = self.to_host_array()?;
+        let array = ShardedArray::from_host(&host.bytes, host.dtype, &host.dims, sharding)?;
+        Ok(Tensor::from_sharded(Arc::new(array)))
+    }
+
+    /// The sharding of a sharded tensor; `None` for a tensor on one device.
+    pub fn sharding(&self) -> Option<NamedSharding> {
+        self.sharded().map(|a| a.sharding().clone())
+    }
+
+    /// Is this tensor split over a mesh?
+    pub fn is_sharded(&self) -> bool {
+        self.sharded().is_some()
+    }
+
+    /// Each mesh device's block as a tensor committed to that device,
+    /// without padding (a block wholly past the end has a zero dimension).
+    pub fn addressable_shards(&self) -> Result<Vec<Tensor>> {
+        let Some(array) = self.sharded() else {
+            return Ok(vec![self.clone()]);
+        };
+        let block = array.sharding().shard_dims(array.dims());
+        (0..array.shards().len())
+            .map(|p| {
+                let origin = array.sharding().shard_origin(p, array.dims());
+                let shard = Tensor::from_shared_buffer(array.shards()[p].clone());
+                let sizes: Vec<i64> = (0..block.len())
+                    .map(|d| (array.dims()[d] - origin[d]).clamp(0, block[d]))
+                    .collect();
+                if sizes == block {
+                    return Ok(shard);
+                }
+                shard.slice(&vec![0; block.len()], &sizes)
+            })
+            .collect()
+    }
+
+    /// The whole value of a sharded tensor as a tensor on the default
+    /// device; an unsharded tensor is returned as it is.
+    pub fn unshard(&self) -> Result<Tensor> {
+        let Some(array) = self.sharded() else {
+            return Ok(self.clone());
+        };
+        Tensor::from_host_bytes(array.dtype(), array.dims(), &array.to_host_bytes()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_round_trip_with_padding_in_every_dimension() {
+        let global = [5i64, 3];
+        let bytes: Vec<u8> = (0..15u8).collect();
+        let block = [2i64, 2];
+        let mut back = vec![255u8; 15];
+        for r in 0..3 {
+            for c in 0..2 {
+                let origin = [r * 2, c * 2];
+                let b = extract_block(&bytes, &global, &origin, &block, 1);
+                assert_eq!(b.len(), 4);
+                insert_block(&mut back, &global, &origin, &b, &block, 1);
+            }
+        }
+        assert_eq!(back, bytes);
+        // The corner block holds one value and three zeros of padding.
+        assert_eq!(
+            extract_block(&bytes, &global, &[4, 2], &block, 1),
+            vec![14, 0, 0, 0]
+        );
+        // Scalars and blocks wholly outside.
+        assert_eq!(extract_block(&[7], &[], &[], &[], 1), vec![7]);
+        assert_eq!(
+            extract_block(&bytes, &global, &[6, 0], &block, 1),
+            vec![0; 4]
+        );
+    }
+}

@@ -1,0 +1,363 @@
+//! Meshes, shardings and sharded functions (#18 items 2 and 3): tensors
+//! put onto a sharding and gathered back (uneven ones too), functions
+//! partitioned by XLA's Shardy partitioner over the CPU plugin's 4
+//! devices, checked against the same function on one device.
+
+use std::sync::Arc;
+use xlafn::prelude::*;
+use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec};
+
+fn mesh_2x2() -> Arc<Mesh> {
+    Mesh::new(&[("data", 2), ("model", 2)]).unwrap()
+}
+
+fn sharding(mesh: &Arc<Mesh>, dims: &[Option<&str>]) -> NamedSharding {
+    NamedSharding::new(mesh, PartitionSpec::new(dims.iter().copied())).unwrap()
+}
+
+fn ramp(dims: &[i64], scale: f32) -> Tensor {
+    let n: i64 = dims.iter().product();
+    let values: Vec<f32> = (0..n)
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) * scale)
+        .collect();
+    Tensor::from_vec(values, dims).unwrap()
+}
+
+fn assert_close(got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "element {i}: {g} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn tensors_round_trip_through_even_and_uneven_shardings() {
+    let mesh = mesh_2x2();
+    for dims in [[4i64, 6], [5, 3], [1, 7], [3, 1]] {
+        let x = ramp(&dims, 1.0);
+        let want = x.to_vec::<f32>().unwrap();
+        for spec in [
+            [Some("data"), Some("model")],
+            [Some("model"), None],
+            [None, Some("data")],
+            [None, None],
+        ] {
+            let s = sharding(&mesh, &spec);
+            let sharded = x.shard(&s).unwrap();
+            assert!(sharded.is_sharded());
+            assert_eq!(sharded.dims(), dims.to_vec());
+            assert_eq!(sharded.sharding(), Some(s.clone()));
+            assert_eq!(sharded.to_vec::<f32>().unwrap(), want, "{dims:?} {s}");
+            assert_eq!(sharded.unshard().unwrap().to_vec::<f32>().unwrap(), want);
+            // Every element sits in the block the spec puts it in.
+            let shards = sharded.addressable_shards().unwrap();
+            assert_eq!(shards.len(), 4);
+            for (p, shard) in shards.iter().enumerate() {
+                assert_eq!(shard.device().unwrap(), mesh.devices()[p]);
+                let origin = s.shard_origin(p, &dims);
+                let got = shard.to_vec::<f32>().unwrap();
+                let sd = shard.dims();
+                for r in 0..sd[0] {
+                    for c in 0..sd[1] {
+                        let g = ((origin[0] + r) * dims[1] + origin[1] + c) as usize;
+                        assert_eq!(got[(r * sd[1] + c) as usize], want[g]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_eager_op_on_a_sharded_tensor_says_how_to_run_it() {
+    let mesh = mesh_2x2();
+    let x = ramp(&[4, 2], 1.0)
+        .shard(&sharding(&mesh, &[Some("data")]))
+        .unwrap();
+    let e = x.exp().unwrap_err().to_string();
+    assert!(
+        e.contains("sharded over 4 devices") && e.contains("unshard()"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_data_parallel_matmul_matches_one_device_with_the_sharding_xla_chose() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let rows = sharding(&mesh, &[Some("data")]);
+    let f = |x: Tensor, w: Tensor| x.matmul(&w)?.tanh();
+    let sharded = FunctionOptions::new()
+        .in_shardings(vec![Some(rows.clone())])
+        .build(f);
+    let single = function(f);
+    let x = ramp(&[8, 5], 0.1);
+    let w = ramp(&[5, 3], 0.2);
+    let y = sharded.call((&x, &w)).unwrap();
+    let want = single.call((&x, &w)).unwrap().to_vec::<f32>().unwrap();
+    assert_close(&y.to_vec::<f32>().unwrap(), &want, 1e-6);
+    // Rows stay split: XLA propagated the batch sharding to the result.
+    assert_eq!(y.sharding(), Some(rows.clone()));
+    // A sharded argument needs no options; the result feeds another call.
+    let plain = function(f);
+    let z = plain
+        .call((&y.shard(&rows).unwrap(), &ramp(&[3, 3], 0.3)))
+        .unwrap();
+    assert!(z.is_sharded());
+    let want_z = single
+        .call((
+            &Tensor::from_vec(want, &[8, 3]).unwrap(),
+            &ramp(&[3, 3], 0.3),
+        ))
+        .unwrap();
+    assert_close(
+        &z.to_vec::<f32>().unwrap(),
+        &want_z.to_vec::<f32>().unwrap(),
+        1e-5,
+    );
+}
+
+#[test]
+fn a_model_parallel_mlp_on_a_2x2_mesh_matches_one_device() {
+    let mesh = mesh_2x2();
+    let mlp = |x: Tensor, w1: Tensor, w2: Tensor| {
+        let h = x.matmul(&w1)?.relu()?;
+        h.matmul(&w2)
+    };
+    let sharded = FunctionOptions::new()
+        .in_shardings(vec![
+            Some(sharding(&mesh, &[Some("data"), None])),
+            Some(sharding(&mesh, &[None, Some("model")])),
+            Some(sharding(&mesh, &[Some("model"), None])),
+        ])
+        .out_shardings(vec![Some(sharding(&mesh, &[Some("data"), None]))])
+        .build(mlp);
+    let (x, w1, w2) = (ramp(&[8, 6], 0.1), ramp(&[6, 8], 0.2), ramp(&[8, 3], 0.3));
+    let y = sharded.call((&x, &w1, &w2)).unwrap();
+    let want = function(mlp).call((&x, &w1, &w2)).unwrap();
+    assert_close(
+        &y.to_vec::<f32>().unwrap(),
+        &want.to_vec::<f32>().unwrap(),
+        1e-5,
+    );
+    assert_eq!(y.sharding().unwrap().spec().to_string(), "P('data')");
+    // The hidden layer is split over `model`: its second matmul sums the
+    // model shards with an all-reduce XLA inserted.
+    let programs = sharded.concrete_functions()[0].sharded_executables();
+    assert_eq!(programs.len(), 1);
+    let optimized = programs[0].optimized().unwrap();
+    assert!(
+        optimized.count("all-reduce") >= 1,
+        "{:?}",
+        optimized.opcodes
+    );
+}
+
+#[test]
+fn a_new_sharding_recompiles_without_retracing() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let f = function(|x: Tensor| x.square()?.reduce_sum(&[0], false));
+    let x = ramp(&[8, 4], 1.0);
+    let want = f.call((&x,)).unwrap().to_vec::<f32>().unwrap();
+    let by_rows = x.shard(&sharding(&mesh, &[Some("data")])).unwrap();
+    let by_cols = x.shard(&sharding(&mesh, &[None, Some("data")])).unwrap();
+    for t in [&by_rows, &by_cols, &by_rows] {
+        let got = f.call((t,)).unwrap();
+        assert_eq!(got.to_vec::<f32>().unwrap(), want);
+    }
+    assert_eq!(f.tracing_count(), 1);
+    // One device, then one compile per input sharding.
+    assert_eq!(f.compile_count(), 3);
+}
+
+#[test]
+fn uneven_shards_are_padded_and_stripped_through_a_function() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let rows = sharding(&mesh, &[Some("data")]);
+    // 10 rows over 4 devices: blocks of 3, the last holding one row.
+    let f = |x: Tensor| -> Result<(Tensor, Tensor, Tensor)> {
+        Ok((
+            x.exp()?,
+            x.reduce_sum(&[0], false)?,
+            x.reduce_max(&[], false)?,
+        ))
+    };
+    let x = ramp(&[10, 3], 0.5);
+    let sharded = FunctionOptions::new()
+        .in_shardings(vec![Some(rows)])
+        .build(f);
+    let (e, s, m) = sharded.call((&x,)).unwrap();
+    let (we, ws, wm) = function(f).call((&x,)).unwrap();
+    assert_eq!(e.dims(), vec![10, 3]);
+    assert_close(
+        &e.to_vec::<f32>().unwrap(),
+        &we.to_vec::<f32>().unwrap(),
+        1e-6,
+    );
+    assert_close(
+        &s.to_vec::<f32>().unwrap(),
+        &ws.to_vec::<f32>().unwrap(),
+        1e-6,
+    );
+    assert_eq!(m.to_vec::<f32>().unwrap(), wm.to_vec::<f32>().unwrap());
+}
+
+#[test]
+fn replicated_outputs_and_mesh_errors() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let other =
+        Mesh::with_devices(xlafn::devices().unwrap()[..2].to_vec(), &[("data", 2)]).unwrap();
+    let rows = sharding(&mesh, &[Some("data")]);
+    let f = FunctionOptions::new()
+        .in_shardings(vec![Some(rows.clone())])
+        .out_shardings(vec![Some(NamedSharding::replicated(&mesh))])
+        .build(|x: Tensor| x.mul_scalar(3.0));
+    let y = f.call((&ramp(&[4, 2], 1.0),)).unwrap();
+    assert!(y.sharding().unwrap().is_replicated());
+    assert_eq!(
+        y.to_vec::<f32>().unwrap(),
+        ramp(&[4, 2], 3.0).to_vec::<f32>().unwrap()
+    );
+    let z = ramp(&[4, 2], 1.0)
+        .shard(&sharding(&other, &[Some("data")]))
+        .unwrap();
+    let e = f.call((&z,)).unwrap_err().to_string();
+    assert!(e.contains("another mesh"), "{e}");
+    let too_long = FunctionOptions::new()
+        .in_shardings(vec![Some(sharding(&mesh, &[None, None, Some("data")]))])
+        .build(|x: Tensor| x.exp());
+    let e = too_long
+        .call((&ramp(&[4, 2], 1.0),))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rank 2"), "{e}");
+}
+
+#[test]
+fn gradients_inside_a_sharded_function_match_one_device() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let rows = sharding(&mesh, &[Some("data")]);
+    let grad = |x: Tensor, y: Tensor, w: Tensor| -> Result<(Tensor, Tensor)> {
+        let tape = GradientTape::new();
+        tape.watch(&w);
+        let loss = x.matmul(&w)?.sub(&y)?.square()?.reduce_mean(&[], false)?;
+        let g = tape
+            .gradient(&loss, &[(&w).into()])?
+            .remove(0)
+            .expect("w is watched");
+        Ok((loss, g))
+    };
+    let sharded = FunctionOptions::new()
+        .in_shardings(vec![Some(rows.clone()), Some(rows)])
+        .build(grad);
+    let (x, y, w) = (ramp(&[16, 5], 0.1), ramp(&[16, 2], 0.2), ramp(&[5, 2], 0.3));
+    let (loss, g) = sharded.call((&x, &y, &w)).unwrap();
+    let (want_loss, want_g) = function(grad).call((&x, &y, &w)).unwrap();
+    assert_close(
+        &loss.to_vec::<f32>().unwrap(),
+        &want_loss.to_vec::<f32>().unwrap(),
+        1e-6,
+    );
+    assert_close(
+        &g.to_vec::<f32>().unwrap(),
+        &want_g.to_vec::<f32>().unwrap(),
+        1e-6,
+    );
+    assert!(g.sharding().unwrap().is_replicated());
+    // The per-device partial gradients are summed by an all-reduce.
+    let programs = sharded.concrete_functions()[0].sharded_executables();
+    let optimized = programs[0].optimized().unwrap();
+    assert!(
+        optimized.count("all-reduce") >= 1,
+        "{:?}",
+        optimized.opcodes
+    );
+}
+
+#[test]
+fn sharded_variables_are_updated_per_shard_and_keep_their_sharding() {
+    let mesh = mesh_2x2();
+    let cols = sharding(&mesh, &[None, Some("model")]);
+    let rows = sharding(&mesh, &[Some("data")]);
+    let w0 = ramp(&[4, 6], 0.1);
+    let w = Variable::new(w0.shard(&cols).unwrap());
+    let single = Variable::new(w0.clone());
+    let step = |w: Variable, x: Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        let loss = x.matmul(&w.read())?.square()?.reduce_mean(&[], false)?;
+        let g = tape
+            .gradient(&loss, &[(&w).into()])?
+            .remove(0)
+            .expect("w is watched");
+        w.assign_sub(&g.mul_scalar(0.5)?)?;
+        Ok(loss)
+    };
+    let sharded_step = function(step);
+    let single_step = function(step);
+    let x = ramp(&[8, 4], 0.2);
+    let xs = x.shard(&rows).unwrap();
+    for _ in 0..3 {
+        let l = sharded_step.call((w.clone(), &xs)).unwrap();
+        let want = single_step.call((single.clone(), &x)).unwrap();
+        assert_close(
+            &l.to_vec::<f32>().unwrap(),
+            &want.to_vec::<f32>().unwrap(),
+            1e-5,
+        );
+    }
+    assert_eq!(w.read().sharding(), Some(cols));
+    assert_close(
+        &w.read().to_vec::<f32>().unwrap(),
+        &single.read().to_vec::<f32>().unwrap(),
+        1e-5,
+    );
+}
+
+#[test]
+fn a_sharding_constraint_moves_an_intermediate_and_keeps_the_values() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let rows = sharding(&mesh, &[Some("data")]);
+    let whole = NamedSharding::replicated(&mesh);
+    let body = {
+        let whole = whole.clone();
+        move |x: Tensor| x.exp()?.with_sharding_constraint(&whole)?.mul_scalar(2.0)
+    };
+    // Even rows go through Shardy, uneven ones through GSPMD.
+    for n in [8, 10] {
+        let f = FunctionOptions::new()
+            .in_shardings(vec![Some(rows.clone())])
+            .build(body.clone());
+        let x = ramp(&[n, 3], 0.1);
+        let y = f.call((&x,)).unwrap();
+        let want = function(body.clone()).call((&x,)).unwrap();
+        assert_close(
+            &y.to_vec::<f32>().unwrap(),
+            &want.to_vec::<f32>().unwrap(),
+            1e-6,
+        );
+        let program = f.concrete_functions()[0].sharded_executables()[0]
+            .optimized()
+            .unwrap();
+        assert!(
+            program.count("all-gather") + program.count("all-reduce") >= 1,
+            "n={n}: the rows were never gathered: {:?}",
+            program.opcodes
+        );
+    }
+    // A constraint on another mesh is refused with both meshes named.
+    let other = mesh_2x2();
+    let wrong = NamedSharding::replicated(&other);
+    let f = FunctionOptions::new()
+        .in_shardings(vec![Some(rows)])
+        .build(move |x: Tensor| x.with_sharding_constraint(&wrong));
+    let e = f.call((&ramp(&[8, 3], 1.0),)).unwrap_err().to_string();
+    assert!(e.contains("\"model\"") && e.contains("\"data\""), "{e}");
+    // Eagerly it lays the tensor out; in a one-device function it is a no-op.
+    let eager = ramp(&[8, 3], 1.0).with_sharding_constraint(&whole).unwrap();
+    assert!(eager.sharding().unwrap().is_replicated());
+    let plain = function(move |x: Tensor| x.with_sharding_constraint(&whole)?.exp());
+    let got = plain.call((&ramp(&[2, 2], 1.0),)).unwrap();
+    assert!(!got.is_sharded());
+}
