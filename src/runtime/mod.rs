@@ -19,6 +19,7 @@ mod disk_cache;
 pub mod element;
 mod executable;
 mod ffi;
+mod kv_callbacks;
 mod options;
 mod plugin;
 pub mod recycle;
@@ -28,7 +29,7 @@ mod wait;
 pub use crate::dtype::ArraySpec;
 pub use buffer::{Buffer, live_buffer_count};
 pub use call_scope::{CallScope, current_call_scope, with_call_scope};
-pub use client::{Client, Device, OptionValue, Platform};
+pub use client::{CPU_MULTI_PROCESS_MESSAGE, Client, Device, OptionValue, Platform};
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
 pub use executable::Executable;
@@ -37,5 +38,6 @@ pub use ffi::{
     CallbackKind, CallbackRegistration, HOST_CALLBACK_TARGET, HostArray, HostCallbackFn,
     host_callback_kind, live_host_callbacks, register_host_callback,
 };
+pub use kv_callbacks::KeyValueStore;
 pub use options::{CompileOptions, ProgramTraits};
 pub use plugin::{Plugin, default_plugin_path};
