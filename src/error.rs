@@ -71,6 +71,54 @@ impl ErrorCode {
             _ => Unknown,
         }
     }
+
+    /// The numeric absl code (the inverse of `from_raw`), for handing a
+    /// status back to a plugin or over the wire.
+    pub fn raw(self) -> u32 {
+        use ErrorCode::*;
+        match self {
+            Cancelled => 1,
+            Unknown => 2,
+            InvalidArgument => 3,
+            DeadlineExceeded => 4,
+            NotFound => 5,
+            AlreadyExists => 6,
+            PermissionDenied => 7,
+            ResourceExhausted => 8,
+            FailedPrecondition => 9,
+            Aborted => 10,
+            OutOfRange => 11,
+            Unimplemented => 12,
+            Internal => 13,
+            Unavailable => 14,
+            DataLoss => 15,
+            Unauthenticated => 16,
+        }
+    }
+
+    /// TensorFlow's name for errors of this code (`DeadlineExceededError`,
+    /// `AlreadyExistsError`, ...), which starts their messages.
+    pub fn error_class(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            Cancelled => "CancelledError",
+            Unknown => "UnknownError",
+            InvalidArgument => "InvalidArgumentError",
+            DeadlineExceeded => "DeadlineExceededError",
+            NotFound => "NotFoundError",
+            AlreadyExists => "AlreadyExistsError",
+            PermissionDenied => "PermissionDeniedError",
+            ResourceExhausted => "ResourceExhaustedError",
+            FailedPrecondition => "FailedPreconditionError",
+            Aborted => "AbortedError",
+            OutOfRange => "OutOfRangeError",
+            Unimplemented => "UnimplementedError",
+            Internal => "InternalError",
+            Unavailable => "UnavailableError",
+            DataLoss => "DataLossError",
+            Unauthenticated => "UnauthenticatedError",
+        }
+    }
 }
 
 impl fmt::Display for ErrorCode {
@@ -138,6 +186,19 @@ pub enum Error {
     /// The plugin could not be found or loaded.
     #[error("PJRT plugin error: {0}")]
     Plugin(String),
+
+    /// Multi-process coordination failed: the coordination service or a
+    /// peer process (a timeout, a duplicate process id, a malformed frame),
+    /// or a plugin that cannot run across processes. The code picks the
+    /// TensorFlow class the message starts with (`DeadlineExceededError:`),
+    /// and lets a key-value callback hand the same status to a plugin.
+    #[error("{}: {message}", code.error_class())]
+    Distributed {
+        /// The status class of the failure.
+        code: ErrorCode,
+        /// What went wrong, naming the key, barrier or process involved.
+        message: String,
+    },
 }
 
 impl Error {
@@ -145,6 +206,14 @@ impl Error {
     pub fn invalid(op: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidArgument {
             op: op.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for a multi-process coordination error with `code`.
+    pub fn distributed(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error::Distributed {
+            code,
             message: message.into(),
         }
     }

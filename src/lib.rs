@@ -23,6 +23,7 @@ pub mod autograph;
 pub mod checkpoint;
 pub mod control;
 pub mod debug;
+pub mod distributed;
 pub mod dtype;
 pub mod error;
 pub mod export;

@@ -6,10 +6,15 @@
 //! Thread safety: PJRT clients are documented as thread-safe (JAX calls one
 //! client from many threads), so `Client` is `Send + Sync`. A `Device` is a
 //! pointer into its client's device list, valid as long as the client.
+//!
+//! A multi-process client (`Client::distributed`) also owns the key-value
+//! store its plugin calls back into (`kv_callbacks`), dropped only after
+//! the client is destroyed.
 
+use super::kv_callbacks::{KeyValueStore, StoreHandle};
 use super::plugin::{Plugin, default_plugin_path};
 use super::sys;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
 use std::ffi::c_char;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -38,7 +43,17 @@ pub struct Client {
     devices: Vec<Device>,
     platform: Platform,
     platform_name: String,
+    /// The store of a multi-process client, which the plugin may call
+    /// until the client is destroyed; fields drop after `Drop::drop`.
+    _kv_store: Option<StoreHandle>,
 }
+
+/// Why multi-process execution is refused on the CPU plugin (the text
+/// follows `UnimplementedError: `; the README and `xlafn::distributed`
+/// quote it).
+pub const CPU_MULTI_PROCESS_MESSAGE: &str = "multi-process execution needs a plugin with \
+    cross-process collectives (the CUDA plugin); the CPU plugin has only in-process collectives \
+    and ignores node_id/num_nodes and the key-value store";
 
 // SAFETY: a PJRT client is thread-safe by the PJRT contract; the raw pointer
 // is only passed to PJRT functions, never dereferenced here.
@@ -120,25 +135,98 @@ impl Client {
     /// A CUDA client from a CUDA PJRT plugin `.so`. Load it where it was
     /// installed: its RPATH finds the CUDA libraries relative to itself.
     pub fn cuda(plugin_path: &Path) -> Result<Arc<Client>> {
-        let options = [
+        Self::from_plugin(plugin_path, &Self::cuda_options())
+    }
+
+    /// The create options `Client::cuda` passes the CUDA plugin, for
+    /// clients made otherwise (`xlafn::distributed::client`).
+    pub fn cuda_options() -> Vec<(String, OptionValue)> {
+        vec![
             ("platform_name".to_string(), OptionValue::Str("cuda".into())),
             ("allocator".to_string(), OptionValue::Str("default".into())),
             ("preallocate".to_string(), OptionValue::Bool(false)),
-        ];
-        Self::from_plugin(plugin_path, &options)
+        ]
     }
 
     /// A client from any plugin with explicit create options.
     pub fn from_plugin(path: &Path, options: &[(String, OptionValue)]) -> Result<Arc<Client>> {
         let plugin = Plugin::load(path)?;
         validate_options(path, options)?;
-        let raw = create_client(plugin, options)?;
+        let raw = create_client(plugin, options, None)?;
+        Self::wrap(plugin, raw, None)
+    }
+
+    /// A client for process `node_id` of `num_nodes` processes that run one
+    /// program together (multi-controller, like `jax.distributed`): the
+    /// plugin gets the `node_id` and `num_nodes` create options and the
+    /// key-value callbacks into `store`, through which its processes
+    /// exchange what their collectives need.
+    ///
+    /// The CPU plugin is refused before anything is created, with
+    /// `UnimplementedError:` and [`CPU_MULTI_PROCESS_MESSAGE`]: it has only
+    /// in-process collectives and would silently ignore both.
+    pub fn distributed(
+        path: &Path,
+        options: &[(String, OptionValue)],
+        node_id: usize,
+        num_nodes: usize,
+        store: Arc<dyn KeyValueStore>,
+    ) -> Result<Arc<Client>> {
+        Self::ensure_multi_process_plugin(path)?;
+        if node_id >= num_nodes {
+            return Err(Error::invalid(
+                "Client::distributed",
+                format!("node_id {node_id} is out of range for {num_nodes} processes"),
+            ));
+        }
+        if let Some((name, _)) = options
+            .iter()
+            .find(|(n, _)| n == "node_id" || n == "num_nodes")
+        {
+            return Err(Error::Value(format!(
+                "pass {name} as an argument of Client::distributed, not as a create option"
+            )));
+        }
+        let as_int = |n: usize| OptionValue::Int(i64::try_from(n).unwrap_or(i64::MAX));
+        let mut options = options.to_vec();
+        options.push(("node_id".into(), as_int(node_id)));
+        options.push(("num_nodes".into(), as_int(num_nodes)));
+        let plugin = Plugin::load(path)?;
+        validate_options(path, &options)?;
+        let handle = StoreHandle::new(store);
+        let raw = create_client(plugin, &options, Some(&handle))?;
+        let client = Self::wrap(plugin, raw, Some(handle))?;
+        if client.platform == Platform::Cpu {
+            // A CPU plugin under another file name: it ignored the options.
+            return Err(cpu_multi_process_error());
+        }
+        Ok(client)
+    }
+
+    /// Refuses, before loading anything, a plugin that cannot run across
+    /// processes: the CPU plugin (by its file name, as `validate_options`
+    /// tells it).
+    pub fn ensure_multi_process_plugin(path: &Path) -> Result<()> {
+        match is_cpu_plugin(path) {
+            true => Err(cpu_multi_process_error()),
+            false => Ok(()),
+        }
+    }
+
+    /// Queries what a freshly created client drives. On error, `raw` is
+    /// destroyed by the `Client` it went into.
+    fn wrap(
+        plugin: &'static Plugin,
+        raw: *mut sys::PJRT_Client,
+        kv_store: Option<StoreHandle>,
+    ) -> Result<Arc<Client>> {
         let mut client = Client {
             plugin,
             raw,
             devices: Vec::new(),
             platform: Platform::Other,
             platform_name: String::new(),
+            _kv_store: kv_store,
         };
         client.platform_name = client.query_platform_name()?;
         client.platform = match client.platform_name.as_str() {
@@ -435,13 +523,20 @@ impl Drop for Client {
     }
 }
 
+fn is_cpu_plugin(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("cpu"))
+}
+
+fn cpu_multi_process_error() -> Error {
+    Error::distributed(ErrorCode::Unimplemented, CPU_MULTI_PROCESS_MESSAGE)
+}
+
 /// Guards the create options that kill the CPU plugin instead of failing:
 /// `cpu_device_count` must be an integer (a Bool aborts the process), and
 /// unknown names are silently ignored by the CPU plugin, so refuse them.
 fn validate_options(path: &Path, options: &[(String, OptionValue)]) -> Result<()> {
-    let is_cpu_plugin = path
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().contains("cpu"));
+    let is_cpu_plugin = is_cpu_plugin(path);
     for (name, value) in options {
         if name == "cpu_device_count" && !matches!(value, OptionValue::Int(n) if *n > 0) {
             return Err(Error::Value(format!(
@@ -457,9 +552,12 @@ fn validate_options(path: &Path, options: &[(String, OptionValue)]) -> Result<()
     Ok(())
 }
 
+/// Creates the plugin's client; with `kv_store`, its key-value callbacks
+/// (the handle must then outlive the client).
 fn create_client(
     plugin: &Plugin,
     options: &[(String, OptionValue)],
+    kv_store: Option<&StoreHandle>,
 ) -> Result<*mut sys::PJRT_Client> {
     // Keep the strings alive until the call returns.
     let strings: Vec<&str> = options
@@ -483,9 +581,13 @@ fn create_client(
         num_options: named.len(),
         ..Default::default()
     };
+    if let Some(handle) = kv_store {
+        handle.install(&mut args);
+    }
     let f = plugin.func(plugin.api().PJRT_Client_Create, "PJRT_Client_Create")?;
     // SAFETY: `args` is correctly sized; `named` and the strings it points to
-    // outlive the call; no key-value callbacks are passed (single process).
+    // outlive the call; the key-value callbacks, if any, point into a
+    // handle the resulting `Client` owns until after it is destroyed.
     plugin.check(unsafe { f(&mut args) }, "PJRT_Client_Create")?;
     Ok(args.client)
 }

@@ -20,6 +20,7 @@ pub mod element;
 mod executable;
 mod ffi;
 pub mod hlo;
+mod kv_callbacks;
 mod options;
 mod plugin;
 pub mod recycle;
@@ -30,7 +31,8 @@ pub use crate::dtype::ArraySpec;
 pub use buffer::{Buffer, live_buffer_count};
 pub use call_scope::{CallScope, current_call_scope, with_call_scope};
 pub use client::{
-    Client, Device, MAX_CPU_DEVICES, OptionValue, Platform, cpu_device_count, set_cpu_device_count,
+    CPU_MULTI_PROCESS_MESSAGE, Client, Device, MAX_CPU_DEVICES, OptionValue, Platform,
+    cpu_device_count, set_cpu_device_count,
 };
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
@@ -41,5 +43,6 @@ pub use ffi::{
     host_callback_kind, live_host_callbacks, register_host_callback,
 };
 pub use hlo::{OpSharding, OptimizedProgram};
+pub use kv_callbacks::KeyValueStore;
 pub use options::{CompileOptions, Partitioner, ProgramTraits};
 pub use plugin::{Plugin, default_plugin_path};

@@ -1,0 +1,291 @@
+//! Layer: distributed. Multi-process (multi-controller) execution, like
+//! `jax.distributed`: several processes, each driving its own devices, run
+//! one program together. Imports `error` and `runtime` (the PJRT client and
+//! its `KeyValueStore` trait); nothing above the runtime imports it.
+//!
+//! Every process calls [`initialize`] with the same coordinator address and
+//! process count and its own id. Process 0 starts the coordination service
+//! on that address ([`KvService`]: a key-value store, the process registry
+//! and barriers over TCP); every process joins it ([`KvClient`]), retrying
+//! until the coordinator is up, and they all wait until `num_processes`
+//! have joined. Then [`process_index`] and [`process_count`] say who is
+//! who, [`store`] shares values and barriers between the processes, and
+//! [`client`] makes a PJRT client whose plugin exchanges what its
+//! collectives need through the same service. [`shutdown`] waits for the
+//! others and stops it all.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use xlafn::distributed;
+//! # fn main() -> xlafn::Result<()> {
+//! let id: usize = std::env::var("PROCESS_ID").unwrap().parse().unwrap();
+//! distributed::initialize("10.0.0.1:4321", 2, id)?;
+//! let store = distributed::store()?;
+//! store.set(&format!("hello/{id}"), b"hi")?;
+//! let other = store.get(&format!("hello/{}", 1 - id), Duration::from_secs(60))?;
+//! store.barrier("greeted", Duration::from_secs(60))?;
+//! distributed::shutdown()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Errors, each a [`Error::Distributed`] whose code names its class:
+//! - a `process_id` outside `0..num_processes`: `InvalidArgumentError:
+//!   process_id 3 is out of range for 2 processes`;
+//! - a second process with an id that already joined: `AlreadyExistsError:
+//!   process_id 1 has already joined: two processes were started with the
+//!   same process_id`;
+//! - a key nobody sets: `DeadlineExceededError: key "x" was not set within
+//!   5s`; a barrier or the join that times out names the missing processes;
+//! - [`initialize`] twice: `FailedPreconditionError: distributed::initialize
+//!   was already called ...`.
+//!
+//! Plugins: only one with cross-process collectives can run a program
+//! across processes. The CUDA plugin takes `node_id`, `num_nodes` and the
+//! key-value callbacks and uses NCCL between the processes. The CPU plugin
+//! has only in-process collectives and ignores all three, so [`client`]
+//! refuses it before creating anything, with this error:
+//!
+//! ```text
+//! UnimplementedError: multi-process execution needs a plugin with cross-process collectives (the CUDA plugin); the CPU plugin has only in-process collectives and ignores node_id/num_nodes and the key-value store
+//! ```
+//!
+//! Security: the service trusts whoever can connect to its port (as JAX's
+//! does), so run it on a private network. It treats their bytes as
+//! untrusted input, though: sizes, key counts and waits are bounded (see
+//! [`frame`] and [`KvService`]), and a malformed frame only closes the
+//! connection that sent it.
+
+pub mod frame;
+mod kv_client;
+mod service;
+
+pub use kv_client::KvClient;
+pub use service::{KvService, MAX_BARRIERS, MAX_CONNECTIONS, MAX_KEYS, MAX_STORE_BYTES, MAX_WAIT};
+
+use crate::error::{Error, Result};
+use crate::runtime::{Client, KeyValueStore, OptionValue};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How [`initialize_with`] and [`shutdown`] wait.
+#[derive(Clone, Debug)]
+pub struct DistributedOptions {
+    /// How long [`initialize`] waits for the coordinator to be reachable
+    /// and for every process to join (JAX's `initialization_timeout`;
+    /// 300 s by default).
+    pub initialization_timeout: Duration,
+    /// How long [`shutdown`] waits for the other processes (300 s by
+    /// default).
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for DistributedOptions {
+    fn default() -> Self {
+        DistributedOptions {
+            initialization_timeout: Duration::from_secs(300),
+            shutdown_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The barrier every process passes once all have joined.
+const JOIN_BARRIER: &str = "xlafn/initialize";
+/// The barrier every process passes before the service stops.
+const SHUTDOWN_BARRIER: &str = "xlafn/shutdown";
+
+struct Global {
+    client: Arc<KvClient>,
+    /// Process 0's service, stopped when dropped.
+    service: Option<KvService>,
+    shutdown_timeout: Duration,
+}
+
+/// The initialized system; readers hold the lock only to copy from it.
+static GLOBAL: Mutex<Option<Global>> = Mutex::new(None);
+/// Serializes `initialize` and `shutdown` with each other (they wait on
+/// peers for long), without blocking readers of `GLOBAL`.
+static LIFECYCLE: Mutex<()> = Mutex::new(());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Joins the processes of one multi-process run, with the default
+/// timeouts (see [`initialize_with`]).
+pub fn initialize(coordinator: &str, num_processes: usize, process_id: usize) -> Result<()> {
+    initialize_with(
+        coordinator,
+        num_processes,
+        process_id,
+        &DistributedOptions::default(),
+    )
+}
+
+/// Joins the processes of one multi-process run: process 0 serves the
+/// coordination service on `coordinator` (`host:port`, reachable by all),
+/// every process joins it as `process_id`, and all wait until
+/// `num_processes` have joined. On failure nothing stays initialized (and
+/// process 0's service is stopped).
+pub fn initialize_with(
+    coordinator: &str,
+    num_processes: usize,
+    process_id: usize,
+    options: &DistributedOptions,
+) -> Result<()> {
+    let _lifecycle = lock(&LIFECYCLE);
+    if let Some(g) = lock(&GLOBAL).as_ref() {
+        return Err(Error::FailedPrecondition(format!(
+            "distributed::initialize was already called (this is process {} of {}, \
+             coordinated by {}); call distributed::shutdown first",
+            g.client.process_id(),
+            g.client.num_processes(),
+            g.client.coordinator()
+        )));
+    }
+    kv_client::check_ids(process_id, num_processes)?;
+    let deadline = Instant::now() + options.initialization_timeout;
+    let service = match process_id {
+        0 => Some(KvService::start(coordinator, num_processes)?),
+        _ => None,
+    };
+    let client = KvClient::join(
+        coordinator,
+        process_id,
+        num_processes,
+        options.initialization_timeout,
+    )?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    client.barrier(JOIN_BARRIER, left).map_err(|e| {
+        context(
+            e,
+            "distributed::initialize: waiting for all processes to join",
+        )
+    })?;
+    tracing::info!(
+        process_id,
+        num_processes,
+        coordinator,
+        "distributed system initialized"
+    );
+    *lock(&GLOBAL) = Some(Global {
+        client: Arc::new(client),
+        service,
+        shutdown_timeout: options.shutdown_timeout,
+    });
+    Ok(())
+}
+
+/// Prefixes a coordination error's message with what was being done.
+fn context(e: Error, doing: &str) -> Error {
+    match e {
+        Error::Distributed { code, message } => {
+            Error::distributed(code, format!("{doing}: {message}"))
+        }
+        other => other,
+    }
+}
+
+/// Leaves the multi-process run: waits (up to the shutdown timeout) until
+/// every process has called `shutdown`, so process 0 stops its service only
+/// when nobody needs it. Nothing stays initialized afterwards, even when
+/// the wait fails; without [`initialize`], it does nothing.
+pub fn shutdown() -> Result<()> {
+    let _lifecycle = lock(&LIFECYCLE);
+    let Some((client, timeout)) = lock(&GLOBAL)
+        .as_ref()
+        .map(|g| (g.client.clone(), g.shutdown_timeout))
+    else {
+        return Ok(());
+    };
+    let waited = match client.num_processes() {
+        1 => Ok(()),
+        _ => client
+            .barrier(SHUTDOWN_BARRIER, timeout)
+            .map_err(|e| context(e, "distributed::shutdown")),
+    };
+    let global = lock(&GLOBAL).take();
+    if let Some(mut service) = global.and_then(|g| g.service) {
+        service.stop();
+    }
+    waited
+}
+
+/// Has [`initialize`] succeeded (and [`shutdown`] not been called since)?
+pub fn is_initialized() -> bool {
+    lock(&GLOBAL).is_some()
+}
+
+/// This process's id among the processes of the run; 0 when
+/// [`initialize`] was not called.
+pub fn process_index() -> usize {
+    lock(&GLOBAL).as_ref().map_or(0, |g| g.client.process_id())
+}
+
+/// How many processes take part in the run; 1 when [`initialize`] was not
+/// called.
+pub fn process_count() -> usize {
+    lock(&GLOBAL)
+        .as_ref()
+        .map_or(1, |g| g.client.num_processes())
+}
+
+/// The key-value store and barriers shared by the processes of the run.
+pub fn store() -> Result<Arc<KvClient>> {
+    lock(&GLOBAL)
+        .as_ref()
+        .map(|g| g.client.clone())
+        .ok_or_else(|| {
+            Error::FailedPrecondition(
+                "distributed::initialize has not been called in this process".into(),
+            )
+        })
+}
+
+/// A PJRT client from the plugin at `plugin` for this process of the run:
+/// the plugin gets `node_id` (this process's index), `num_nodes` and
+/// callbacks into the run's key-value store, besides `options` (for the
+/// CUDA plugin, `Client::cuda_options()`). The CPU plugin is refused first,
+/// with the `UnimplementedError` in the module docs; then a process that
+/// did not [`initialize`] gets a `FailedPreconditionError`.
+pub fn client(plugin: &Path, options: &[(String, OptionValue)]) -> Result<Arc<Client>> {
+    Client::ensure_multi_process_plugin(plugin)?;
+    let store = store()?;
+    let name = plugin
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let keys = Arc::new(PluginKeys {
+        prefix: format!("xlafn/pjrt/{name}/"),
+        store: store.clone(),
+    });
+    Client::distributed(
+        plugin,
+        options,
+        store.process_id(),
+        store.num_processes(),
+        keys,
+    )
+}
+
+/// The run's store as a plugin sees it: under a prefix of the plugin's
+/// own, since the header leaves avoiding collisions between a plugin's keys
+/// and everyone else's to the caller.
+struct PluginKeys {
+    prefix: String,
+    store: Arc<KvClient>,
+}
+
+impl KeyValueStore for PluginKeys {
+    fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>> {
+        self.store.get(&format!("{}{key}", self.prefix), timeout)
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.store.try_get(&format!("{}{key}", self.prefix))
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.store.set(&format!("{}{key}", self.prefix), value)
+    }
+}
