@@ -60,6 +60,8 @@ pub(crate) struct ConcreteCore {
     pub(super) tape_op: OnceLock<Op>,
     /// `FunctionOptions::in_shardings`/`out_shardings`, if given.
     pub(super) shardings: Option<Arc<ShardingOptions>>,
+    /// The mesh of a `shard_map` in the graph, if any.
+    pub(super) graph_mesh: Option<Arc<crate::sharding::Mesh>>,
     /// The specializations compiled for a mesh (see `sharded`).
     pub(super) sharded: RwLock<HashMap<ShardedKey, Arc<ShardedProgram>>>,
 }
@@ -73,6 +75,7 @@ impl ConcreteCore {
         output_type: String,
     ) -> ConcreteCore {
         let num_outputs = finished.graph.results().len() - finished.updates.len();
+        let graph_mesh = super::sharded::graph_mesh(&finished.graph);
         ConcreteCore {
             name,
             implements: None,
@@ -90,6 +93,7 @@ impl ConcreteCore {
             compiles: AtomicUsize::new(0),
             tape_op: OnceLock::new(),
             shardings: None,
+            graph_mesh,
             sharded: RwLock::new(HashMap::new()),
         }
     }

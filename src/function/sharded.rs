@@ -17,7 +17,9 @@ use super::call::{lock_all, slot_of};
 use super::concrete::ConcreteCore;
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
+use crate::ir::Graph;
 use crate::lower::{self, Annotations, Partitioning};
+use crate::ops::Op;
 use crate::runtime::{Buffer, Client, CompileOptions, Executable, OpSharding, Partitioner};
 use crate::sharding::{
     Mesh, NamedSharding, ShardedArray, hlo_sharding_text, named_from_op, same_layout,
@@ -48,11 +50,26 @@ pub(crate) type ShardedKey = (Vec<ArraySpec>, Vec<NamedSharding>);
 
 use crate::sharding::MESH_NAME as MESH;
 
+/// The mesh a `shard_map` in `graph` (or in a region inside it) runs on:
+/// a function holding one runs partitioned over it.
+pub(crate) fn graph_mesh(graph: &Graph) -> Option<Arc<Mesh>> {
+    graph.nodes().iter().find_map(|n| match &n.op {
+        Op::ShardMap(s) => Some(s.mesh.clone()),
+        Op::Cond(c) => {
+            graph_mesh(&c.then_branch.graph).or_else(|| graph_mesh(&c.else_branch.graph))
+        }
+        Op::While(w) => graph_mesh(&w.cond.graph).or_else(|| graph_mesh(&w.body.graph)),
+        Op::Call(c) => graph_mesh(&c.graph),
+        _ => None,
+    })
+}
+
 impl ConcreteCore {
     /// Does this call run partitioned over a mesh: sharding options, a
     /// sharded argument, or a variable holding a sharded value?
     pub(super) fn is_sharded_call(&self, args: &[Tensor], var_args: &[Variable]) -> bool {
         self.shardings.is_some()
+            || self.graph_mesh.is_some()
             || args.iter().any(Tensor::is_sharded)
             || crate::sharding::any_sharded_arrays()
                 && self.captures.iter().any(|c| match &c.source {
@@ -181,7 +198,11 @@ impl ConcreteCore {
             t.sharding()
                 .map(|s| (s.mesh().clone(), format!("input {i}")))
         });
-        let mut meshes = asked.chain(given);
+        let in_graph = self
+            .graph_mesh
+            .iter()
+            .map(|m| (m.clone(), "its shard_map".to_string()));
+        let mut meshes = asked.chain(in_graph).chain(given);
         let (mesh, first) = meshes.next().ok_or_else(|| {
             Error::Value(format!(
                 "function '{}' has sharding options that name no mesh",

@@ -53,7 +53,9 @@ impl Combiner {
     }
 }
 
+mod collectives;
 mod structured;
+pub use collectives::ManualShardings;
 pub use structured::{ConvAttrs, GatherDims, ScatterDims};
 
 /// MLIR element type name.
@@ -155,6 +157,8 @@ pub struct Emitter {
     /// How the program is partitioned over several devices, if it is (see
     /// `is_partitioned`).
     partitioning: Option<Partitioning>,
+    /// Collectives emitted so far: each gets its own channel id.
+    channels: i64,
 }
 
 /// How a partitioned program is split: the partitioner its annotations
@@ -237,6 +241,7 @@ impl Emitter {
             size: ProgramSize::default(),
             oversized: None,
             partitioning: None,
+            channels: 0,
         }
     }
 
@@ -388,6 +393,16 @@ impl Emitter {
         arg_types: &[ArraySpec],
         body: impl FnOnce(&mut Emitter, &[Val]) -> Result<Vec<Val>>,
     ) -> Result<String> {
+        self.region_ending("stablehlo.return", arg_types, body)
+    }
+
+    /// `region` with another terminator op (`sdy.return`).
+    fn region_ending(
+        &mut self,
+        terminator: &str,
+        arg_types: &[ArraySpec],
+        body: impl FnOnce(&mut Emitter, &[Val]) -> Result<Vec<Val>>,
+    ) -> Result<String> {
         let saved = std::mem::take(&mut self.body);
         self.indent += 1;
         let args: Vec<Val> = arg_types
@@ -418,7 +433,7 @@ impl Emitter {
             format!("{pad}^bb0({}):\n", sig.join(", "))
         };
         Ok(format!(
-            "{{\n{header}{inner}{pad}  \"stablehlo.return\"({}) : ({}) -> ()\n{}}}",
+            "{{\n{header}{inner}{pad}  \"{terminator}\"({}) : ({}) -> ()\n{}}}",
             names.join(", "),
             tys.join(", "),
             "  ".repeat(self.indent)

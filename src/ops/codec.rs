@@ -232,6 +232,13 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
                     .into(),
             ));
         }
+        Op::ShardMap(_) | Op::Collective(_) => {
+            return Err(Error::Value(
+                "export: the graph holds a shard_map, and programs partitioned over a mesh cannot \
+                 be exported yet"
+                    .into(),
+            ));
+        }
         Op::Call(_) => {
             return Err(Error::Value(
                 "export: the graph holds a recorded function call (a gradient tape's), which \

@@ -29,6 +29,7 @@ pub mod pad;
 pub mod reduce;
 pub mod scatter;
 pub mod shape;
+pub mod shard_map;
 pub mod sharding_constraint;
 pub mod sort;
 pub mod special;
@@ -162,6 +163,8 @@ op_catalog! {
     ScatterNd(scatter::ScatterNd),
     EnsureShape(ensure::EnsureShape),
     ShardingConstraint(sharding_constraint::ShardingConstraint),
+    ShardMap(shard_map::ShardMap),
+    Collective(shard_map::Collective),
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),
     Cholesky(decomp::Cholesky),

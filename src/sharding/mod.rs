@@ -15,6 +15,7 @@
 
 mod array;
 mod layout;
+mod shard_map;
 
 /// The name of the mesh inside a lowered partitioned module.
 pub(crate) const MESH_NAME: &str = "mesh";
@@ -26,6 +27,9 @@ use std::sync::Arc;
 pub use array::ShardedArray;
 pub(crate) use array::any_sharded_arrays;
 pub(crate) use layout::{hlo_sharding_text, named_from_op, same_layout};
+pub use shard_map::{
+    all_gather, axis_index, axis_size, pmax, pmean, pmin, ppermute, psum, psum_scatter, shard_map,
+};
 
 /// Devices arranged in a grid with named axes (`jax.sharding.Mesh`).
 ///

@@ -1,0 +1,215 @@
+//! `shard_map` (`jax.shard_map`): a body written per device, on its local
+//! blocks, with explicit collectives between devices along named mesh
+//! axes. The body is traced once at the local shapes and lowered as
+//! Shardy's manual computation, inside a function that runs partitioned
+//! over the mesh.
+
+use super::{Mesh, NamedSharding, PartitionSpec};
+use crate::error::{Error, Result};
+use crate::ir::TensorType;
+use crate::ops::shard_map::{Collective, CollectiveKind, ShardMap};
+use crate::tensor::{Tensor, apply, apply1};
+use crate::trace;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+thread_local! {
+    /// The meshes of the `shard_map` bodies being traced on this thread.
+    static BODIES: RefCell<Vec<Arc<Mesh>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `body` once per device of `mesh` on that device's blocks of
+/// `inputs` (split as `in_specs` say) and joins the blocks it returns as
+/// `out_specs` say. Inside `body`, [`psum`], [`all_gather`] and the other
+/// collectives exchange values along mesh axes. Call it inside a traced
+/// function: the function then runs partitioned over `mesh`. Inputs must
+/// split evenly; values the body captures are replicated.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// use xlafn::sharding::{Mesh, PartitionSpec, all_gather, psum, shard_map};
+/// let mesh = Mesh::new(&[("data", 4)])?;
+/// let f = {
+///     let mesh = mesh.clone();
+///     function(move |x: Tensor| -> Result<Vec<Tensor>> {
+///         let rows = PartitionSpec::new([Some("data")]);
+///         shard_map(&mesh, &[rows.clone()], &[PartitionSpec::replicated(), rows], &[&x], |local| {
+///             let total = psum(&local[0].reduce_sum(&[], false)?, "data")?;
+///             Ok(vec![total, all_gather(&local[0], "data", 0)?.reduce_sum(&[0], true)?])
+///         })
+///     })
+/// };
+/// let out = f.call((Tensor::from_vec((1..=8).map(|i| i as f32).collect(), &[8])?,))?;
+/// assert_eq!(out[0].to_vec::<f32>()?, vec![36.]);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
+pub fn shard_map(
+    mesh: &Arc<Mesh>,
+    in_specs: &[PartitionSpec],
+    out_specs: &[PartitionSpec],
+    inputs: &[&Tensor],
+    body: impl FnOnce(Vec<Tensor>) -> Result<Vec<Tensor>>,
+) -> Result<Vec<Tensor>> {
+    if !trace::is_tracing() {
+        return Err(Error::Value(
+            "shard_map is traced: call it inside a function (the function then runs over the \
+             mesh)"
+                .into(),
+        ));
+    }
+    if in_specs.len() != inputs.len() {
+        return Err(Error::Value(format!(
+            "shard_map got {} inputs but {} in_specs",
+            inputs.len(),
+            in_specs.len()
+        )));
+    }
+    let local: Vec<TensorType> = inputs
+        .iter()
+        .zip(in_specs)
+        .map(|(t, spec)| local_type(mesh, t, spec))
+        .collect::<Result<_>>()?;
+    BODIES.with(|b| b.borrow_mut().push(mesh.clone()));
+    let traced = trace::trace_region(&local, &[], body);
+    BODIES.with(|b| b.borrow_mut().pop());
+    let traced = traced?;
+    if !traced.variables.is_empty() {
+        return Err(Error::Value(
+            "a shard_map body cannot use variables: read them outside and pass the values in"
+                .into(),
+        ));
+    }
+    let captured = trace::capture_inputs(&traced.trace.captures)?;
+    let graph = traced.trace.graph;
+    if graph.results().len() != out_specs.len() {
+        return Err(Error::Value(format!(
+            "the shard_map body returned {} values but {} out_specs are given",
+            graph.results().len(),
+            out_specs.len()
+        )));
+    }
+    let mut specs = in_specs.to_vec();
+    specs.extend(captured.iter().map(|_| PartitionSpec::replicated()));
+    for spec in specs.iter().chain(out_specs) {
+        NamedSharding::new(mesh, spec.clone())?;
+    }
+    let op = ShardMap {
+        mesh: mesh.clone(),
+        in_specs: specs,
+        out_specs: out_specs.to_vec(),
+        body: Arc::new(graph),
+    };
+    let all: Vec<&Tensor> = inputs.iter().copied().chain(&captured).collect();
+    apply(op, &all)
+}
+
+/// An input's block type: its shape divided by the spec's tiles.
+fn local_type(mesh: &Arc<Mesh>, t: &Tensor, spec: &PartitionSpec) -> Result<TensorType> {
+    let dims = t.shape().as_known().ok_or_else(|| {
+        Error::Value(format!(
+            "shard_map needs inputs of known shape, got {}",
+            t.tensor_type()
+        ))
+    })?;
+    let sharding = NamedSharding::new(mesh, spec.clone())?;
+    sharding.check_rank(dims.len())?;
+    if sharding.is_uneven(&dims) {
+        return Err(Error::Value(format!(
+            "shard_map: {sharding} does not divide an input of shape {dims:?} evenly"
+        )));
+    }
+    Ok(TensorType::known(t.dtype(), &sharding.shard_dims(&dims)))
+}
+
+/// The collective `kind` along `axis` of the innermost body's mesh.
+fn collective(kind: CollectiveKind, axis: &str, inputs: &[&Tensor]) -> Result<Tensor> {
+    let mesh = BODIES.with(|b| b.borrow().last().cloned()).ok_or_else(|| {
+        Error::Value(format!(
+            "collectives run inside a shard_map body; {axis:?} names no axis here"
+        ))
+    })?;
+    mesh.axis_size(axis)?;
+    let op = Collective {
+        kind,
+        axes: vec![axis.to_string()],
+        mesh_axes: mesh.axes().to_vec(),
+    };
+    apply1(op, inputs)
+}
+
+/// The sum of `x` over the devices along `axis` (`jax.lax.psum`).
+pub fn psum(x: &Tensor, axis: &str) -> Result<Tensor> {
+    collective(CollectiveKind::Sum, axis, &[x])
+}
+
+/// The mean of `x` over the devices along `axis` (`jax.lax.pmean`).
+pub fn pmean(x: &Tensor, axis: &str) -> Result<Tensor> {
+    let n = axis_size(axis)?;
+    psum(x, axis)?.mul_scalar(1.0 / n as f64)
+}
+
+/// The maximum of `x` over the devices along `axis`.
+pub fn pmax(x: &Tensor, axis: &str) -> Result<Tensor> {
+    collective(CollectiveKind::Max, axis, &[x])
+}
+
+/// The minimum of `x` over the devices along `axis`.
+pub fn pmin(x: &Tensor, axis: &str) -> Result<Tensor> {
+    collective(CollectiveKind::Min, axis, &[x])
+}
+
+/// The devices' `x` along `axis`, concatenated along `dim` in axis order
+/// (`jax.lax.all_gather(..., tiled=True)`).
+pub fn all_gather(x: &Tensor, axis: &str, dim: usize) -> Result<Tensor> {
+    collective(CollectiveKind::AllGather { dim }, axis, &[x])
+}
+
+/// The sum over `axis` of `x`, of which each device keeps its block of
+/// `dim` (`jax.lax.psum_scatter(..., tiled=True)`).
+pub fn psum_scatter(x: &Tensor, axis: &str, dim: usize) -> Result<Tensor> {
+    collective(CollectiveKind::ReduceScatter { dim }, axis, &[x])
+}
+
+/// Sends `x` between the devices along `axis`: for each `(from, to)`
+/// pair of axis indices, device `to` receives `from`'s value; devices no
+/// one sends to get zeros (`jax.lax.ppermute`).
+pub fn ppermute(x: &Tensor, axis: &str, pairs: &[(i64, i64)]) -> Result<Tensor> {
+    let n = axis_size(axis)? as i64;
+    if let Some(p) = pairs
+        .iter()
+        .find(|(a, b)| !(0..n).contains(a) || !(0..n).contains(b))
+    {
+        return Err(Error::Value(format!(
+            "ppermute pair {p:?} is outside axis {axis:?} of size {n}"
+        )));
+    }
+    let mut targets: Vec<i64> = pairs.iter().map(|(_, b)| *b).collect();
+    targets.sort_unstable();
+    if targets.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::Value(format!(
+            "ppermute sends two values to one device: {pairs:?}"
+        )));
+    }
+    collective(
+        CollectiveKind::Permute {
+            pairs: pairs.to_vec(),
+        },
+        axis,
+        &[x],
+    )
+}
+
+/// This device's index along `axis`, an `i32` scalar (`jax.lax.axis_index`).
+pub fn axis_index(axis: &str) -> Result<Tensor> {
+    collective(CollectiveKind::AxisIndex, axis, &[])
+}
+
+/// The size of `axis` of the innermost shard_map body's mesh.
+pub fn axis_size(axis: &str) -> Result<usize> {
+    let mesh = BODIES.with(|b| b.borrow().last().cloned()).ok_or_else(|| {
+        Error::Value(format!(
+            "{axis:?}: axis sizes are known inside a shard_map body"
+        ))
+    })?;
+    mesh.axis_size(axis)
+}

@@ -1,0 +1,179 @@
+//! `shard_map` and its collectives (#18 item 4), against references
+//! computed on the host: per-device bodies on 4 CPU devices, lowered as
+//! Shardy manual computations with StableHLO collectives.
+
+use std::sync::Arc;
+use xlafn::prelude::*;
+use xlafn::sharding::{
+    Mesh, PartitionSpec, all_gather, axis_index, pmax, pmean, ppermute, psum, psum_scatter,
+    shard_map,
+};
+
+fn p(dims: &[Option<&str>]) -> PartitionSpec {
+    PartitionSpec::new(dims.iter().copied())
+}
+
+fn values(n: i64) -> Vec<f32> {
+    (0..n).map(|i| ((i * 5 % 13) as f32) - 6.0).collect()
+}
+
+#[test]
+fn psum_and_all_gather_match_the_host() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let f = {
+        let mesh = mesh.clone();
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            let rows = p(&[Some("data")]);
+            shard_map(
+                &mesh,
+                std::slice::from_ref(&rows),
+                &[
+                    PartitionSpec::replicated(),
+                    rows.clone(),
+                    PartitionSpec::replicated(),
+                ],
+                &[&x],
+                |local| {
+                    let x = &local[0];
+                    let total = psum(&x.reduce_sum(&[0], false)?, "data")?;
+                    let mean = pmean(&x.reduce_sum(&[0], false)?, "data")?;
+                    let whole = all_gather(x, "data", 0)?;
+                    // Each device's rows minus the global column sums.
+                    Ok(vec![total, x.sub(&mean)?, whole])
+                },
+            )
+        })
+    };
+    let xs = values(24);
+    let x = Tensor::from_vec(xs.clone(), &[8, 3]).unwrap();
+    let out = f.call((&x,)).unwrap();
+    let sums: Vec<f32> = (0..3)
+        .map(|c| (0..8).map(|r| xs[r * 3 + c]).sum())
+        .collect();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), sums);
+    let want: Vec<f32> = (0..24).map(|i| xs[i] - sums[i % 3] / 4.0).collect();
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), want);
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), xs);
+    let program = f.concrete_functions()[0].sharded_executables()[0]
+        .optimized()
+        .unwrap();
+    assert!(program.count("all-reduce") >= 1, "{:?}", program.opcodes);
+    assert!(program.count("all-gather") >= 1, "{:?}", program.opcodes);
+}
+
+#[test]
+fn a_matmul_split_on_its_contracting_axis_sums_over_model() {
+    let mesh = Mesh::new(&[("data", 2), ("model", 2)]).unwrap();
+    let f = {
+        let mesh: Arc<Mesh> = mesh.clone();
+        function(move |x: Tensor, w: Tensor| -> Result<Vec<Tensor>> {
+            shard_map(
+                &mesh,
+                &[p(&[Some("data"), Some("model")]), p(&[Some("model"), None])],
+                &[p(&[Some("data"), None])],
+                &[&x, &w],
+                |local| Ok(vec![psum(&local[0].matmul(&local[1])?, "model")?]),
+            )
+        })
+    };
+    let (xs, ws) = (values(4 * 6), values(6 * 5));
+    let x = Tensor::from_vec(xs.clone(), &[4, 6]).unwrap();
+    let w = Tensor::from_vec(ws.clone(), &[6, 5]).unwrap();
+    let y = f.call((&x, &w)).unwrap().remove(0);
+    let want: Vec<f32> = (0..4 * 5)
+        .map(|i| {
+            (0..6)
+                .map(|k| xs[(i / 5) * 6 + k] * ws[k * 5 + i % 5])
+                .sum()
+        })
+        .collect();
+    assert_eq!(y.to_vec::<f32>().unwrap(), want);
+    assert_eq!(y.sharding().unwrap().spec().to_string(), "P('data')");
+}
+
+#[test]
+fn axis_index_ppermute_pmax_and_psum_scatter() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let f = {
+        let mesh = mesh.clone();
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            let rows = p(&[Some("data")]);
+            shard_map(
+                &mesh,
+                std::slice::from_ref(&rows),
+                &[
+                    rows.clone(),
+                    rows.clone(),
+                    PartitionSpec::replicated(),
+                    rows.clone(),
+                ],
+                &[&x],
+                |local| {
+                    let x = &local[0];
+                    let index = axis_index("data")?.reshape(&[1])?;
+                    // A ring: device i sends to i + 1.
+                    let shifted = ppermute(x, "data", &[(0, 1), (1, 2), (2, 3), (3, 0)])?;
+                    let biggest = pmax(&x.reduce_max(&[], false)?, "data")?;
+                    let scattered = psum_scatter(x, "data", 0)?;
+                    Ok(vec![index, shifted, biggest, scattered])
+                },
+            )
+        })
+    };
+    let xs = values(16);
+    let out = f
+        .call((Tensor::from_vec(xs.clone(), &[16]).unwrap(),))
+        .unwrap();
+    assert_eq!(out[0].to_vec::<i32>().unwrap(), vec![0, 1, 2, 3]);
+    // Device d + 1 got device d's block of 4.
+    let ring: Vec<f32> = (0..16).map(|i| xs[(i + 12) % 16]).collect();
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), ring);
+    let max = xs.iter().cloned().fold(f32::MIN, f32::max);
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), vec![max]);
+    // The blocks summed over devices, element i kept by device i.
+    let scattered: Vec<f32> = (0..4)
+        .map(|i| (0..4).map(|d| xs[4 * d + i]).sum())
+        .collect();
+    assert_eq!(out[3].to_vec::<f32>().unwrap(), scattered);
+}
+
+#[test]
+fn misuse_is_a_clear_error() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let x = Tensor::from_vec(values(6), &[6]).unwrap();
+    let e = shard_map(&mesh, &[p(&[Some("data")])], &[], &[&x], |_| Ok(vec![]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("inside a function"), "{e}");
+    let e = psum(&x, "data").unwrap_err().to_string();
+    assert!(e.contains("inside a shard_map body"), "{e}");
+    let uneven = {
+        let mesh = mesh.clone();
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            shard_map(
+                &mesh,
+                &[p(&[Some("data")])],
+                &[p(&[Some("data")])],
+                &[&x],
+                Ok,
+            )
+        })
+    };
+    let e = uneven.call((&x,)).unwrap_err().to_string();
+    assert!(e.contains("evenly"), "{e}");
+    let wrong_axis = {
+        let mesh = mesh.clone();
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            shard_map(
+                &mesh,
+                &[p(&[Some("data")])],
+                &[p(&[Some("data")])],
+                &[&x],
+                |l| Ok(vec![psum(&l[0], "model")?]),
+            )
+        })
+    };
+    let x8 = Tensor::from_vec(values(8), &[8]).unwrap();
+    let e = wrong_axis.call((&x8,)).unwrap_err().to_string();
+    assert!(e.contains("no axis \"model\""), "{e}");
+}
