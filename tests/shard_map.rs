@@ -177,3 +177,127 @@ fn misuse_is_a_clear_error() {
     let e = wrong_axis.call((&x8,)).unwrap_err().to_string();
     assert!(e.contains("no axis \"model\""), "{e}");
 }
+
+fn close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+            "element {i}: {g} vs {w}"
+        );
+    }
+}
+
+/// The gradients of `loss` with respect to `x` and `w`, inside a function.
+fn grads(
+    loss: impl Fn(&Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
+) -> Function<(Tensor, Tensor), Vec<Tensor>> {
+    function(move |x: Tensor, w: Tensor| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        tape.watch(&w);
+        let l = loss(&x, &w)?;
+        let g = tape.gradient(&l, &[(&x).into(), (&w).into()])?;
+        Ok(vec![l, g[0].clone().unwrap(), g[1].clone().unwrap()])
+    })
+}
+
+#[test]
+fn gradients_flow_through_shard_map_and_its_collectives() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let x = Tensor::from_vec(values(8 * 3).iter().map(|v| v * 0.1).collect(), &[8, 3]).unwrap();
+    let w = Tensor::from_vec(values(3 * 2).iter().map(|v| v * 0.2).collect(), &[3, 2]).unwrap();
+    let reference = grads(|x, w| {
+        let y = x.matmul(w)?;
+        // sum(y^2) + sum(x * sum(x)) + sum(gathered rows * 0.5)
+        let a = y.square()?.reduce_sum(&[], false)?;
+        let b = x.mul(&x.reduce_sum(&[], false)?)?.reduce_sum(&[], false)?;
+        a.add(&b)?.add(&x.mul_scalar(0.5)?.reduce_sum(&[], false)?)
+    });
+    let sharded = {
+        let mesh = mesh.clone();
+        grads(move |x, w| {
+            let rows = p(&[Some("data")]);
+            let out = shard_map(
+                &mesh,
+                &[rows.clone(), PartitionSpec::replicated()],
+                &[
+                    PartitionSpec::replicated(),
+                    rows,
+                    PartitionSpec::replicated(),
+                ],
+                &[x, w],
+                |l| {
+                    let (x, w) = (&l[0], &l[1]);
+                    // A replicated result made by psum (cotangent divided,
+                    // then summed back).
+                    let a = psum(&x.matmul(w)?.square()?.reduce_sum(&[], false)?, "data")?;
+                    // A row-split result using a psum'd value (varying
+                    // cotangent, summed by the transposed psum).
+                    let b = x.mul(&psum(&x.reduce_sum(&[], false)?, "data")?)?;
+                    // A gathered, replicated result.
+                    let c = all_gather(x, "data", 0)?.mul_scalar(0.5)?;
+                    Ok(vec![a, b, c])
+                },
+            )?;
+            out[0]
+                .add(&out[1].reduce_sum(&[], false)?)?
+                .add(&out[2].reduce_sum(&[], false)?)
+        })
+    };
+    let want = reference.call((&x, &w)).unwrap();
+    let got = sharded.call((&x, &w)).unwrap();
+    for (g, r) in got.iter().zip(&want) {
+        close(&g.to_vec::<f32>().unwrap(), &r.to_vec::<f32>().unwrap());
+    }
+}
+
+#[test]
+fn gradients_of_ppermute_psum_scatter_and_pmax() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let x = Tensor::from_vec(values(16).iter().map(|v| v * 0.3).collect(), &[16]).unwrap();
+    let w = Tensor::from_vec(values(16).iter().map(|v| v * 0.1 + 0.05).collect(), &[16]).unwrap();
+    let reference = grads(|x, w| {
+        // Block d + 1 of the shifted x is block d of x.
+        let shifted = Tensor::concat(&[x.slice(&[12], &[4])?, x.slice(&[0], &[12])?], 0)?;
+        let a = shifted.mul(w)?.reduce_sum(&[], false)?;
+        // The 4 blocks of x summed elementwise, times w's first 4.
+        let blocks = x.reshape(&[4, 4])?.reduce_sum(&[0], false)?;
+        let b = blocks.mul(&w.slice(&[0], &[4])?)?.reduce_sum(&[], false)?;
+        a.add(&b)?.add(&x.reduce_max(&[], false)?)
+    });
+    let sharded = {
+        let mesh = mesh.clone();
+        grads(move |x, w| {
+            let rows = p(&[Some("data")]);
+            let out = shard_map(
+                &mesh,
+                &[rows.clone(), rows.clone()],
+                &[rows.clone(), rows.clone(), PartitionSpec::replicated()],
+                &[x, w],
+                |l| {
+                    let (x, w) = (&l[0], &l[1]);
+                    let ring = [(0, 1), (1, 2), (2, 3), (3, 0)];
+                    let a = ppermute(x, "data", &ring)?.mul(w)?;
+                    // Device d keeps element d of the summed blocks and
+                    // weighs it by w's first 4 (gathered to every device).
+                    let first = all_gather(w, "data", 0)?.slice(&[0], &[4])?;
+                    let mine = axis_index("data")?.reshape(&[1])?;
+                    let weight = first.gather(&mine, 0)?;
+                    let b = psum_scatter(x, "data", 0)?.mul(&weight)?;
+                    let c = pmax(&x.reduce_max(&[], false)?, "data")?;
+                    Ok(vec![a, b, c])
+                },
+            )?;
+            out[0]
+                .reduce_sum(&[], false)?
+                .add(&out[1].reduce_sum(&[], false)?)?
+                .add(&out[2])
+        })
+    };
+    let want = reference.call((&x, &w)).unwrap();
+    let got = sharded.call((&x, &w)).unwrap();
+    for (g, r) in got.iter().zip(&want) {
+        close(&g.to_vec::<f32>().unwrap(), &r.to_vec::<f32>().unwrap());
+    }
+}

@@ -157,17 +157,95 @@ impl OpDef for ShardMap {
         })
     }
 
+    /// Another shard_map over the same mesh, per device: the body's
+    /// gradient on the local blocks (JAX's rule without replication
+    /// checking). A result's cotangent replicated along an axis its spec
+    /// leaves out reaches every device whole, so it is divided by those
+    /// axes' size (the transposed `psum`s sum it back); an input's local
+    /// gradient along axes its spec leaves out is partial, so it is summed
+    /// over them.
     fn vjp(
         &self,
-        _inputs: &[Tensor],
-        _outputs: &[Tensor],
-        _grads: &[Option<Tensor>],
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        Err(Error::invalid(
-            self.name(),
-            "gradients through shard_map are not implemented yet; take them inside the body, or \
-             use a sharded function without shard_map (XLA partitions its gradient)",
-        ))
+        let wanted: Vec<usize> = (0..inputs.len())
+            .filter(|&i| inputs[i].dtype().is_inexact())
+            .collect();
+        if wanted.is_empty() {
+            return Ok(vec![None; inputs.len()]);
+        }
+        let cotangents: Vec<Tensor> = grads
+            .iter()
+            .zip(outputs)
+            .map(|(g, o)| g.clone().map_or_else(|| o.zeros_like(), Ok))
+            .collect::<Result<_>>()?;
+        let mut specs = self.in_specs.clone();
+        specs.extend(self.out_specs.iter().cloned());
+        let grad_specs: Vec<PartitionSpec> =
+            wanted.iter().map(|&i| self.in_specs[i].clone()).collect();
+        let all: Vec<&Tensor> = inputs.iter().chain(&cotangents).collect();
+        let n = inputs.len();
+        let found = crate::sharding::shard_map(&self.mesh, &specs, &grad_specs, &all, |local| {
+            let (xs, cts) = local.split_at(n);
+            let cts: Vec<Option<Tensor>> = cts
+                .iter()
+                .zip(&self.out_specs)
+                .map(|(ct, spec)| {
+                    let copies = self.replicas(spec);
+                    match copies > 1 {
+                        true => ct.mul_scalar(1.0 / copies as f64).map(Some),
+                        false => Ok(Some(ct.clone())),
+                    }
+                })
+                .collect::<Result<_>>()?;
+            let wrt: Vec<Tensor> = wanted.iter().map(|&i| xs[i].clone()).collect();
+            let local_grads = crate::autodiff::region_gradients(&self.body, xs, &wrt, &cts)?;
+            local_grads
+                .into_iter()
+                .zip(&wanted)
+                .map(|(g, &i)| self.sum_partial(g, &self.in_specs[i]))
+                .collect()
+        })?;
+        let mut found = found.into_iter();
+        Ok((0..n)
+            .map(|i| wanted.contains(&i).then(|| found.next()).flatten())
+            .collect())
+    }
+}
+
+impl ShardMap {
+    /// The mesh axes `spec` leaves out (a value is replicated along them).
+    fn unmentioned(&self, spec: &PartitionSpec) -> Vec<String> {
+        self.mesh
+            .axes()
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| !spec.dims().iter().flatten().any(|a| a == n))
+            .collect()
+    }
+
+    /// How many devices hold each block of a value laid out as `spec`.
+    fn replicas(&self, spec: &PartitionSpec) -> usize {
+        self.unmentioned(spec)
+            .iter()
+            .map(|a| self.mesh.axis_size(a).unwrap_or(1))
+            .product()
+    }
+
+    /// A local gradient summed over the axes `spec` replicates along.
+    fn sum_partial(&self, g: Tensor, spec: &PartitionSpec) -> Result<Tensor> {
+        let axes = self.unmentioned(spec);
+        if self.replicas(spec) <= 1 {
+            return Ok(g);
+        }
+        let op = Collective {
+            kind: CollectiveKind::Sum,
+            axes,
+            mesh_axes: self.mesh.axes().to_vec(),
+        };
+        crate::tensor::apply1(op, &[&g])
     }
 }
 
@@ -354,15 +432,45 @@ impl OpDef for Collective {
         }])
     }
 
+    /// The transposed collective (without replication checking, as the
+    /// shard_map rule above assumes): `psum` → `psum`, `all_gather` →
+    /// `psum_scatter` and back, `ppermute` → the inverse permutation.
     fn vjp(
         &self,
-        _inputs: &[Tensor],
-        _outputs: &[Tensor],
-        _grads: &[Option<Tensor>],
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
     ) -> Result<Vec<Option<Tensor>>> {
-        Err(Error::invalid(
-            self.name(),
-            "gradients through collectives are not implemented yet",
-        ))
+        let Some(x) = inputs.first().filter(|x| x.dtype().is_inexact()) else {
+            return Ok(vec![None; inputs.len()]);
+        };
+        let g = super::grad_or_zeros(grads, &outputs[0])?;
+        let transposed = match &self.kind {
+            CollectiveKind::Sum => CollectiveKind::Sum,
+            CollectiveKind::AllGather { dim } => CollectiveKind::ReduceScatter { dim: *dim },
+            CollectiveKind::ReduceScatter { dim } => CollectiveKind::AllGather { dim: *dim },
+            CollectiveKind::Permute { pairs } => CollectiveKind::Permute {
+                pairs: pairs.iter().map(|(a, b)| (*b, *a)).collect(),
+            },
+            CollectiveKind::Max | CollectiveKind::Min => {
+                // The cotangent, summed over the devices as `psum`'s
+                // transpose sums it, goes to those holding the extreme.
+                let sum = |t: &Tensor| {
+                    let op = Collective {
+                        kind: CollectiveKind::Sum,
+                        ..self.clone()
+                    };
+                    crate::tensor::apply1(op, &[t])
+                };
+                let hit = x.eq(&outputs[0])?.cast(x.dtype())?;
+                return Ok(vec![Some(sum(&g)?.mul(&hit)?.div(&sum(&hit)?)?)]);
+            }
+            CollectiveKind::AxisIndex => return Ok(vec![]),
+        };
+        let op = Collective {
+            kind: transposed,
+            ..self.clone()
+        };
+        Ok(vec![Some(crate::tensor::apply1(op, &[&g])?)])
     }
 }
