@@ -301,3 +301,34 @@ fn gradients_of_ppermute_psum_scatter_and_pmax() {
         close(&g.to_vec::<f32>().unwrap(), &r.to_vec::<f32>().unwrap());
     }
 }
+
+#[test]
+fn all_to_all_turns_a_row_split_into_a_column_split() {
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let xs: Vec<f32> = values(8 * 4);
+    let x = Tensor::from_vec(xs.clone(), &[8, 4]).unwrap();
+    let c = Tensor::from_vec((0..32).map(|i| i as f32).collect(), &[8, 4]).unwrap();
+    let f = {
+        let mesh = mesh.clone();
+        grads(move |x, c| {
+            let out = shard_map(
+                &mesh,
+                &[p(&[Some("data")])],
+                &[p(&[None, Some("data")])],
+                &[x],
+                |l| Ok(vec![xlafn::sharding::all_to_all(&l[0], "data", 1, 0)?]),
+            )?;
+            // Every device now holds all rows of its column block: the
+            // array is the same, laid out by columns.
+            out[0].mul(c)?.reduce_sum(&[], false)
+        })
+    };
+    let out = f.call((&x, &c)).unwrap();
+    let want: f32 = xs.iter().enumerate().map(|(i, v)| v * i as f32).sum();
+    close(&out[0].to_vec::<f32>().unwrap(), &[want]);
+    // d(sum(x * c))/dx = c, through the transposed all_to_all.
+    close(
+        &out[1].to_vec::<f32>().unwrap(),
+        &c.to_vec::<f32>().unwrap(),
+    );
+}

@@ -262,6 +262,9 @@ pub enum CollectiveKind {
     AllGather { dim: usize },
     /// Sum, then keep this device's block of `dim` (`psum_scatter`).
     ReduceScatter { dim: usize },
+    /// Cut `split` into one block per device, exchange, and concatenate
+    /// along `concat` (`all_to_all`).
+    AllToAll { split: usize, concat: usize },
     /// Send to another device: `(from, to)` axis indices.
     Permute { pairs: Vec<(i64, i64)> },
     /// This device's index along the axes (an `i32` scalar; no input).
@@ -365,6 +368,7 @@ impl OpDef for Collective {
             CollectiveKind::Min => "pmin",
             CollectiveKind::AllGather { .. } => "all_gather",
             CollectiveKind::ReduceScatter { .. } => "psum_scatter",
+            CollectiveKind::AllToAll { .. } => "all_to_all",
             CollectiveKind::Permute { .. } => "ppermute",
             CollectiveKind::AxisIndex => "axis_index",
         }
@@ -393,6 +397,26 @@ impl OpDef for Collective {
         };
         Ok(vec![match &self.kind {
             CollectiveKind::AllGather { dim } => resized(*dim, &|d| Ok(d * n))?,
+            CollectiveKind::AllToAll { split, concat } => {
+                let cut = resized(*split, &|d| match d % n {
+                    0 => Ok(d / n),
+                    _ => Err(Error::invalid(
+                        self.name(),
+                        format!("dimension {split} of {x} does not split into {n} equal blocks"),
+                    )),
+                })?;
+                let Some(mut dims) = cut.shape.as_known() else {
+                    return Ok(vec![cut]);
+                };
+                let d = dims.get_mut(*concat).ok_or_else(|| {
+                    Error::invalid(
+                        self.name(),
+                        format!("dimension {concat} is out of range for {x}"),
+                    )
+                })?;
+                *d *= n;
+                TensorType::known(x.dtype, &dims)
+            }
             CollectiveKind::ReduceScatter { dim } => resized(*dim, &|d| match d % n {
                 0 => Ok(d / n),
                 _ => Err(Error::invalid(
@@ -415,6 +439,9 @@ impl OpDef for Collective {
             }
             CollectiveKind::ReduceScatter { dim } => {
                 cx.reduce_scatter(&inputs[0], *dim, &groups, outputs[0].clone())?
+            }
+            CollectiveKind::AllToAll { split, concat } => {
+                cx.all_to_all(&inputs[0], *split, *concat, &groups, outputs[0].clone())
             }
             CollectiveKind::Permute { pairs } => {
                 let mut partition_pairs = Vec::new();
@@ -449,6 +476,10 @@ impl OpDef for Collective {
             CollectiveKind::Sum => CollectiveKind::Sum,
             CollectiveKind::AllGather { dim } => CollectiveKind::ReduceScatter { dim: *dim },
             CollectiveKind::ReduceScatter { dim } => CollectiveKind::AllGather { dim: *dim },
+            CollectiveKind::AllToAll { split, concat } => CollectiveKind::AllToAll {
+                split: *concat,
+                concat: *split,
+            },
             CollectiveKind::Permute { pairs } => CollectiveKind::Permute {
                 pairs: pairs.iter().map(|(a, b)| (*b, *a)).collect(),
             },

@@ -170,6 +170,13 @@ pub fn psum_scatter(x: &Tensor, axis: &str, dim: usize) -> Result<Tensor> {
     collective(CollectiveKind::ReduceScatter { dim }, axis, &[x])
 }
 
+/// Cuts dimension `split` of `x` into one block per device along `axis`,
+/// sends block `i` to the `i`-th device, and concatenates the blocks each
+/// device receives along `concat` (`jax.lax.all_to_all(..., tiled=True)`).
+pub fn all_to_all(x: &Tensor, axis: &str, split: usize, concat: usize) -> Result<Tensor> {
+    collective(CollectiveKind::AllToAll { split, concat }, axis, &[x])
+}
+
 /// Sends `x` between the devices along `axis`: for each `(from, to)`
 /// pair of axis indices, device `to` receives `from`'s value; devices no
 /// one sends to get zeros (`jax.lax.ppermute`).

@@ -122,6 +122,25 @@ impl Emitter {
             .remove(0))
     }
 
+    /// `all_to_all`: each device cuts `x` into as many blocks along
+    /// `split` as its group has devices, sends block `i` to the group's
+    /// `i`-th device, and concatenates what it receives along `concat`.
+    pub fn all_to_all(
+        &mut self,
+        x: &Val,
+        split: usize,
+        concat: usize,
+        groups: &[Vec<i64>],
+        out: ArraySpec,
+    ) -> Val {
+        let count = groups.first().map_or(1, Vec::len);
+        let mut attrs = self.collective_attrs(groups);
+        attrs.push(("split_dimension", format!("{split} : i64")));
+        attrs.push(("concat_dimension", format!("{concat} : i64")));
+        attrs.push(("split_count", format!("{count} : i64")));
+        self.op1("stablehlo.all_to_all", &[x], &attrs, out)
+    }
+
     /// `collective_permute`: partition `from` sends its `x` to `to`, for
     /// each pair; partitions no one sends to get zeros.
     pub fn collective_permute(&mut self, x: &Val, pairs: &[(i64, i64)]) -> Val {
