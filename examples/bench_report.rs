@@ -667,8 +667,10 @@ fn data_parallel_step() -> xlafn::Result<String> {
     let mesh = xlafn::sharding::Mesh::new(&[("data", 4)])?;
     let data = data_parallel::batches(4, 128)?;
     let mut per_call = Vec::new();
+    let split = data_parallel::split_batches(&data, &mesh)?;
     for on in [None, Some(&mesh)] {
         let trainer = data_parallel::trainer(0, on)?;
+        let data = if on.is_some() { &split } else { &data };
         data_parallel::train(&trainer, &data, 3)?;
         let mut i = 0;
         per_call.push(

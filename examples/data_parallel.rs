@@ -27,7 +27,8 @@ fn main() -> Result<()> {
     let one = data_parallel::train(&single, &data, STEPS)?;
     let one_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = std::time::Instant::now();
-    let four = data_parallel::train(&parallel, &data, STEPS)?;
+    let split = data_parallel::split_batches(&data, &mesh)?;
+    let four = data_parallel::train(&parallel, &split, STEPS)?;
     let four_ms = t.elapsed().as_secs_f64() * 1e3;
     for i in (0..STEPS).step_by(8).chain([STEPS - 1]) {
         println!(

@@ -14,7 +14,8 @@ fn data_parallel_training_matches_one_device_through_an_all_reduce() {
     let single = data_parallel::trainer(7, None).unwrap();
     let parallel = data_parallel::trainer(7, Some(&mesh)).unwrap();
     let one = data_parallel::train(&single, &data, 12).unwrap();
-    let four = data_parallel::train(&parallel, &data, 12).unwrap();
+    let split = data_parallel::split_batches(&data, &mesh).unwrap();
+    let four = data_parallel::train(&parallel, &split, 12).unwrap();
     for (i, (a, b)) in one.iter().zip(&four).enumerate() {
         assert!((a - b).abs() < 1e-5, "step {i}: loss {a} vs {b}");
     }

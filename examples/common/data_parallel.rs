@@ -105,6 +105,16 @@ pub fn batches(count: u64, size: i64) -> Result<Vec<(Tensor, Tensor)>> {
         .collect()
 }
 
+/// The batches laid out with their examples split over the mesh's
+/// `data` axis, once (`jax.device_put`), so that steps do not reshard
+/// them through the host on every call.
+pub fn split_batches(data: &[(Tensor, Tensor)], mesh: &Arc<Mesh>) -> Result<Vec<(Tensor, Tensor)>> {
+    let batch = NamedSharding::new(mesh, PartitionSpec::new([Some("data")]))?;
+    data.iter()
+        .map(|(x, y)| Ok((x.shard(&batch)?, y.shard(&batch)?)))
+        .collect()
+}
+
 /// Trains for `steps` steps over `data`; returns the losses.
 pub fn train(trainer: &Trainer, data: &[(Tensor, Tensor)], steps: usize) -> Result<Vec<f32>> {
     (0..steps)
