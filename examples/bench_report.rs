@@ -671,7 +671,7 @@ fn data_parallel_step() -> xlafn::Result<String> {
     for on in [None, Some(&mesh)] {
         let trainer = data_parallel::trainer(0, on)?;
         let data = if on.is_some() { &split } else { &data };
-        data_parallel::train(&trainer, &data, 3)?;
+        data_parallel::train(&trainer, data, 3)?;
         let mut i = 0;
         per_call.push(
             median_us(|| {
