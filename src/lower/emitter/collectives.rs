@@ -1,6 +1,6 @@
-//! The emitter's partitioned-program ops: Shardy's manual computation
-//! (the body of a `shard_map`) and the StableHLO collectives its body
-//! uses. Split from `emitter` by size; it uses the parent module's private
+//! The emitter's partitioned-program ops: sharding constraints, Shardy's
+//! manual computation (the body of a `shard_map`) and the StableHLO
+//! collectives its body uses. Split from `emitter` by size; it uses the parent module's private
 //! printer (`op`, `op1`, `region_ending`).
 
 use super::{Combiner, Emitter, Val};
@@ -164,6 +164,23 @@ impl Emitter {
             ),
         ];
         self.op1("stablehlo.collective_permute", &[x], &attrs, x.ty.clone())
+    }
+
+    /// `x` constrained to a sharding (`with_sharding_constraint`), given as
+    /// the attribute text of the program's partitioner: a
+    /// `#sdy.sharding<...>` under Shardy, an `mhlo.sharding` string under
+    /// GSPMD.
+    pub fn sharding_constraint(&mut self, x: &Val, sharding: &str) -> Val {
+        let gspmd = self.partitioning.as_ref().is_some_and(|p| p.gspmd);
+        if gspmd {
+            let attrs = [
+                ("call_target_name", "\"Sharding\"".to_string()),
+                ("mhlo.sharding", format!("\"{sharding}\"")),
+            ];
+            return self.op1("stablehlo.custom_call", &[x], &attrs, x.ty.clone());
+        }
+        let attrs = [("sharding", sharding.to_string())];
+        self.op1("sdy.sharding_constraint", &[x], &attrs, x.ty.clone())
     }
 
     /// This partition's number, as an `i32` scalar.
