@@ -262,10 +262,7 @@ impl Client {
     ///   Without one, or when it finds no GPU, this is an error, never a
     ///   silent fall back to the CPU.
     pub fn default_client() -> Result<Arc<Client>> {
-        DEFAULT_CLIENT
-            .get_or_init(|| make_default_client().map_err(|e| e.to_string()))
-            .clone()
-            .map_err(Error::Plugin)
+        DEFAULT_CLIENT.get_or_init(make_default_client).clone()
     }
 
     /// Can programs on this client call back into Rust (print,
@@ -420,7 +417,7 @@ impl Client {
     }
 }
 
-static DEFAULT_CLIENT: OnceLock<std::result::Result<Arc<Client>, String>> = OnceLock::new();
+static DEFAULT_CLIENT: OnceLock<Result<Arc<Client>>> = OnceLock::new();
 
 /// The CPU device count asked for with [`set_cpu_device_count`].
 static CPU_DEVICE_COUNT: std::sync::Mutex<Option<usize>> = std::sync::Mutex::new(None);
@@ -472,6 +469,18 @@ pub fn cpu_device_count() -> Result<Option<usize>> {
     }
 }
 
+/// The CUDA plugin `scripts/fetch-cuda-plugin.sh` unpacked into xlafn's
+/// cache, if it is there.
+fn fetched_cuda_plugin() -> Option<std::ffi::OsString> {
+    let cache = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(x) => std::path::PathBuf::from(x),
+        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache"),
+    };
+    let plugin =
+        cache.join("xlafn/xla-cuda13-pjrt-0.0.1/xla_plugins/xla_cuda13_pjrt/xla_gpu_pjrt.so");
+    plugin.is_file().then(|| plugin.into_os_string())
+}
+
 fn make_default_client() -> Result<Arc<Client>> {
     let device = std::env::var("XLAFN_DEVICE").unwrap_or_default();
     match device.trim() {
@@ -485,18 +494,23 @@ fn make_default_client() -> Result<Arc<Client>> {
         "cuda" | "gpu" => {
             let plugin = std::env::var_os("XLAFN_CUDA_PLUGIN")
                 .filter(|p| !p.is_empty())
+                .or_else(fetched_cuda_plugin)
                 .ok_or_else(|| {
                     Error::Plugin(
                         "XLAFN_DEVICE=cuda but no CUDA PJRT plugin is named: set \
-                         XLAFN_CUDA_PLUGIN to the plugin's .so (xlafn does not fall back to the \
-                         CPU)"
+                         XLAFN_CUDA_PLUGIN to the plugin's .so, or fetch the pinned one with \
+                         scripts/fetch-cuda-plugin.sh (xlafn does not fall back to the CPU)"
                             .into(),
                     )
                 })?;
             Client::cuda(Path::new(&plugin)).map_err(|e| {
+                let reason = match e {
+                    Error::Plugin(m) => m,
+                    other => other.to_string(),
+                };
                 Error::Plugin(format!(
                     "XLAFN_DEVICE=cuda: the CUDA plugin {} is not usable (xlafn does not fall \
-                     back to the CPU): {e}",
+                     back to the CPU): {reason}",
                     Path::new(&plugin).display()
                 ))
             })
