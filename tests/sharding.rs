@@ -233,6 +233,17 @@ fn replicated_outputs_and_mesh_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("rank 2"), "{e}");
+    let too_many = FunctionOptions::new()
+        .in_shardings(vec![Some(rows.clone()), None])
+        .build(|x: Tensor| x.exp());
+    let e = too_many
+        .call((&ramp(&[4, 2], 1.0),))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("takes 1 tensor arguments, but in_shardings lists 2"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -89,6 +89,14 @@ impl ConcreteCore {
         args: &[Tensor],
         var_args: &[Variable],
     ) -> Result<Vec<Tensor>> {
+        let asked = self.shardings.as_deref().map_or(0, |o| o.inputs.len());
+        if asked > args.len() {
+            return Err(Error::Value(format!(
+                "function '{}' takes {} tensor arguments, but in_shardings lists {asked}",
+                self.name,
+                args.len()
+            )));
+        }
         let vars = self.variables(var_args)?;
         let mut guards = lock_all(&vars)?;
         let mut inputs: Vec<Tensor> = args.to_vec();
