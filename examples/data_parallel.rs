@@ -58,7 +58,9 @@ fn main() -> Result<()> {
     );
 
     let kernel = parallel.model.hidden.kernel.try_read()?;
-    println!("the trained kernel is laid out as {:?}", kernel.sharding());
+    if let Some(sharding) = kernel.sharding() {
+        println!("the trained kernel is laid out as {sharding}");
+    }
     let program = &parallel.step.concrete_functions()[0].sharded_executables()[0];
     let optimized = program.optimized()?;
     println!(
