@@ -158,6 +158,49 @@ fn a_host_callback_touching_its_functions_variable_fails_cleanly() {
     );
 }
 
+/// The same through a function the callback calls, once sharded values
+/// exist (a sharded-call check then looks at the function's variables):
+/// an error from the inner call, never a wait for the outer one.
+#[test]
+fn a_host_callback_calling_a_function_on_a_held_variable_fails_cleanly() {
+    isolated(
+        "a_host_callback_calling_a_function_on_a_held_variable_fails_cleanly",
+        LIMIT,
+        || {
+            use xlafn::sharding::{Mesh, NamedSharding};
+            let mesh = Mesh::new(&[("data", 2)]).unwrap();
+            let _sharded = Tensor::scalar(1f32)
+                .shard(&NamedSharding::replicated(&mesh))
+                .unwrap();
+            let w = Variable::new(Tensor::scalar(1f32));
+            let read_w = function({
+                let w = w.clone();
+                move || w.try_read()
+            });
+            let f = function({
+                let w = w.clone();
+                move |x: Tensor| -> Result<Tensor> {
+                    let read_w = read_w.clone();
+                    host_callback(&[&x], &[], move |_| {
+                        read_w.call(()).map_err(|e| e.to_string())?;
+                        Ok(Vec::new())
+                    })?;
+                    w.assign_add(&x)?;
+                    Ok(x)
+                }
+            });
+            let e = f
+                .call((Tensor::scalar(1f32),))
+                .expect_err("the inner call cannot reach the locked variable");
+            assert!(
+                e.to_string().contains("in use by a running function call"),
+                "{e}"
+            );
+            assert_eq!(w.read().item::<f32>().unwrap(), 1.0);
+        },
+    );
+}
+
 /// A host callback may still read a variable no running call holds.
 #[test]
 fn a_host_callback_may_read_an_unrelated_variable() -> Result<()> {

@@ -73,9 +73,12 @@ impl ConcreteCore {
             || args.iter().any(Tensor::is_sharded)
             || crate::sharding::any_sharded_arrays()
                 && self.captures.iter().any(|c| match &c.source {
+                    // `lock_for_call`, not a plain lock: inside a host
+                    // callback a variable held by the running call must
+                    // give the usual error (from the call), not a wait.
                     CaptureSource::Variable(r) => r
                         .resolve(var_args, &self.name)
-                        .is_ok_and(|v| v.lock().is_sharded()),
+                        .is_ok_and(|v| v.lock_for_call().is_ok_and(|g| g.is_sharded())),
                     _ => false,
                 })
     }
