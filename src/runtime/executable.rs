@@ -393,12 +393,14 @@ impl Executable {
         }
         drop(scope);
         drop(slots);
-        Ok(out_ptrs
-            .as_mut()
-            .iter()
-            .copied()
+        Ok(self.adopt_results(out_ptrs.as_mut(), device))
+    }
+
+    /// Takes ownership of one device's result handles from an execute.
+    fn adopt_results(&self, raws: &[*mut sys::PJRT_Buffer], device: Device) -> Vec<Buffer> {
+        raws.iter()
             .zip(&self.outputs)
-            .map(|(raw, spec)| {
+            .map(|(&raw, spec)| {
                 Buffer::adopt(
                     self.client.clone(),
                     raw,
@@ -408,7 +410,7 @@ impl Executable {
                 )
                 .with_wait_history(self.wait_history.clone())
             })
-            .collect())
+            .collect()
     }
 
     /// Runs a program compiled for several devices: `args[p]` are the
@@ -477,21 +479,7 @@ impl Executable {
         Ok(out_lists
             .iter()
             .zip(&self.devices)
-            .map(|(list, device)| {
-                list.iter()
-                    .zip(&self.outputs)
-                    .map(|(&raw, spec)| {
-                        Buffer::adopt(
-                            self.client.clone(),
-                            raw,
-                            *device,
-                            spec.dtype,
-                            spec.dims.clone(),
-                        )
-                        .with_wait_history(self.wait_history.clone())
-                    })
-                    .collect()
-            })
+            .map(|(list, device)| self.adopt_results(list, *device))
             .collect())
     }
 
