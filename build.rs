@@ -28,6 +28,7 @@ fn main() {
         "XLAFN_PJRT_HEADER",
         "XDG_CACHE_HOME",
         "XLAFN_CUDA_PLUGIN",
+        "XLAFN_DEVICE",
         "DOCS_RS",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
@@ -37,6 +38,16 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(xlafn_cuda)");
     if std::env::var_os("XLAFN_CUDA_PLUGIN").is_some_and(|p| !p.is_empty()) {
         println!("cargo:rustc-cfg=xlafn_cuda");
+    }
+    // `XLAFN_DEVICE=cuda cargo test` runs the suite on the GPU; the tests
+    // that need the CPU plugin (host callbacks, its 4 devices) are then
+    // marked ignored with their reason instead of failing.
+    println!("cargo::rustc-check-cfg=cfg(xlafn_device_cuda)");
+    if matches!(
+        std::env::var("XLAFN_DEVICE").as_deref().map(str::trim),
+        Ok("cuda" | "gpu")
+    ) {
+        println!("cargo:rustc-cfg=xlafn_device_cuda");
     }
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     if std::env::var_os("DOCS_RS").is_some() {

@@ -288,6 +288,10 @@ fn fizzbuzz_reference(n: i32) -> String {
         .collect()
 }
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn fizzbuzz_prints_every_iteration_with_one_trace() {
     let out = Captured::default();

@@ -4,6 +4,10 @@
 
 use xlafn::prelude::*;
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn the_first_op_producing_nan_or_inf_is_named() {
     xlafn::enable_check_numerics();

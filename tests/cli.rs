@@ -5,16 +5,16 @@
 //! `stablehlo`, and the exit statuses (0, 1 for errors, 2 for usage).
 //! Values are checked against numbers computed by hand in each test.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use xlafn::prelude::*;
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xlafn-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(tag: &str) -> scratch::ScratchDir {
+    scratch::scratch_dir(&format!("cli-{tag}"))
 }
 
 fn cli(args: &[&str]) -> Output {

@@ -6,6 +6,9 @@
 //! not have (order, promotion); gradients (JAX's convention) against
 //! finite differences of the real and imaginary parts in f64.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
 
@@ -587,7 +590,8 @@ fn a_function_on_complex_values_exports_and_loads() {
     let cf = f
         .get_concrete_function((TensorSpec::new(&[None], DType::C64),))
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("xlafn-complex-export-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("complex-export");
+    let dir = scratch.join("complex-export");
     let _ = std::fs::remove_dir_all(&dir);
     cf.export(&dir, &[vec![vec![3]]]).unwrap();
     let loaded = xlafn::load(&dir).unwrap();

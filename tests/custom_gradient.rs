@@ -6,6 +6,9 @@
 //! (whose backward replays the graph); several inputs and results; higher
 //! order; errors.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use xlafn::prelude::*;
 
 /// log(1 + exp(x)) with the gradient `scale * sigmoid(x)` written with
@@ -234,7 +237,8 @@ fn bad_gradient_functions_and_exports_are_errors() {
     let f = log1pexp(1.0);
     let g = function(move |x: Tensor| -> Result<Tensor> { Ok(f(&[x])?.remove(0)) });
     let cf = g.get_concrete_function((&x,)).unwrap();
-    let dir = std::env::temp_dir().join(format!("xlafn-custom-gradient-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("custom-gradient");
+    let dir = scratch.join("custom-gradient");
     let err = cf.export(&dir, &[]).unwrap_err().to_string();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(err.contains("custom_gradient"), "{err}");

@@ -7,6 +7,7 @@ mod data_parallel;
 
 use xlafn::sharding::Mesh;
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn data_parallel_training_matches_one_device_through_an_all_reduce() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();

@@ -19,6 +19,7 @@ fn four() -> Vec<Device> {
     devices
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn the_cpu_plugin_has_four_named_devices_by_default() {
     let d = four();
@@ -28,6 +29,7 @@ fn the_cpu_plugin_has_four_named_devices_by_default() {
     assert_ne!(d[0], d[1]);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn to_device_moves_the_value_and_commits_it() {
     let d = four();
@@ -46,6 +48,7 @@ fn to_device_moves_the_value_and_commits_it() {
     assert!(back.is_committed());
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn eager_ops_run_where_their_committed_inputs_are() {
     let d = four();
@@ -71,6 +74,7 @@ fn eager_ops_run_where_their_committed_inputs_are() {
     assert_eq!((&y + &y).device().unwrap(), d[0]);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn inputs_committed_to_two_devices_are_an_error_naming_both() {
     let d = four();
@@ -95,6 +99,7 @@ fn inputs_committed_to_two_devices_are_an_error_naming_both() {
     assert_eq!(a.add(&b1).unwrap().to_vec::<f32>().unwrap(), vec![4., 6.]);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_device_scope_places_new_values_and_nests() {
     let d = four();
@@ -123,6 +128,7 @@ fn a_device_scope_places_new_values_and_nests() {
     assert_eq!(y.to_vec::<f32>().unwrap(), want);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_function_compiles_once_per_device_and_runs_on_its_inputs_device() {
     let d = four();
@@ -143,6 +149,7 @@ fn a_function_compiles_once_per_device_and_runs_on_its_inputs_device() {
     assert_eq!(f.compile_count(), 3);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_variable_follows_the_call_to_its_committed_arguments() {
     let d = four();
@@ -167,6 +174,7 @@ fn a_variable_follows_the_call_to_its_committed_arguments() {
     assert_eq!(w.read().to_vec::<f32>().unwrap(), vec![5., 7.]);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn the_cpu_device_count_is_configurable() {
     let run = child::assert_child_passes(
@@ -189,6 +197,7 @@ fn the_cpu_device_count_is_configurable() {
     assert!(xlafn::set_cpu_device_count(0).is_err());
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn child_with_two_devices() {
     if !child::is_child("child_with_two_devices") {
@@ -197,6 +206,7 @@ fn child_with_two_devices() {
     assert_eq!(xlafn::devices().unwrap().len(), 2);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn child_with_bad_count() {
     if !child::is_child("child_with_bad_count") {
@@ -217,6 +227,7 @@ fn cuda_without_a_plugin_is_an_error_not_a_cpu_fallback() {
     assert!(run.stdout.contains("1 passed"), "{}", run.stdout);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn child_cuda_without_plugin() {
     if !child::is_child("child_cuda_without_plugin") {

@@ -604,8 +604,11 @@ fn a_cpu_plugin_under_another_name_is_refused_after_it_reports_its_platform() {
     );
 }
 
+/// A per-process folder under cargo's scratch folder for tests (kept out
+/// of the system's temporary directory, and removed by the caller).
 fn scratch_dir(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("xlafn-distributed-{what}-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("distributed-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -2,16 +2,16 @@
 //! command-line tool in a second process, a function with variables (a
 //! training step), one with a while_loop, and damaged exports.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use xlafn::export::npy;
 use xlafn::prelude::*;
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xlafn-export-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(tag: &str) -> scratch::ScratchDir {
+    scratch::scratch_dir(&format!("export-{tag}"))
 }
 
 fn write_npy(path: &Path, t: &Tensor) {

@@ -4,19 +4,20 @@
 //! compiling the saved graph once for the new shape; and a saved graph
 //! that was tampered with is refused with an error, never a crash.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 #[path = "common/captured.rs"]
 mod captured;
 
 use captured::Captured;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use xlafn::export::npy;
 use xlafn::prelude::*;
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xlafn-anyshape-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+fn temp_dir(tag: &str) -> scratch::ScratchDir {
+    scratch::scratch_dir(&format!("anyshape-{tag}"))
 }
 
 fn weights() -> Tensor {
@@ -52,6 +53,10 @@ fn model(seen: Variable) -> Function<(Tensor,), Tensor> {
         })
 }
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn a_batch_no_program_was_listed_for_runs_after_loading() {
     let seen = Variable::new(Tensor::scalar(0i64));
@@ -113,7 +118,7 @@ fn a_batch_no_program_was_listed_for_runs_after_loading() {
 }
 
 /// Exports a tiny function and returns its folder and the saved graph.
-fn exported(tag: &str) -> (PathBuf, serde_json::Value) {
+fn exported(tag: &str) -> (scratch::ScratchDir, serde_json::Value) {
     let f = FunctionOptions::new()
         .input_signature(vec![TensorSpec::new(&[None], DType::F32)])
         .build(|x: Tensor| -> Result<Tensor> {

@@ -6,6 +6,9 @@
 //! match values worked out by hand, and feeding an update back as the
 //! variable's parameter gives the next call's values.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use serde_json::Value;
 use std::path::Path;
 use xlafn::export::npy;
@@ -53,7 +56,8 @@ fn an_export_runs_through_the_runtime_api_without_the_loader() {
         TensorSpec::new(&[], DType::F32),
         TensorSpec::new(&[], DType::I32),
     );
-    let dir = std::env::temp_dir().join(format!("xlafn-convention-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("convention");
+    let dir = scratch.join("convention");
     let _ = std::fs::remove_dir_all(&dir);
     f.get_concrete_function(specs)
         .unwrap()

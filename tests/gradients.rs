@@ -604,6 +604,10 @@ fn second_derivatives_through_an_eager_function_call() {
     assert!((d2y.item::<f64>().unwrap() - 6.0 * 1.5).abs() < 1e-12);
 }
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn ops_off_the_path_to_the_sources_are_not_differentiated() {
     // A host callback has no gradient rule, but its input does not depend

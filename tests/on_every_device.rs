@@ -56,4 +56,41 @@ device_tests! {
         let want = (0..4 * n).sum::<usize>() as f32;
         assert_eq!(f.call((&x,)).unwrap().to_vec::<f32>().unwrap(), vec![want]);
     }
+
+    /// `print` in a compiled function prints on the CPU; elsewhere (no
+    /// host callbacks on the CUDA plugin yet) it is a clear error at
+    /// compile, never a crash. The CPU-only tests of the suite are marked
+    /// with `cfg_attr(xlafn_device_cuda, ignore = ...)` for this reason.
+    fn print_in_a_function_prints_or_names_the_cpu_plugin() {
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let f = function(|x: Tensor| -> Result<Tensor> {
+            xlafn::print("x:", &[&x])?;
+            x.add(&x)
+        });
+        let on_cpu = xlafn::default_device().unwrap().platform == xlafn::runtime::Platform::Cpu;
+        let got = xlafn::with_print_output(SharedWriter(out.clone()), || {
+            f.call((Tensor::vector(&[1f32, 2.]).unwrap(),))
+        });
+        if on_cpu {
+            assert_eq!(got.unwrap().to_vec::<f32>().unwrap(), vec![2., 4.]);
+            let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+            assert_eq!(text.trim(), "x: [1. 2.]");
+        } else {
+            let e = got.unwrap_err().to_string();
+            assert!(e.contains("CPU plugin"), "{e}");
+        }
+    }
+}
+
+/// A `Write` that appends to a shared buffer (print's output sink).
+struct SharedWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

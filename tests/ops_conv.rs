@@ -4,6 +4,9 @@
 //! traced; gradients for input and kernel against finite differences in
 //! f64; `conv2d_transpose` as the input gradient of `conv2d`.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use xlafn::prelude::*;
 use xlafn::{ConvOptions, Padding};
 
@@ -581,7 +584,8 @@ fn convolutions_export_and_serve_new_batch_sizes() {
             DType::F64,
         ),))
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("xlafn-conv-export-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("conv-export");
+    let dir = scratch.join("conv-export");
     let _ = std::fs::remove_dir_all(&dir);
     cf.export(&dir, &[vec![vec![1, 6, 6, 2]]]).unwrap();
     let loaded = xlafn::load(&dir).unwrap();

@@ -5,6 +5,9 @@
 //! implicit output, a 3-operand chain; eager and traced alike; gradients
 //! against central differences; errors.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use ndarray::Array2;
 use xlafn::ir::{Shape, TensorType};
 use xlafn::ops::OpDef;
@@ -533,7 +536,8 @@ fn einsum_exports_and_serves_new_batch_sizes() {
     let cf = f
         .get_concrete_function((TensorSpec::new(&[None, Some(2), Some(4)], DType::F64),))
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("xlafn-einsum-export-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("einsum-export");
+    let dir = scratch.join("einsum-export");
     let _ = std::fs::remove_dir_all(&dir);
     cf.export(&dir, &[vec![vec![1, 2, 4]]]).unwrap();
     let loaded = xlafn::load(&dir).unwrap();

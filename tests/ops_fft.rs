@@ -6,6 +6,9 @@
 //! dtypes, lengths that do not match the operand, too small a rank), also
 //! for shapes only known when a traced function is called; an export.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
 
@@ -477,7 +480,8 @@ fn a_function_with_transforms_exports_and_loads() {
     let cf = f
         .get_concrete_function((TensorSpec::new(&[None, Some(8)], DType::F32),))
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("xlafn-fft-export-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("fft-export");
+    let dir = scratch.join("fft-export");
     let _ = std::fs::remove_dir_all(&dir);
     cf.export(&dir, &[vec![vec![2, 8]]]).unwrap();
     let graph = std::fs::read_to_string(dir.join("graph.json")).unwrap();

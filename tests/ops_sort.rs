@@ -4,6 +4,9 @@
 //! finite differences; random::permutation and random::truncated_normal
 //! (#15 item 9); an export of a function that sorts.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use std::cmp::Ordering;
 use xlafn::ops::sort::sort_many;
 #[path = "common/gradcheck.rs"]
@@ -429,7 +432,8 @@ fn a_function_that_sorts_exports_and_loads() {
     let cf = f
         .get_concrete_function((TensorSpec::new(&[None], DType::F32),))
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("xlafn-sort-export-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("sort-export");
+    let dir = scratch.join("sort-export");
     let _ = std::fs::remove_dir_all(&dir);
     cf.export(&dir, &[vec![vec![5]]]).unwrap();
     let graph = std::fs::read_to_string(dir.join("graph.json")).unwrap();

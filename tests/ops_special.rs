@@ -5,6 +5,9 @@
 //! matches central finite differences in f64. Bitwise ops and their dtype
 //! errors are in `ops_bitwise.rs`.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use xlafn::prelude::*;
 
 type Op = fn(&Tensor) -> xlafn::Result<Tensor>;
@@ -785,7 +788,8 @@ fn the_new_ops_survive_export_and_load() {
         });
     let spec = TensorSpec::new(&[None], DType::F32);
     let cf = f.get_concrete_function((spec,)).unwrap();
-    let dir = std::env::temp_dir().join(format!("xlafn-special-export-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("special-export");
+    let dir = scratch.join("special-export");
     let _ = std::fs::remove_dir_all(&dir);
     cf.export(&dir, &[vec![vec![3]]]).unwrap();
     let loaded = xlafn::load(&dir).unwrap();

@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use xlafn::prelude::*;
 use xlafn::runtime::HostArray;
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn print_callbacks_and_their_errors() {
     let out = Captured::default();

@@ -20,6 +20,10 @@ fn counting_loop() -> Function<(Tensor,), Tensor> {
     })
 }
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn a_scope_collects_the_prints_of_compiled_loops_and_eager_ops() {
     let f = counting_loop();
@@ -33,6 +37,10 @@ fn a_scope_collects_the_prints_of_compiled_loops_and_eager_ops() {
     assert_eq!(out.take(), "eager 7\nstep 0\nstep 1\nstep 2\n");
 }
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn concurrent_callers_each_get_only_their_own_lines() {
     let f = counting_loop();
@@ -57,6 +65,10 @@ fn concurrent_callers_each_get_only_their_own_lines() {
     }
 }
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn scopes_nest_and_end() {
     let f = counting_loop();
@@ -72,6 +84,10 @@ fn scopes_nest_and_end() {
     assert_eq!(inner.take(), "step 0\nstep 1\n");
 }
 
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn a_large_program_carries_the_scope_to_its_callbacks() {
     // A program big enough that XLA may run it on its worker threads: the

@@ -4,22 +4,22 @@
 //! by name); crafted callback ids are refused; closures are freed with
 //! their programs.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 #[path = "common/captured.rs"]
 mod captured;
 
 use captured::Captured;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use xlafn::ArraySpec;
 use xlafn::prelude::*;
 use xlafn::runtime::{HostArray, HostCallbackFn};
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xlafn-cb-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(tag: &str) -> scratch::ScratchDir {
+    scratch::scratch_dir(&format!("cb-{tag}"))
 }
 
 /// A function of this process whose callback counts its runs and returns
@@ -38,6 +38,10 @@ fn victim(runs: &Arc<AtomicUsize>) -> Function<(Tensor,), Tensor> {
 
 /// An exported `print` runs the loading process's print with its message,
 /// and no callback of the loading process.
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn an_exported_print_is_bound_to_the_loading_process_print() -> Result<()> {
     let runs = Arc::new(AtomicUsize::new(0));
@@ -103,6 +107,10 @@ type Edit = Box<dyn Fn(&str) -> String>;
 /// Crafted exports naming another callback (the id an old export carried,
 /// the real id of a callback of this process, or a new spelling) are
 /// refused before compiling; the victim's callback never runs.
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn crafted_callback_ids_cannot_reach_other_callbacks() -> Result<()> {
     let runs = Arc::new(AtomicUsize::new(0));
@@ -167,6 +175,10 @@ fn scaled(factor: f32) -> Arc<HostCallbackFn> {
 /// A named user callback is refused unless the loader is given a closure
 /// under its name, which is then what runs; an unnamed one cannot be
 /// exported at all.
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn user_callbacks_load_only_when_supplied_by_name() -> Result<()> {
     let f = function(|x: Tensor| -> Result<Tensor> {
@@ -232,6 +244,10 @@ impl Drop for Owned {
 /// 500 functions each owning a 1 MiB callback, called and dropped: every
 /// closure (and its MiB) is freed with its function (they used to stay
 /// registered for the life of the process, +582 MiB).
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn callback_closures_are_freed_with_their_functions() -> Result<()> {
     let drops = Arc::new(AtomicUsize::new(0));
@@ -257,6 +273,10 @@ fn callback_closures_are_freed_with_their_functions() -> Result<()> {
 
 /// A program whose callback has been freed (its function dropped) fails
 /// with an error if it is somehow run, rather than calling anything else.
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn a_freed_callback_id_is_an_error_not_another_callback() -> Result<()> {
     let runs = Arc::new(AtomicUsize::new(0));

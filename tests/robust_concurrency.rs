@@ -117,6 +117,10 @@ fn waiters_on_a_trace_that_panics_get_an_error() {
 /// A host callback that reads or assigns a variable its own function uses
 /// gets a FailedPrecondition error (it used to deadlock: the call holds
 /// the variable's lock while the program runs).
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn a_host_callback_touching_its_functions_variable_fails_cleanly() {
     isolated(
@@ -161,6 +165,7 @@ fn a_host_callback_touching_its_functions_variable_fails_cleanly() {
 /// The same through a function the callback calls, once sharded values
 /// exist (a sharded-call check then looks at the function's variables):
 /// an error from the inner call, never a wait for the outer one.
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_host_callback_calling_a_function_on_a_held_variable_fails_cleanly() {
     isolated(
@@ -202,6 +207,10 @@ fn a_host_callback_calling_a_function_on_a_held_variable_fails_cleanly() {
 }
 
 /// A host callback may still read a variable no running call holds.
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn a_host_callback_may_read_an_unrelated_variable() -> Result<()> {
     let other = Variable::new(Tensor::scalar(7f32));

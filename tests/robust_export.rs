@@ -7,9 +7,12 @@
 //! Crafted folders are re-signed with `xlafn::export::testing::resign`, so
 //! the damage reaches the checks behind the digests.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use xlafn::export::npy;
@@ -19,11 +22,8 @@ use xlafn::runtime::HostArray;
 
 const CHILD: &str = "XLAFN_ROBUST_CHILD";
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xlafn-robust-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(tag: &str) -> scratch::ScratchDir {
+    scratch::scratch_dir(&format!("robust-{tag}"))
 }
 
 /// Runs `cmd` to completion or kills it after `secs`; panics (failing the
@@ -522,7 +522,8 @@ fn export_files_must_be_regular_files_in_the_folder() {
         60,
         || {
             let secret = "root:x:0:0";
-            let victim = temp_dir("secret").join("passwd");
+            let secret_dir = temp_dir("secret");
+            let victim = secret_dir.join("passwd");
             std::fs::write(&victim, format!("{secret}\n")).unwrap();
             // A symlink out of the folder: refused, its content never shown.
             let dir = temp_dir("symlink");
@@ -579,7 +580,8 @@ fn export_files_must_be_regular_files_in_the_folder() {
 
 #[test]
 fn exports_and_the_cli_write_only_new_files() {
-    let victim = temp_dir("victim").join("precious");
+    let victim_dir = temp_dir("victim");
+    let victim = victim_dir.join("precious");
     std::fs::write(&victim, "keep me").unwrap();
     // A symlink planted where export writes a file: refused, the victim
     // untouched, and the files written before it removed again.
@@ -834,6 +836,10 @@ fn mutated_re_signed_exports_end_in_values_or_errors() {
 /// kinds of ops (nested control flow, reductions, gathers, matmul, random
 /// bits, casts, a host callback) exports, loads, and computes what the
 /// original computes.
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn functions_using_many_ops_load_and_agree_with_the_original() {
     isolated(

@@ -15,9 +15,14 @@ use xlafn::runtime::Plugin;
 /// header and the table's first two fields are laid out as in
 /// `pjrt_c_api.h`).
 fn fake_plugin(name: &str, struct_size: usize, major: i32, minor: i32) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("xlafn-fake-plugin-{}", std::process::id()));
+    // Built once per content under cargo's scratch folder for tests (not
+    // the system's temporary directory, which would collect a copy per
+    // run); a per-process name and a rename keep parallel runs apart.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fake-plugins/{struct_size}-{major}-{minor}"));
     std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join(format!("{name}.c"));
+    let source = dir.join(format!("{name}.{}.c", std::process::id()));
+    let built = dir.join(format!("{name}.{}.so", std::process::id()));
     let library = dir.join(format!("{name}.so"));
     std::fs::write(
         &source,
@@ -32,11 +37,13 @@ fn fake_plugin(name: &str, struct_size: usize, major: i32, minor: i32) -> PathBu
     .unwrap();
     let status = std::process::Command::new("cc")
         .args(["-shared", "-fPIC", "-o"])
-        .arg(&library)
+        .arg(&built)
         .arg(&source)
         .status()
         .expect("these tests build fake plugins with a C compiler (cc)");
     assert!(status.success(), "cc failed on {}", source.display());
+    std::fs::remove_file(&source).unwrap();
+    std::fs::rename(&built, &library).unwrap();
     library
 }
 

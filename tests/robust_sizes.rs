@@ -3,6 +3,9 @@
 //! process ("Rust cannot catch foreign exceptions"), so each case runs in a
 //! child process (see `common/child.rs`).
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 #[path = "common/child.rs"]
 mod child;
 
@@ -81,7 +84,8 @@ in_child!(
     let identity = FunctionOptions::new()
         .input_signature(vec![spec()])
         .build(|x: Tensor| x);
-    let dir = std::env::temp_dir().join(format!("xlafn-robust-sizes-{}", std::process::id()));
+    let scratch = scratch::scratch_dir("robust-sizes");
+    let dir = scratch.join("robust-sizes");
     let exported = identity
         .get_concrete_function((spec(),))
         .and_then(|cf| cf.export(&dir, &[]));

@@ -17,6 +17,7 @@ fn values(n: i64) -> Vec<f32> {
     (0..n).map(|i| ((i * 5 % 13) as f32) - 6.0).collect()
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn psum_and_all_gather_match_the_host() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -61,6 +62,7 @@ fn psum_and_all_gather_match_the_host() {
     assert!(program.count("all-gather") >= 1, "{:?}", program.opcodes);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_matmul_split_on_its_contracting_axis_sums_over_model() {
     let mesh = Mesh::new(&[("data", 2), ("model", 2)]).unwrap();
@@ -91,6 +93,7 @@ fn a_matmul_split_on_its_contracting_axis_sums_over_model() {
     assert_eq!(y.sharding().unwrap().spec().to_string(), "P('data')");
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn axis_index_ppermute_pmax_and_psum_scatter() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -137,6 +140,7 @@ fn axis_index_ppermute_pmax_and_psum_scatter() {
     assert_eq!(out[3].to_vec::<f32>().unwrap(), scattered);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn misuse_is_a_clear_error() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -202,6 +206,7 @@ fn grads(
     })
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn gradients_flow_through_shard_map_and_its_collectives() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -252,6 +257,7 @@ fn gradients_flow_through_shard_map_and_its_collectives() {
     }
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn gradients_of_ppermute_psum_scatter_and_pmax() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -302,6 +308,7 @@ fn gradients_of_ppermute_psum_scatter_and_pmax() {
     }
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn all_to_all_turns_a_row_split_into_a_column_split() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();

@@ -33,6 +33,7 @@ fn assert_close(got: &[f32], want: &[f32], tol: f32) {
     }
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn tensors_round_trip_through_even_and_uneven_shardings() {
     let mesh = mesh_2x2();
@@ -71,6 +72,7 @@ fn tensors_round_trip_through_even_and_uneven_shardings() {
     }
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn an_eager_op_on_a_sharded_tensor_says_how_to_run_it() {
     let mesh = mesh_2x2();
@@ -84,6 +86,7 @@ fn an_eager_op_on_a_sharded_tensor_says_how_to_run_it() {
     );
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_data_parallel_matmul_matches_one_device_with_the_sharding_xla_chose() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -119,6 +122,7 @@ fn a_data_parallel_matmul_matches_one_device_with_the_sharding_xla_chose() {
     );
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_model_parallel_mlp_on_a_2x2_mesh_matches_one_device() {
     let mesh = mesh_2x2();
@@ -155,6 +159,7 @@ fn a_model_parallel_mlp_on_a_2x2_mesh_matches_one_device() {
     );
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_new_sharding_recompiles_without_retracing() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -172,6 +177,7 @@ fn a_new_sharding_recompiles_without_retracing() {
     assert_eq!(f.compile_count(), 3);
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn uneven_shards_are_padded_and_stripped_through_a_function() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -204,6 +210,7 @@ fn uneven_shards_are_padded_and_stripped_through_a_function() {
     assert_eq!(m.to_vec::<f32>().unwrap(), wm.to_vec::<f32>().unwrap());
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn replicated_outputs_and_mesh_errors() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -246,6 +253,7 @@ fn replicated_outputs_and_mesh_errors() {
     );
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn gradients_inside_a_sharded_function_match_one_device() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
@@ -287,6 +295,7 @@ fn gradients_inside_a_sharded_function_match_one_device() {
     );
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn sharded_variables_are_updated_per_shard_and_keep_their_sharding() {
     let mesh = mesh_2x2();
@@ -326,6 +335,7 @@ fn sharded_variables_are_updated_per_shard_and_keep_their_sharding() {
     );
 }
 
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
 fn a_sharding_constraint_moves_an_intermediate_and_keeps_the_values() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();

@@ -6,6 +6,9 @@
 //! `np.savez_compressed` archives; then what xlafn writes, read back; then
 //! hostile files, which must end in errors that say what is wrong.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -26,11 +29,8 @@ fn expected() -> BTreeMap<String, Value> {
     serde_json::from_slice(&std::fs::read(data("expected.json")).unwrap()).unwrap()
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xlafn-files-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(tag: &str) -> scratch::ScratchDir {
+    scratch::scratch_dir(&format!("files-{tag}"))
 }
 
 fn floats<T: Copy + Into<f64>>(v: Vec<T>) -> Vec<Value> {
