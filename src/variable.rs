@@ -394,6 +394,14 @@ impl Variable {
     }
 
     /// Sets the value (dtype and shape must match).
+    ///
+    /// The variable keeps where it lives, as a `tf.Variable` keeps its
+    /// device and a DTensor variable its layout: a value with no placement
+    /// of its own (not sharded, not committed to a device) is laid out
+    /// like the current value, sharded with its sharding or copied to its
+    /// committed device. So `checkpoint::restore` leaves a model-parallel
+    /// weight split as it was. A sharded or committed value keeps its own
+    /// placement: that is the caller's explicit choice.
     pub fn assign(&self, value: &Tensor) -> Result<()> {
         self.inner.check_value(value, "assign")?;
         if trace::is_tracing() {
@@ -403,7 +411,8 @@ impl Variable {
         if value.is_symbolic() {
             return Err(trace::out_of_scope_tensor(value));
         }
-        *self.inner.lock_for_call()? = value.clone();
+        let mut current = self.inner.lock_for_call()?;
+        *current = placed_like(&current, value)?;
         Ok(())
     }
 
@@ -482,4 +491,19 @@ impl Variable {
     pub fn device_address(&self) -> Result<usize> {
         self.inner.lock().buffer()?.device_address()
     }
+}
+
+/// `value`, laid out like `current` when it has no placement of its own
+/// (see [`Variable::assign`]).
+fn placed_like(current: &Tensor, value: &Tensor) -> Result<Tensor> {
+    if value.is_sharded() || value.is_committed() {
+        return Ok(value.clone());
+    }
+    if let Some(sharding) = current.sharding() {
+        return value.shard(&sharding);
+    }
+    if current.is_committed() {
+        return value.to_device(current.device()?);
+    }
+    Ok(value.clone())
 }

@@ -3,6 +3,9 @@
 //! partitioned by XLA's Shardy partitioner over the CPU plugin's 4
 //! devices, checked against the same function on one device.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use std::sync::Arc;
 use xlafn::prelude::*;
 use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec};
@@ -381,4 +384,56 @@ fn a_sharding_constraint_moves_an_intermediate_and_keeps_the_values() {
     let plain = function(move |x: Tensor| x.with_sharding_constraint(&whole)?.exp());
     let got = plain.call((&ramp(&[2, 2], 1.0),)).unwrap();
     assert!(!got.is_sharded());
+}
+
+/// A variable keeps where it lives through `assign` and
+/// `checkpoint::restore` (as a `tf.Variable` keeps its device): a value
+/// with no placement of its own takes the variable's sharding or device;
+/// an explicitly placed one keeps its own.
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
+fn restore_and_assign_keep_a_variables_sharding_and_device() {
+    let mesh = mesh_2x2();
+    let cols = sharding(&mesh, &[None, Some("model")]);
+    let third = xlafn::devices().unwrap()[2];
+    let w0 = ramp(&[4, 6], 0.5);
+    let b0 = ramp(&[3], 1.0);
+    let w = Variable::new(w0.shard(&cols).unwrap());
+    let b = Variable::new(b0.to_device(third).unwrap());
+    let model = vec![w.clone(), b.clone()];
+    let scratch = scratch::scratch_dir("sharded-checkpoint");
+    let path = scratch.join("model.safetensors");
+    xlafn::checkpoint::save(&model, &path).unwrap();
+
+    let w1 = ramp(&[4, 6], -1.0);
+    w.assign(&w1).unwrap();
+    b.assign(&ramp(&[3], 2.0)).unwrap();
+    assert_eq!(w.read().sharding(), Some(cols.clone()));
+    assert_eq!(
+        w.read().to_vec::<f32>().unwrap(),
+        w1.to_vec::<f32>().unwrap()
+    );
+    assert_eq!(
+        (b.read().device().unwrap(), b.read().is_committed()),
+        (third, true)
+    );
+
+    xlafn::checkpoint::restore(&model, &path).unwrap();
+    assert_eq!(w.read().sharding(), Some(cols));
+    assert_eq!(
+        w.read().to_vec::<f32>().unwrap(),
+        w0.to_vec::<f32>().unwrap()
+    );
+    assert_eq!(b.read().device().unwrap(), third);
+    assert_eq!(
+        b.read().to_vec::<f32>().unwrap(),
+        b0.to_vec::<f32>().unwrap()
+    );
+
+    let rows = sharding(&mesh, &[Some("data"), None]);
+    w.assign(&w1.shard(&rows).unwrap()).unwrap();
+    assert_eq!(w.read().sharding(), Some(rows));
+    let first = xlafn::devices().unwrap()[1];
+    b.assign(&b0.to_device(first).unwrap()).unwrap();
+    assert_eq!(b.read().device().unwrap(), first);
 }
