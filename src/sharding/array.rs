@@ -73,6 +73,45 @@ impl ShardedArray {
         })
     }
 
+    /// Lays a value held on one device out on `sharding` without a trip
+    /// through the host, then copies each block device to device.
+    /// Replicating is a copy per device. A split pads the value once to
+    /// a whole number of blocks, then cuts each block with a
+    /// `dynamic_slice` whose start is an operand, so one shape compiles
+    /// two small programs however many devices there are.
+    pub(crate) fn from_device(value: &Tensor, sharding: &NamedSharding) -> Result<ShardedArray> {
+        let dims = value.dims();
+        sharding.check_rank(dims.len())?;
+        let block = sharding.shard_dims(&dims);
+        let devices = sharding.mesh().devices();
+        let origins: Vec<Vec<i64>> = (0..devices.len())
+            .map(|p| sharding.shard_origin(p, &dims))
+            .collect();
+        let padded = padded_to_blocks(value, &dims, &origins, &block)?;
+        let whole = padded.dims() == block;
+        let shards = devices
+            .iter()
+            .zip(&origins)
+            .map(|(device, origin)| {
+                let piece = if whole {
+                    padded.clone()
+                } else {
+                    let starts: Vec<Tensor> = origin.iter().map(|&o| Tensor::scalar(o)).collect();
+                    padded.dynamic_slice(&starts, &block)?
+                };
+                let copy = piece.buffer()?.copy_to_device(*device)?;
+                Ok(Arc::new(copy.with_committed(true)))
+            })
+            .collect::<Result<_>>()?;
+        ANY_MADE.store(true, Ordering::Relaxed);
+        Ok(ShardedArray {
+            sharding: sharding.clone(),
+            dtype: value.dtype(),
+            dims,
+            shards,
+        })
+    }
+
     /// Wraps per-device blocks a partitioned program returned.
     pub(crate) fn from_shards(
         sharding: NamedSharding,
@@ -144,6 +183,34 @@ impl ShardedArray {
         }
         Ok(out)
     }
+}
+
+/// `value` padded at the high end of each dimension so every block at
+/// `origins` lies inside it (`dynamic_slice` would otherwise shift a
+/// block that reaches past the end). The padding's content is
+/// unspecified; it is zero here.
+fn padded_to_blocks(
+    value: &Tensor,
+    dims: &[i64],
+    origins: &[Vec<i64>],
+    block: &[i64],
+) -> Result<Tensor> {
+    let high: Vec<i64> = (0..dims.len())
+        .map(|d| {
+            let end = origins.iter().map(|o| o[d] + block[d]).max().unwrap_or(0);
+            (end - dims[d]).max(0)
+        })
+        .collect();
+    if high.iter().all(|&h| h == 0) {
+        return Ok(value.clone());
+    }
+    let zero = if value.dtype() == DType::Bool {
+        crate::ir::Scalar::Bool(false)
+    } else {
+        crate::ir::Scalar::I64(0)
+    };
+    let none = vec![0; dims.len()];
+    value.pad_general(&none, &high, &none, zero)
 }
 
 /// Calls `row(offset_in_block, offset_in_global, len)` for each run of
@@ -248,6 +315,10 @@ impl Tensor {
     /// # Ok::<(), xlafn::Error>(())
     /// ```
     pub fn shard(&self, sharding: &NamedSharding) -> Result<Tensor> {
+        if self.eager_buffer().is_some() {
+            let array = ShardedArray::from_device(self, sharding)?;
+            return Ok(Tensor::from_sharded(Arc::new(array)));
+        }
         let host = self.to_host_array()?;
         let array = ShardedArray::from_host(&host.bytes, host.dtype, &host.dims, sharding)?;
         Ok(Tensor::from_sharded(Arc::new(array)))
