@@ -248,6 +248,13 @@ impl Tensor {
     /// # Ok::<(), xlafn::Error>(())
     /// ```
     pub fn shard(&self, sharding: &NamedSharding) -> Result<Tensor> {
+        if self.symbol().is_some() {
+            return Err(Error::Value(format!(
+                "shard() puts a value onto {sharding}, but {} is symbolic (traced): inside a \
+                 function, lay it out with with_sharding_constraint",
+                self.tensor_type()
+            )));
+        }
         let host = self.to_host_array()?;
         let array = ShardedArray::from_host(&host.bytes, host.dtype, &host.dims, sharding)?;
         Ok(Tensor::from_sharded(Arc::new(array)))
