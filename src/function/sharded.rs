@@ -53,15 +53,28 @@ use crate::sharding::MESH_NAME as MESH;
 /// The mesh a `shard_map` in `graph` (or in a region inside it) runs on:
 /// a function holding one runs partitioned over it.
 pub(crate) fn graph_mesh(graph: &Graph) -> Option<Arc<Mesh>> {
-    graph.nodes().iter().find_map(|n| match &n.op {
-        Op::ShardMap(s) => Some(s.mesh.clone()),
-        Op::Cond(c) => {
-            graph_mesh(&c.then_branch.graph).or_else(|| graph_mesh(&c.else_branch.graph))
+    let mut meshes = Vec::new();
+    graph_meshes(graph, &mut meshes);
+    meshes.into_iter().next()
+}
+
+/// The meshes of every `shard_map` in `graph` and its regions, in order.
+fn graph_meshes(graph: &Graph, out: &mut Vec<Arc<Mesh>>) {
+    for n in graph.nodes() {
+        match &n.op {
+            Op::ShardMap(s) => out.push(s.mesh.clone()),
+            Op::Cond(c) => {
+                graph_meshes(&c.then_branch.graph, out);
+                graph_meshes(&c.else_branch.graph, out);
+            }
+            Op::While(w) => {
+                graph_meshes(&w.cond.graph, out);
+                graph_meshes(&w.body.graph, out);
+            }
+            Op::Call(c) => graph_meshes(&c.graph, out),
+            _ => {}
         }
-        Op::While(w) => graph_mesh(&w.cond.graph).or_else(|| graph_mesh(&w.body.graph)),
-        Op::Call(c) => graph_mesh(&c.graph),
-        _ => None,
-    })
+    }
 }
 
 impl ConcreteCore {
@@ -286,6 +299,18 @@ impl ConcreteCore {
     ) -> Result<ShardedProgram> {
         let outputs: &[Option<NamedSharding>] =
             self.shardings.as_deref().map_or(&[], |o| &o.outputs);
+        // Every shard_map runs on the call's mesh: two over the same axes
+        // but other devices would otherwise run on the first one's.
+        let mut in_graph = Vec::new();
+        graph_meshes(&self.graph, &mut in_graph);
+        if in_graph.iter().any(|m| m != mesh) {
+            return Err(Error::Value(format!(
+                "function '{}': a shard_map in it is on another mesh than the call's (mesh of \
+                 devices {:?}): one call runs on one mesh",
+                self.name,
+                mesh.devices().iter().map(|d| d.id).collect::<Vec<_>>()
+            )));
+        }
         if outputs.len() > self.num_outputs {
             return Err(Error::Value(format!(
                 "function '{}' has {} outputs, but out_shardings lists {}",
@@ -337,49 +362,41 @@ impl ConcreteCore {
     ) -> Result<(Executable, Vec<ArraySpec>, Vec<Option<NamedSharding>>)> {
         // Shardy refuses to split a dimension unevenly (it shrinks such
         // a sharding to the axis part that divides it), so programs with
-        // an uneven input go through GSPMD, which pads.
-        let uneven = shardings
+        // an uneven input or fixed result go through GSPMD, which pads.
+        let uneven_input = shardings
             .iter()
             .zip(specs)
             .any(|(s, t)| s.is_uneven(&t.dims));
-        let partitioner = match uneven {
+        let mut partitioner = match uneven_input {
             true => Partitioner::Gspmd,
             false => Partitioner::Shardy,
         };
-        let attribute = |s: &NamedSharding, rank: usize| match partitioner {
-            Partitioner::Gspmd => format!("mhlo.sharding = \"{}\"", hlo_sharding_text(s, rank)),
-            _ => format!("sdy.sharding = {}", s.sdy_attribute(MESH, rank)),
-        };
-        let mut annotations = Annotations {
-            module_attributes: Some(format!(
-                "mhlo.num_partitions = {} : i32, mhlo.num_replicas = 1 : i32",
-                mesh.size()
-            )),
-            declarations: match partitioner {
-                Partitioner::Shardy => vec![mesh.sdy_declaration(MESH)],
-                _ => Vec::new(),
-            },
-            partitioning: Some(Partitioning {
-                gspmd: partitioner == Partitioner::Gspmd,
-                mesh_axes: mesh.axes().to_vec(),
-            }),
-            params: shardings
-                .iter()
-                .zip(specs)
-                .map(|(s, spec)| attribute(s, spec.dims.len()))
-                .collect(),
-            results: Vec::new(),
-        };
         // The result ranks are known only once lowered: lower once to
         // learn them, then with the result annotations.
-        let plain = lower::lower_annotated(&self.graph, specs, &[], &annotations)
-            .map_err(|e| self.frame(e))?;
+        let plain = lower::lower_annotated(
+            &self.graph,
+            specs,
+            &[],
+            &self.annotations(mesh, partitioner, shardings, specs),
+        )
+        .map_err(|e| self.frame(e))?;
+        for (r, (s, ty)) in fixed.iter().zip(&plain.results).enumerate() {
+            let Some(s) = s else { continue };
+            s.check_rank(ty.dims.len()).map_err(|e| {
+                Error::Value(format!("function '{}', out_shardings[{r}]: {e}", self.name))
+            })?;
+            if s.is_uneven(&ty.dims) {
+                partitioner = Partitioner::Gspmd;
+            }
+        }
+        let mut annotations = self.annotations(mesh, partitioner, shardings, specs);
         annotations.results = fixed
             .iter()
             .zip(&plain.results)
             .map(|(s, ty)| {
-                s.as_ref()
-                    .map_or(String::new(), |s| attribute(s, ty.dims.len()))
+                s.as_ref().map_or(String::new(), |s| {
+                    sharding_attribute(partitioner, s, ty.dims.len())
+                })
             })
             .collect();
         let lowered = lower::lower_annotated(&self.graph, specs, aliases, &annotations)
@@ -403,11 +420,44 @@ impl ConcreteCore {
             .zip(&lowered.results)
             .enumerate()
             .map(|(r, (f, ty))| {
-                f.clone()
-                    .or_else(|| named_from_op(mesh, chosen.get(r)?, &ty.dims))
+                f.clone().or_else(|| match mesh.size() {
+                    1 => Some(NamedSharding::replicated(mesh)),
+                    _ => named_from_op(mesh, chosen.get(r)?, &ty.dims),
+                })
             })
             .collect();
         Ok((exe, lowered.results, named))
+    }
+
+    /// The module's partitioning annotations for the parameters (the
+    /// results' are added once their ranks are known).
+    fn annotations(
+        &self,
+        mesh: &Mesh,
+        partitioner: Partitioner,
+        shardings: &[NamedSharding],
+        specs: &[ArraySpec],
+    ) -> Annotations {
+        Annotations {
+            module_attributes: Some(format!(
+                "mhlo.num_partitions = {} : i32, mhlo.num_replicas = 1 : i32",
+                mesh.size()
+            )),
+            declarations: match partitioner {
+                Partitioner::Shardy => vec![mesh.sdy_declaration(MESH)],
+                _ => Vec::new(),
+            },
+            partitioning: Some(Partitioning {
+                gspmd: partitioner == Partitioner::Gspmd,
+                mesh_axes: mesh.axes().to_vec(),
+            }),
+            params: shardings
+                .iter()
+                .zip(specs)
+                .map(|(s, spec)| sharding_attribute(partitioner, s, spec.dims.len()))
+                .collect(),
+            results: Vec::new(),
+        }
     }
 
     /// Refuses a program whose parameters XLA laid out otherwise than the
@@ -418,6 +468,11 @@ impl ConcreteCore {
         specs: &[ArraySpec],
         shardings: &[NamedSharding],
     ) -> Result<()> {
+        // Over one device every layout is the whole array (and XLA
+        // reports none for a program of one partition).
+        if shardings.first().is_some_and(|s| s.mesh().size() == 1) {
+            return Ok(());
+        }
         if compiled.len() != specs.len() {
             return Err(Error::Value(format!(
                 "function '{}': the partitioned program reports {} parameter shardings for {} \
@@ -475,5 +530,13 @@ impl ConcreteCore {
             exe: Arc::new(exe),
             results,
         })
+    }
+}
+
+/// A parameter's or result's sharding attribute for `partitioner`.
+fn sharding_attribute(partitioner: Partitioner, s: &NamedSharding, rank: usize) -> String {
+    match partitioner {
+        Partitioner::Gspmd => format!("mhlo.sharding = \"{}\"", hlo_sharding_text(s, rank)),
+        _ => format!("sdy.sharding = {}", s.sdy_attribute(MESH, rank)),
     }
 }

@@ -133,7 +133,7 @@ impl OpDef for ShardMap {
                 return Err(Error::invalid(
                     self.name(),
                     "shard_map runs only in a function partitioned over its own mesh with \
-                     evenly divided inputs",
+                     evenly divided inputs and out_shardings",
                 ));
             }
         }
@@ -333,6 +333,27 @@ impl Collective {
             .collect()
     }
 
+    /// The dtypes the collective computes on: reductions take numbers
+    /// (sums complex ones too, as `reduce_sum` does), moves take any.
+    fn check_operand(&self, dtype: DType) -> Result<()> {
+        let name = self.name();
+        match self.kind {
+            CollectiveKind::Sum | CollectiveKind::ReduceScatter { .. } if dtype.is_complex() => {
+                Ok(())
+            }
+            CollectiveKind::Max | CollectiveKind::Min if dtype.is_complex() => {
+                super::complex::check_complex_operand(name, dtype, false)
+            }
+            CollectiveKind::Sum
+            | CollectiveKind::Max
+            | CollectiveKind::Min
+            | CollectiveKind::ReduceScatter { .. } => {
+                super::check_dtype(name, dtype, dtype.is_numeric(), "numeric")
+            }
+            _ => super::check_dtype(name, dtype, true, "any"),
+        }
+    }
+
     /// This partition's index along the axes, from its partition id.
     fn axis_index(&self, cx: &mut Emitter) -> Val {
         let id = cx.partition_id();
@@ -381,6 +402,7 @@ impl OpDef for Collective {
         }
         expect_arity(self.name(), inputs, 1)?;
         let x = &inputs[0];
+        self.check_operand(x.dtype)?;
         let n = self.group_size() as i64;
         let resized = |dim: usize, f: &dyn Fn(i64) -> Result<i64>| -> Result<TensorType> {
             let Some(mut dims) = x.shape.as_known() else {
@@ -429,6 +451,13 @@ impl OpDef for Collective {
     }
 
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        // An empty block has nothing to exchange, and StableHLO refuses
+        // some collectives of one: the result is empty too.
+        if inputs.first().is_some_and(|x| x.ty.dims.contains(&0)) {
+            return Ok(vec![
+                cx.constant(crate::ir::Scalar::I64(0), outputs[0].clone()),
+            ]);
+        }
         let groups = self.groups();
         Ok(vec![match &self.kind {
             CollectiveKind::Sum => cx.all_reduce(&inputs[0], &groups, Combiner::Add)?,
@@ -453,7 +482,13 @@ impl OpDef for Collective {
                         }
                     }
                 }
-                cx.collective_permute(&inputs[0], &partition_pairs)
+                // No one sends: every device gets zeros (an empty pair
+                // list is no valid `source_target_pairs` attribute).
+                if partition_pairs.is_empty() {
+                    cx.constant(crate::ir::Scalar::I64(0), inputs[0].ty.clone())
+                } else {
+                    cx.collective_permute(&inputs[0], &partition_pairs)
+                }
             }
             CollectiveKind::AxisIndex => self.axis_index(cx),
         }])

@@ -315,6 +315,13 @@ impl Tensor {
     /// # Ok::<(), xlafn::Error>(())
     /// ```
     pub fn shard(&self, sharding: &NamedSharding) -> Result<Tensor> {
+        if self.symbol().is_some() {
+            return Err(Error::Value(format!(
+                "shard() puts a value onto {sharding}, but {} is symbolic (traced): inside a \
+                 function, lay it out with with_sharding_constraint",
+                self.tensor_type()
+            )));
+        }
         if self.eager_buffer().is_some() {
             let array = ShardedArray::from_device(self, sharding)?;
             return Ok(Tensor::from_sharded(Arc::new(array)));

@@ -13,23 +13,47 @@ const TILED: i32 = 3;
 /// The named sharding on `mesh` equal to `op` for an array of `global`
 /// dims, if there is one (a device order that no spec over the mesh axes
 /// gives has none).
+///
+/// The spec is read off the tiling, not searched for (a search over every
+/// spec grows factorially with the mesh's axes): stepping one mesh axis
+/// from partition 0 moves partition 0's tile along the dimension that
+/// axis splits, by the product of the sizes of the axes after it there,
+/// so each axis of size above 1 names its dimension and its place in it.
+/// The spec found is then checked block by block against `op`.
 pub(crate) fn named_from_op(
     mesh: &Arc<Mesh>,
     op: &OpSharding,
     global: &[i64],
 ) -> Option<NamedSharding> {
-    let wanted = op_origins(op, global, mesh.size())?;
-    let mut found = None;
-    candidates(mesh, global.len(), &mut Vec::new(), &mut |spec| {
-        if found.is_some() {
-            return;
+    let rank = global.len();
+    let tiles = op_tiles(op, rank, mesh.size())?;
+    let axes = mesh.axes();
+    // Per dimension: (the tile step of an axis, the axis).
+    let mut split: Vec<Vec<(i64, String)>> = vec![Vec::new(); rank];
+    for (a, (name, size)) in axes.iter().enumerate() {
+        if *size < 2 {
+            continue;
         }
-        let sharding = NamedSharding::new(mesh, PartitionSpec::with_axes(spec.to_vec())).ok();
-        if let Some(s) = sharding.filter(|s| named_origins(s, global) == wanted) {
-            found = Some(s);
+        let stride: usize = axes[a + 1..].iter().map(|(_, s)| s).product();
+        let moved: Vec<usize> = (0..rank)
+            .filter(|&d| tiles[stride][d] != tiles[0][d])
+            .collect();
+        match moved[..] {
+            [] => {}
+            [d] => split[d].push((tiles[stride][d] - tiles[0][d], name.clone())),
+            _ => return None,
         }
-    });
-    found
+    }
+    let spec: Vec<Vec<String>> = split
+        .into_iter()
+        .map(|mut axes| {
+            // Major axis first: the largest step.
+            axes.sort_by_key(|a| std::cmp::Reverse(a.0));
+            axes.into_iter().map(|(_, n)| n).collect()
+        })
+        .collect();
+    let named = NamedSharding::new(mesh, PartitionSpec::with_axes(spec)).ok()?;
+    same_layout(&named, op, global).then_some(named)
 }
 
 /// Does `op` put the same blocks on the same partitions as `named`, for
@@ -74,54 +98,6 @@ pub(crate) fn hlo_sharding_text(named: &NamedSharding, rank: usize) -> String {
     )
 }
 
-/// Every partition spec of `rank` dimensions over `mesh`'s axes (each
-/// axis used at most once, in any order within a dimension), fewest axes
-/// first within each dimension.
-fn candidates(
-    mesh: &Mesh,
-    rank: usize,
-    prefix: &mut Vec<Vec<String>>,
-    visit: &mut dyn FnMut(&[Vec<String>]),
-) {
-    if prefix.len() == rank {
-        visit(prefix);
-        return;
-    }
-    let used: Vec<&String> = prefix.iter().flatten().collect();
-    let free: Vec<String> = mesh
-        .axes()
-        .iter()
-        .map(|(n, _)| n.clone())
-        .filter(|n| !used.contains(&n))
-        .collect();
-    for group in ordered_subsets(&free) {
-        prefix.push(group);
-        candidates(mesh, rank, prefix, visit);
-        prefix.pop();
-    }
-}
-
-/// All ordered selections of distinct items, shortest first.
-fn ordered_subsets(items: &[String]) -> Vec<Vec<String>> {
-    let mut out = vec![Vec::new()];
-    let mut frontier = vec![Vec::new()];
-    for _ in 0..items.len() {
-        let mut next = Vec::new();
-        for seq in &frontier {
-            for item in items {
-                if !seq.contains(item) {
-                    let mut longer: Vec<String> = seq.clone();
-                    longer.push(item.clone());
-                    next.push(longer);
-                }
-            }
-        }
-        out.extend(next.iter().cloned());
-        frontier = next;
-    }
-    out
-}
-
 /// Per partition, where its block starts, under a named sharding.
 fn named_origins(sharding: &NamedSharding, global: &[i64]) -> Vec<Vec<i64>> {
     (0..sharding.mesh().size())
@@ -132,7 +108,27 @@ fn named_origins(sharding: &NamedSharding, global: &[i64]) -> Vec<Vec<i64>> {
 /// Per partition, where its block starts, under an `OpSharding`; `None`
 /// for shardings that are not a tiling of the array (maximal, manual).
 fn op_origins(op: &OpSharding, global: &[i64], partitions: usize) -> Option<Vec<Vec<i64>>> {
-    let rank = global.len();
+    let dims = &op.tile_assignment_dimensions;
+    let tiles = op_tiles(op, global.len(), partitions)?;
+    Some(
+        tiles
+            .into_iter()
+            .map(|coords| {
+                (0..global.len())
+                    .map(|d| {
+                        let n = dims.get(d).copied().unwrap_or(1).max(1);
+                        let block = global[d] / n + i64::from(global[d] % n > 0);
+                        coords[d] * block
+                    })
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+/// Per partition, which tile it holds along each of the array's `rank`
+/// dimensions under `op`; `None` for shardings that are not a tiling.
+fn op_tiles(op: &OpSharding, rank: usize, partitions: usize) -> Option<Vec<Vec<i64>>> {
     match op.kind {
         REPLICATED => return Some(vec![vec![0; rank]; partitions]),
         TILED => {}
@@ -144,15 +140,14 @@ fn op_origins(op: &OpSharding, global: &[i64], partitions: usize) -> Option<Vec<
         return None;
     }
     let order = device_order(op, tiles as usize)?;
-    let mut origins = vec![Vec::new(); partitions];
+    let mut coords = vec![Vec::new(); partitions];
     for (k, &device) in order.iter().enumerate() {
-        let coords = unravel(k, dims);
-        let origin: Vec<i64> = (0..rank)
-            .map(|d| coords[d] * ((global[d] + dims[d] - 1) / dims[d]))
-            .collect();
-        *origins.get_mut(usize::try_from(device).ok()?)? = origin;
+        let mut c = unravel(k, dims);
+        c.truncate(rank);
+        *coords.get_mut(usize::try_from(device).ok()?)? = c;
     }
-    Some(origins)
+    // Every partition holds a tile.
+    coords.iter().all(|c| c.len() == rank).then_some(coords)
 }
 
 /// The partition of each tile, row-major over the tile grid.
@@ -252,6 +247,26 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(name(&maximal, &[3]), None);
+    }
+
+    #[test]
+    fn size_one_axes_and_foreign_orders_are_read_off_the_tiling() {
+        let devices = crate::tensor::devices().unwrap();
+        let names: Vec<String> = (0..16).map(|i| format!("a{i}")).collect();
+        let mut axes: Vec<(&str, usize)> = names.iter().map(|n| (n.as_str(), 1)).collect();
+        axes.insert(5, ("data", 2));
+        axes.push(("model", 2));
+        let m = Mesh::with_devices(devices[..4].to_vec(), &axes).unwrap();
+        // Columns over model then data: devices iota([2,2]).T.
+        let op = tiled(&[1, 4, 1], &[2, 2], &[1, 0], false);
+        let named = named_from_op(&m, &op, &[3, 8, 2]).unwrap();
+        assert_eq!(named.spec().to_string(), "P(None, ('model', 'data'))");
+        // An order no spec over the mesh gives.
+        let foreign = OpSharding {
+            tile_assignment_devices: vec![0, 3, 1, 2],
+            ..tiled(&[4], &[], &[], false)
+        };
+        assert_eq!(named_from_op(&m, &foreign, &[8]), None);
     }
 
     #[test]

@@ -50,16 +50,21 @@ pub struct Mesh {
 impl Mesh {
     /// A mesh over the default client's first devices, in their order.
     pub fn new(axes: &[(&str, usize)]) -> Result<Arc<Mesh>> {
-        let size: usize = axes.iter().map(|(_, n)| *n).product();
         let devices = crate::tensor::devices()?;
-        if size > devices.len() {
-            return Err(Error::Value(format!(
-                "a mesh of shape {axes:?} needs {size} devices, but there are only {} (set the \
-                 CPU device count with set_cpu_device_count or XLAFN_CPU_DEVICES)",
+        let size = axes
+            .iter()
+            .try_fold(1usize, |acc, (_, n)| acc.checked_mul(*n));
+        match size {
+            Some(size) if size <= devices.len() => {
+                Mesh::with_devices(devices[..size].to_vec(), axes)
+            }
+            _ => Err(Error::Value(format!(
+                "a mesh of shape {axes:?} needs {} devices, but there are only {} (set the CPU \
+                 device count with set_cpu_device_count or XLAFN_CPU_DEVICES)",
+                size.map_or("more than usize::MAX".to_string(), |s| s.to_string()),
                 devices.len()
-            )));
+            ))),
         }
-        Mesh::with_devices(devices[..size].to_vec(), axes)
     }
 
     /// A mesh over `devices` (row-major over the axes: the last axis
@@ -103,6 +108,13 @@ impl Mesh {
                 )));
             }
         }
+        // The client's own copy of each device: a `Device` whose public
+        // `id` or `index` was edited must not compile a program for
+        // another device than the one holding its blocks.
+        let devices = devices
+            .iter()
+            .map(|d| crate::tensor::client_device(*d))
+            .collect::<Result<_>>()?;
         Ok(Arc::new(Mesh {
             devices,
             axes: axes.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
@@ -325,8 +337,9 @@ impl NamedSharding {
             .iter()
             .enumerate()
             .map(|(d, &n)| {
+                // ceil(n / t), without overflow for dims near i64::MAX.
                 let t = self.tiles(d) as i64;
-                (n + t - 1) / t
+                n / t + i64::from(n % t > 0)
             })
             .collect()
     }

@@ -57,6 +57,13 @@ pub fn shard_map(
                 .into(),
         ));
     }
+    if let Some(outer) = BODIES.with(|b| b.borrow().last().cloned()) {
+        let axes: Vec<&str> = outer.axes().iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Error::Value(format!(
+            "shard_map cannot run inside a shard_map body: the outer one already runs per \
+             device on every axis of its mesh {axes:?}; call the inner body directly"
+        )));
+    }
     if in_specs.len() != inputs.len() {
         return Err(Error::Value(format!(
             "shard_map got {} inputs but {} in_specs",
@@ -142,10 +149,16 @@ pub fn psum(x: &Tensor, axis: &str) -> Result<Tensor> {
     collective(CollectiveKind::Sum, axis, &[x])
 }
 
-/// The mean of `x` over the devices along `axis` (`jax.lax.pmean`).
+/// The mean of `x` over the devices along `axis` (`jax.lax.pmean`);
+/// integers are divided as [`Tensor::div`] divides them, to a float.
 pub fn pmean(x: &Tensor, axis: &str) -> Result<Tensor> {
     let n = axis_size(axis)?;
-    psum(x, axis)?.mul_scalar(1.0 / n as f64)
+    let sum = psum(x, axis)?;
+    match x.dtype().is_inexact() {
+        true => sum.mul_scalar(1.0 / n as f64),
+        // 1/n has no integer value: divide by n itself.
+        false => sum.div_scalar(n as f64),
+    }
 }
 
 /// The maximum of `x` over the devices along `axis`.
@@ -190,12 +203,18 @@ pub fn ppermute(x: &Tensor, axis: &str, pairs: &[(i64, i64)]) -> Result<Tensor> 
             "ppermute pair {p:?} is outside axis {axis:?} of size {n}"
         )));
     }
-    let mut targets: Vec<i64> = pairs.iter().map(|(_, b)| *b).collect();
-    targets.sort_unstable();
-    if targets.windows(2).any(|w| w[0] == w[1]) {
-        return Err(Error::Value(format!(
-            "ppermute sends two values to one device: {pairs:?}"
-        )));
+    for (i, (from, to)) in pairs.iter().enumerate() {
+        if pairs[..i].iter().any(|(_, t)| t == to) {
+            return Err(Error::Value(format!(
+                "ppermute sends two values to one device ({to}): {pairs:?}"
+            )));
+        }
+        if pairs[..i].iter().any(|(f, _)| f == from) {
+            return Err(Error::Value(format!(
+                "ppermute sends from device {from} twice: {pairs:?}; each device sends at most \
+                 once"
+            )));
+        }
     }
     collective(
         CollectiveKind::Permute {

@@ -37,6 +37,25 @@ pub fn devices() -> Result<Vec<Device>> {
     Ok(Client::default_client()?.devices().to_vec())
 }
 
+/// The default client's own copy of `device`. `Device`'s fields are
+/// public, so a copy may carry an edited `id` (what programs are compiled
+/// for) or `index`; the client's copy is the truth, found by the device
+/// handle itself.
+pub(crate) fn client_device(device: Device) -> Result<Device> {
+    let client = Client::default_client()?;
+    client
+        .devices()
+        .iter()
+        .find(|d| **d == device)
+        .copied()
+        .ok_or_else(|| {
+            Error::Value(format!(
+                "device {device} does not belong to the default {} client",
+                client.platform_name()
+            ))
+        })
+}
+
 /// The device new values and input-less ops go to on this thread: the
 /// innermost [`with_device`] scope's, else the client's first device.
 pub fn default_device() -> Result<Device> {
@@ -70,6 +89,9 @@ pub fn with_device<R>(device: Device, body: impl FnOnce() -> R) -> R {
             SCOPE.set(self.0);
         }
     }
+    // A device the client does not know keeps its own fields: the ops in
+    // the scope then report it.
+    let device = client_device(device).unwrap_or(device);
     let _restore = Restore(SCOPE.replace(Some(device)));
     body()
 }
@@ -99,6 +121,7 @@ impl Tensor {
     /// ```
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
         let buffer = self.buffer()?;
+        let device = client_device(device)?;
         if buffer.device() == device && buffer.is_committed() {
             return Ok(self.clone());
         }

@@ -10,8 +10,8 @@
 
 mod device;
 mod display;
+pub(crate) use device::{client_device, gather_on, place};
 pub use device::{default_device, devices, with_device};
-pub(crate) use device::{gather_on, place};
 pub(crate) use display::render_array;
 pub(crate) mod eager;
 mod host;

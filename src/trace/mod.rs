@@ -612,7 +612,14 @@ fn value_in_top(t: &Tensor) -> Result<ValueId> {
         let key = (sym.graph.0, sym.value.0 as u64);
         return capture(key, t.tensor_type(), CaptureSource::Outer(t.clone()));
     }
-    let buffer = t.eager_buffer().expect("a tensor is eager or symbolic");
+    let Some(buffer) = t.eager_buffer() else {
+        return Err(Error::Value(format!(
+            "a traced function cannot capture a sharded tensor ({}); pass it as an argument \
+             (the function then runs over its mesh)",
+            t.sharding()
+                .map_or("sharded".to_string(), |s| s.to_string())
+        )));
+    };
     let key = (0, Arc::as_ptr(&buffer) as u64);
     capture(key, t.tensor_type(), CaptureSource::Eager(buffer))
 }
