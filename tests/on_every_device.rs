@@ -67,7 +67,7 @@ device_tests! {
             xlafn::print("x:", &[&x])?;
             x.add(&x)
         });
-        let on_cpu = xlafn::default_device().unwrap().platform == xlafn::runtime::Platform::Cpu;
+        let on_cpu = xlafn::default_device().unwrap().platform() == xlafn::runtime::Platform::Cpu;
         let got = xlafn::with_print_output(SharedWriter(out.clone()), || {
             f.call((Tensor::vector(&[1f32, 2.]).unwrap(),))
         });

@@ -30,7 +30,7 @@ fn a_shardy_program_runs_over_four_devices_with_the_all_reduce_xla_inserted() {
     let devices = client.devices().to_vec();
     assert!(devices.len() >= 4);
     let options = CompileOptions {
-        devices: devices.iter().take(4).map(|d| d.id).collect(),
+        devices: devices.iter().take(4).map(|d| d.id()).collect(),
         partitioner: Partitioner::Shardy,
         propagate_to_results: vec![false, true],
         ..Default::default()
@@ -80,7 +80,7 @@ fn arguments_on_the_wrong_device_or_list_count_are_refused() {
     let client = Client::cpu().unwrap();
     let devices = client.devices().to_vec();
     let options = CompileOptions {
-        devices: devices.iter().take(4).map(|d| d.id).collect(),
+        devices: devices.iter().take(4).map(|d| d.id()).collect(),
         partitioner: Partitioner::Shardy,
         propagate_to_results: vec![false, true],
         ..Default::default()

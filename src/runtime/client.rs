@@ -69,12 +69,26 @@ unsafe impl Sync for Client {}
 #[derive(Clone, Copy)]
 pub struct Device {
     pub(crate) raw: *mut sys::PJRT_Device,
+    pub(crate) index: usize,
+    pub(crate) id: i64,
+    pub(crate) platform: Platform,
+}
+
+impl Device {
     /// Position in the client's addressable-device list.
-    pub index: usize,
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     /// The plugin's global device id: what device assignments name.
-    pub id: i64,
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
     /// The kind of device.
-    pub platform: Platform,
+    pub fn platform(&self) -> Platform {
+        self.platform
+    }
 }
 
 impl PartialEq for Device {

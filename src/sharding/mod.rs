@@ -108,9 +108,7 @@ impl Mesh {
                 )));
             }
         }
-        // The client's own copy of each device: a `Device` whose public
-        // `id` or `index` was edited must not compile a program for
-        // another device than the one holding its blocks.
+        // Only the default client's devices can hold the blocks.
         let devices = devices
             .iter()
             .map(|d| crate::tensor::client_device(*d))

@@ -37,10 +37,9 @@ pub fn devices() -> Result<Vec<Device>> {
     Ok(Client::default_client()?.devices().to_vec())
 }
 
-/// The default client's own copy of `device`. `Device`'s fields are
-/// public, so a copy may carry an edited `id` (what programs are compiled
-/// for) or `index`; the client's copy is the truth, found by the device
-/// handle itself.
+/// `device`, checked to be one of the default client's devices (a device
+/// of another client, e.g. one made with `Client::from_plugin`, cannot
+/// hold the default client's buffers or run its programs).
 pub(crate) fn client_device(device: Device) -> Result<Device> {
     let client = Client::default_client()?;
     client
@@ -89,9 +88,8 @@ pub fn with_device<R>(device: Device, body: impl FnOnce() -> R) -> R {
             SCOPE.set(self.0);
         }
     }
-    // A device the client does not know keeps its own fields: the ops in
-    // the scope then report it.
-    let device = client_device(device).unwrap_or(device);
+    // A device the client does not know is kept: the ops in the scope
+    // then report it.
     let _restore = Restore(SCOPE.replace(Some(device)));
     body()
 }
