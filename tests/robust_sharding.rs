@@ -9,6 +9,9 @@
 #[path = "common/child.rs"]
 mod child;
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use std::sync::Arc;
 use std::time::Duration;
 use xlafn::prelude::*;

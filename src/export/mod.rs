@@ -168,18 +168,25 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
         let mut captures = Vec::new();
         let mut capture_specs = Vec::new();
         for c in &core.captures {
+            // A captured constant; a sharded one is saved whole, since an
+            // export runs on one device.
+            let constant = match &c.source {
+                CaptureSource::Eager(b) => Some(Tensor::from_shared_buffer(b.clone())),
+                CaptureSource::Sharded(t) => Some(t.unshard()?),
+                _ => None,
+            };
+            if let Some(t) = constant {
+                let i = constants.len();
+                constants.push(pending.tensor(
+                    format!("constant_{i}.npy"),
+                    format!("constant_{i}"),
+                    &t,
+                )?);
+                capture_specs.push(ArraySpec::new(t.dtype(), &t.dims()));
+                captures.push(CaptureJson::Constant { index: i });
+                continue;
+            }
             match &c.source {
-                CaptureSource::Eager(b) => {
-                    let t = Tensor::from_shared_buffer(b.clone());
-                    let i = constants.len();
-                    constants.push(pending.tensor(
-                        format!("constant_{i}.npy"),
-                        format!("constant_{i}"),
-                        &t,
-                    )?);
-                    capture_specs.push(ArraySpec::new(b.dtype(), b.dims()));
-                    captures.push(CaptureJson::Constant { index: i });
-                }
                 CaptureSource::Variable(r @ VarRef::Captured(_)) => {
                     let var = Variable::from_inner(r.resolve(&[], &core.name)?);
                     let i = variables.len();

@@ -63,7 +63,9 @@ impl ConcreteCore {
             for c in &self.captures {
                 match &c.source {
                     CaptureSource::Eager(b) => buffers.push(b),
-                    CaptureSource::Outer(t) => buffers.push(t.buffer()?),
+                    CaptureSource::Outer(t) | CaptureSource::Sharded(t) => {
+                        buffers.push(t.buffer()?)
+                    }
                     CaptureSource::Variable(r) => {
                         let guard = &guards[slot(&r.resolve(var_args, &self.name)?)];
                         let shared = guard.shared_buffer()?;
@@ -117,7 +119,7 @@ impl ConcreteCore {
             .iter()
             .map(|c| match &c.source {
                 CaptureSource::Eager(b) => Ok(b.clone()),
-                CaptureSource::Outer(t) => t
+                CaptureSource::Outer(t) | CaptureSource::Sharded(t) => t
                     .eager_buffer()
                     .ok_or_else(|| trace::out_of_scope_tensor(t)),
                 CaptureSource::Variable(r) => Ok(r

@@ -109,7 +109,9 @@ impl ConcreteCore {
         for c in &self.captures {
             let t = match &c.source {
                 CaptureSource::Eager(b) => ArraySpec::new(b.dtype(), b.dims()),
-                CaptureSource::Outer(t) => ArraySpec::new(t.dtype(), &t.dims()),
+                CaptureSource::Outer(t) | CaptureSource::Sharded(t) => {
+                    ArraySpec::new(t.dtype(), &t.dims())
+                }
                 CaptureSource::Variable(r) => {
                     let var = r
                         .resolve_in_trace(&self.name)

@@ -67,6 +67,7 @@ fn initializer_input(
     if let Some(capture) = finished.captures.iter().find(|c| c.param == param) {
         return match &capture.source {
             CaptureSource::Eager(buffer) => Ok(Tensor::from_shared_buffer(buffer.clone())),
+            CaptureSource::Sharded(t) => Ok(t.clone()),
             CaptureSource::Variable(r) => {
                 Variable::from_inner(r.resolve(var_args, function)?).try_read()
             }

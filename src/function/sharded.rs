@@ -1,6 +1,7 @@
 //! Running a concrete function over a mesh of devices, partitioned by
 //! XLA (`jax.jit` with shardings). A call is sharded when the function
-//! has `in_shardings`/`out_shardings` or an argument is a sharded tensor.
+//! has `in_shardings`/`out_shardings` or a shard_map, or an argument, a
+//! variable or a captured tensor holds a sharded value.
 //!
 //! Each input gets a sharding: the function's `in_shardings` entry, else
 //! the sharding it already has, else replicated over the mesh (captured
@@ -92,6 +93,7 @@ impl ConcreteCore {
                     CaptureSource::Variable(r) => r
                         .resolve(var_args, &self.name)
                         .is_ok_and(|v| v.lock_for_call().is_ok_and(|g| g.is_sharded())),
+                    CaptureSource::Sharded(_) => true,
                     _ => false,
                 })
     }
@@ -122,10 +124,10 @@ impl ConcreteCore {
                     guards[slot_of(&vars, &r.resolve(var_args, &self.name)?)].clone()
                 }
                 CaptureSource::Eager(b) => Tensor::from_shared_buffer(b.clone()),
-                CaptureSource::Outer(t) => t.clone(),
+                CaptureSource::Outer(t) | CaptureSource::Sharded(t) => t.clone(),
             });
         }
-        let mesh = self.mesh_of(&inputs)?;
+        let mesh = self.mesh_of(&inputs, args.len())?;
         let shardings: Vec<NamedSharding> = inputs
             .iter()
             .enumerate()
@@ -206,7 +208,9 @@ impl ConcreteCore {
 
     /// The one mesh of the call: of the shardings asked for and of the
     /// sharded arguments, which must all agree.
-    fn mesh_of(&self, inputs: &[Tensor]) -> Result<Arc<Mesh>> {
+    /// The one mesh the call runs on; `inputs` are the `arguments` tensor
+    /// arguments followed by the captures' values.
+    fn mesh_of(&self, inputs: &[Tensor], arguments: usize) -> Result<Arc<Mesh>> {
         let options = self.shardings.as_deref();
         let asked = options
             .into_iter()
@@ -220,7 +224,7 @@ impl ConcreteCore {
             });
         let given = inputs.iter().enumerate().filter_map(|(i, t)| {
             t.sharding()
-                .map(|s| (s.mesh().clone(), format!("input {i}")))
+                .map(|s| (s.mesh().clone(), self.input_label(i, arguments)))
         });
         let in_graph = self
             .graph_mesh
@@ -243,6 +247,22 @@ impl ConcreteCore {
             }
         }
         Ok(mesh)
+    }
+
+    /// How an error names input `i`: an argument, a variable or a
+    /// captured tensor.
+    fn input_label(&self, i: usize, arguments: usize) -> String {
+        if i < arguments {
+            return format!("argument {i}");
+        }
+        match self.captures.get(i - arguments).map(|c| &c.source) {
+            Some(CaptureSource::Variable(r)) => r
+                .resolve(&[], &self.name)
+                .map_or("a variable".to_string(), |v| {
+                    format!("variable '{}'", v.name)
+                }),
+            _ => "a captured tensor".to_string(),
+        }
     }
 
     fn input_sharding(&self, i: usize, t: &Tensor, mesh: &Arc<Mesh>) -> Result<NamedSharding> {

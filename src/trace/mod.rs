@@ -36,6 +36,9 @@ pub(crate) enum CaptureSource {
     Eager(Arc<Buffer>),
     /// A value of an enclosing trace (only meaningful while inlining there).
     Outer(Tensor),
+    /// An eager tensor split over a mesh, held by the concrete function:
+    /// the calls then run over its mesh, with the value as it is laid out.
+    Sharded(Tensor),
     /// A variable's value at the start of the call.
     Variable(VarRef),
 }
@@ -392,7 +395,7 @@ pub(crate) fn capture_inputs(captures: &[Capture]) -> Result<Vec<Tensor>> {
         .iter()
         .map(|c| match &c.source {
             CaptureSource::Eager(b) => Ok(Tensor::from_shared_buffer(b.clone())),
-            CaptureSource::Outer(t) => Ok(t.clone()),
+            CaptureSource::Outer(t) | CaptureSource::Sharded(t) => Ok(t.clone()),
             CaptureSource::Variable(r) => {
                 let name = current_function().unwrap_or_else(|| Arc::from("?"));
                 Variable::from_inner(r.resolve_in_trace(&name)?).try_read()
@@ -613,12 +616,9 @@ fn value_in_top(t: &Tensor) -> Result<ValueId> {
         return capture(key, t.tensor_type(), CaptureSource::Outer(t.clone()));
     }
     let Some(buffer) = t.eager_buffer() else {
-        return Err(Error::Value(format!(
-            "a traced function cannot capture a sharded tensor ({}); pass it as an argument \
-             (the function then runs over its mesh)",
-            t.sharding()
-                .map_or("sharded".to_string(), |s| s.to_string())
-        )));
+        let array = t.sharded().expect("a tensor is eager, sharded or symbolic");
+        let key = (0, Arc::as_ptr(array) as *const u8 as u64);
+        return capture(key, t.tensor_type(), CaptureSource::Sharded(t.clone()));
     };
     let key = (0, Arc::as_ptr(&buffer) as u64);
     capture(key, t.tensor_type(), CaptureSource::Eager(buffer))

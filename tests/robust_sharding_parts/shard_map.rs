@@ -392,15 +392,52 @@ fn child_many_axes() {
 
 #[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
-fn a_sharded_tensor_captured_by_a_function_is_used_or_refused() {
+fn a_sharded_tensor_captured_by_a_function_runs_it_over_its_mesh() {
+    // As jax.jit closing over a sharded array: the call runs over the
+    // captured value's mesh, with the value as it is laid out.
     let m = mesh4();
-    let captured = ramp(&[8]).shard(&named(&m, &[Some("data")])).unwrap();
-    let f = function(move |x: Tensor| x.add(&captured));
-    let x = ramp(&[8]);
+    let c = ramp(&[8]);
+    let captured = c.shard(&named(&m, &[Some("data")])).unwrap();
+    let f = {
+        let captured = captured.clone();
+        function(move |x: Tensor| x.mul_scalar(2.0)?.add(&captured))
+    };
+    let x = ramp(&[8]).mul_scalar(0.5).unwrap();
+    let want: Vec<f32> = x
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .zip(c.to_vec::<f32>().unwrap())
+        .map(|(x, c)| 2.0 * x + c)
+        .collect();
+    for _ in 0..2 {
+        let y = f.call((&x,)).unwrap();
+        assert!(y.is_sharded());
+        assert_eq!(y.to_vec::<f32>().unwrap(), want);
+    }
+    assert_eq!(f.tracing_count(), 1);
+    // Through a nested function, whose capture the outer trace takes over.
+    let inner = f.clone();
+    let outer = function(move |x: Tensor| inner.call((x.add_scalar(1.0)?,)));
+    let y = outer.call((&x,)).unwrap();
+    let shifted: Vec<f32> = want.iter().map(|w| w + 2.0).collect();
+    assert_eq!(y.to_vec::<f32>().unwrap(), shifted);
+    // An argument on another mesh is refused, naming the meshes.
+    let four = xlafn::devices().unwrap();
+    let reversed =
+        Mesh::with_devices(four.iter().rev().copied().collect(), &[("data", 4)]).unwrap();
+    let x_elsewhere = x.shard(&named(&reversed, &[Some("data")])).unwrap();
     has(
-        &err(f.call((&x,))),
-        &["cannot capture a sharded tensor", "P('data')", "argument"],
+        &err(f.call((&x_elsewhere,))),
+        &["a captured tensor is on another mesh than argument 0"],
     );
+    // An export saves the captured value whole.
+    let scratch = crate::scratch::scratch_dir("sharded-capture");
+    let cf = f.get_concrete_function((&x,)).unwrap();
+    cf.export(&*scratch, &[]).unwrap();
+    let loaded = xlafn::load(&*scratch).unwrap();
+    let got = loaded.call(&[&x]).unwrap().remove(0);
+    assert_eq!(got.to_vec::<f32>().unwrap(), want);
 }
 
 #[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
