@@ -437,3 +437,75 @@ fn restore_and_assign_keep_a_variables_sharding_and_device() {
     b.assign(&b0.to_device(first).unwrap()).unwrap();
     assert_eq!(b.read().device().unwrap(), first);
 }
+
+/// `shard` of a sharded tensor onto another sharding of its mesh (a
+/// compiled resharding program, see `sharding/reshard.rs`): every pair of
+/// four layouts, even and uneven, keeps every element in its block. The
+/// same sharding gives the value back; inside a trace and under a tape
+/// the placement still runs eagerly.
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
+fn resharding_between_layouts_of_one_mesh_keeps_every_block() {
+    let mesh = mesh_2x2();
+    let specs: [[Option<&str>; 2]; 4] = [
+        [Some("data"), Some("model")],
+        [Some("model"), None],
+        [None, Some("data")],
+        [None, None],
+    ];
+    for dims in [[4i64, 6], [5, 3]] {
+        let x = ramp(&dims, 1.0);
+        let want = x.to_vec::<f32>().unwrap();
+        for from in &specs {
+            let a = x.shard(&sharding(&mesh, from)).unwrap();
+            for to in &specs {
+                let s = sharding(&mesh, to);
+                let b = a.shard(&s).unwrap();
+                assert_eq!(b.sharding(), Some(s.clone()));
+                assert_eq!(
+                    b.to_vec::<f32>().unwrap(),
+                    want,
+                    "{dims:?} {from:?} -> {to:?}"
+                );
+                for (p, shard) in b.addressable_shards().unwrap().iter().enumerate() {
+                    let origin = s.shard_origin(p, &dims);
+                    let got = shard.to_vec::<f32>().unwrap();
+                    let sd = shard.dims();
+                    for r in 0..sd[0] {
+                        for c in 0..sd[1] {
+                            let g = ((origin[0] + r) * dims[1] + origin[1] + c) as usize;
+                            assert_eq!(got[(r * sd[1] + c) as usize], want[g]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let rows = sharding(&mesh, &[Some("data"), None]);
+    let cols = sharding(&mesh, &[None, Some("model")]);
+    let a = ramp(&[4, 6], 1.0).shard(&rows).unwrap();
+    let same = a.shard(&rows).unwrap();
+    assert_eq!(
+        same.addressable_shards().unwrap()[1]
+            .to_vec::<f32>()
+            .unwrap(),
+        a.addressable_shards().unwrap()[1].to_vec::<f32>().unwrap()
+    );
+    // Under a tape, and inside a trace on an eager value.
+    let tape = GradientTape::new();
+    let b = a.shard(&cols).unwrap();
+    drop(tape);
+    assert_eq!(b.sharding(), Some(cols.clone()));
+    let placed = Arc::new(std::sync::Mutex::new(None));
+    let f = {
+        let (placed, a, cols) = (placed.clone(), a.clone(), cols.clone());
+        function(move |x: Tensor| -> Result<Tensor> {
+            *placed.lock().unwrap() = Some(a.shard(&cols)?);
+            x.add_scalar(1.0)
+        })
+    };
+    f.call((Tensor::scalar(1f32),)).unwrap();
+    let inside = placed.lock().unwrap().take().unwrap();
+    assert_eq!(inside.sharding(), Some(cols));
+    assert_eq!(inside.to_vec::<f32>().unwrap(), a.to_vec::<f32>().unwrap());
+}

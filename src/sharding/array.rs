@@ -213,6 +213,14 @@ fn padded_to_blocks(
     value.pad_general(&none, &high, &none, zero)
 }
 
+/// Runs the device-side layout work of `shard` as eager computation, also
+/// when called inside a trace (the value placed is eager either way) or
+/// under a gradient tape (placing a value is not differentiated).
+fn on_devices(f: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+    let _paused = crate::autodiff::pause_recording();
+    crate::trace::init_scope(f)
+}
+
 /// Calls `row(offset_in_block, offset_in_global, len)` for each run of
 /// the block's last dimension that lies inside the global array (in
 /// elements). Dimensions of the block past the array's end are skipped.
@@ -301,6 +309,12 @@ impl Tensor {
     /// (`jax.device_put(x, sharding)`). Blocks past the end of an uneven
     /// split are padded; reading the tensor back strips the padding.
     ///
+    /// The blocks never pass through the host when the value is on a
+    /// device already: a one-device value is cut where it lives and copied
+    /// device to device, and a sharded one moves to another layout of its
+    /// mesh through a compiled program whose collectives XLA inserts. A
+    /// value on another mesh, or a host value, goes through the host.
+    ///
     /// ```
     /// use xlafn::prelude::*;
     /// use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec};
@@ -322,9 +336,19 @@ impl Tensor {
                 self.tensor_type()
             )));
         }
+        if let Some(array) = self.sharded() {
+            if array.sharding() == sharding {
+                return Ok(self.clone());
+            }
+            if array.sharding().mesh() == sharding.mesh() {
+                return on_devices(|| super::reshard::reshard(self, array.sharding(), sharding));
+            }
+        }
         if self.eager_buffer().is_some() {
-            let array = ShardedArray::from_device(self, sharding)?;
-            return Ok(Tensor::from_sharded(Arc::new(array)));
+            return on_devices(|| {
+                let array = ShardedArray::from_device(self, sharding)?;
+                Ok(Tensor::from_sharded(Arc::new(array)))
+            });
         }
         let host = self.to_host_array()?;
         let array = ShardedArray::from_host(&host.bytes, host.dtype, &host.dims, sharding)?;

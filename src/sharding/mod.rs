@@ -3,7 +3,8 @@
 //! which block of a global array each device holds. XLA's SPMD
 //! partitioner does the partitioning; this module only describes it.
 //! Imports `runtime` (devices), `dtype` and `error`; `array` adds the
-//! sharded values of `tensor`.
+//! sharded values of `tensor`, and `reshard` the sharded functions of
+//! `function` (moving a value between layouts is a compiled program).
 //!
 //! The model is JAX's: a [`Mesh`] arranges devices in a grid whose axes
 //! have names (`data`, `model`); a [`PartitionSpec`] says, per array
@@ -15,6 +16,7 @@
 
 mod array;
 mod layout;
+mod reshard;
 mod shard_map;
 
 /// The name of the mesh inside a lowered partitioned module.
