@@ -339,3 +339,104 @@ fn all_to_all_turns_a_row_split_into_a_column_split() {
         &c.to_vec::<f32>().unwrap(),
     );
 }
+
+/// Collectives over two axes act on all four devices of a 2x2 mesh,
+/// indexed in the order the axes are named (the first major), as JAX's
+/// tuples of axis names do; gradients flow through them.
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
+fn collectives_over_two_axes_act_on_every_device_in_the_named_order() {
+    let mesh = Mesh::new(&[("data", 2), ("model", 2)]).unwrap();
+    let both = PartitionSpec::with_axes(vec![vec!["data".into(), "model".into()]]);
+    let f = {
+        let (mesh, both) = (mesh.clone(), both.clone());
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            let r = PartitionSpec::replicated();
+            shard_map(
+                &mesh,
+                std::slice::from_ref(&both),
+                &[r.clone(), r.clone(), r.clone(), both.clone(), both.clone()],
+                &[&x],
+                |local| {
+                    let l = &local[0];
+                    let total = psum(&l.reduce_sum(&[0], false)?, ["data", "model"])?;
+                    let mean = pmean(&l.reduce_sum(&[0], false)?, vec!["data", "model"])?;
+                    let swapped = all_gather(l, ["model", "data"], 0)?;
+                    let spread = |i: Tensor| i.cast(DType::F32)?.broadcast_to(&[2]);
+                    let major = spread(axis_index(["data", "model"])?)?;
+                    let minor = spread(axis_index(["model", "data"])?)?;
+                    Ok(vec![total, mean, swapped, major, minor])
+                },
+            )
+        })
+    };
+    let xs = values(8);
+    let out = f
+        .call((Tensor::from_vec(xs.clone(), &[8]).unwrap(),))
+        .unwrap();
+    let sum: f32 = xs.iter().sum();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![sum]);
+    close(&out[1].to_vec::<f32>().unwrap(), &[sum / 4.0]);
+    // Device (d, m) holds block 2d+m; gathered model-major: blocks 0, 2, 1, 3.
+    let blocks: Vec<f32> = [0, 2, 1, 3]
+        .iter()
+        .flat_map(|b| xs[b * 2..b * 2 + 2].to_vec())
+        .collect();
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), blocks);
+    assert_eq!(
+        out[3].to_vec::<f32>().unwrap(),
+        vec![0., 0., 1., 1., 2., 2., 3., 3.]
+    );
+    assert_eq!(
+        out[4].to_vec::<f32>().unwrap(),
+        vec![0., 0., 2., 2., 1., 1., 3., 3.]
+    );
+
+    // The gradients of Q * S * w (Q = sum(x^2), S = sum(x), each a psum
+    // over all devices) are 2x * S + Q for x and Q * S for w = 1.
+    let g = {
+        let (mesh, both) = (mesh.clone(), both.clone());
+        grads(move |x, w| {
+            let out = shard_map(
+                &mesh,
+                std::slice::from_ref(&both),
+                &[PartitionSpec::replicated()],
+                &[x],
+                |l| {
+                    let q = psum(&l[0].square()?.reduce_sum(&[], false)?, ["data", "model"])?;
+                    let s = psum(&l[0].reduce_sum(&[], false)?, ["model", "data"])?;
+                    Ok(vec![q.mul(&s)?])
+                },
+            )?;
+            out[0].mul(w)
+        })
+    };
+    let x: Vec<f32> = xs.iter().map(|v| v * 0.1).collect();
+    let got = g
+        .call((
+            Tensor::from_vec(x.clone(), &[8]).unwrap(),
+            Tensor::scalar(1f32),
+        ))
+        .unwrap();
+    let (s, q): (f32, f32) = (x.iter().sum(), x.iter().map(|v| v * v).sum());
+    let want: Vec<f32> = x.iter().map(|v| 2.0 * v * s + q).collect();
+    close(&got[0].to_vec::<f32>().unwrap(), &[q * s]);
+    close(&got[1].to_vec::<f32>().unwrap(), &want);
+    close(&got[2].to_vec::<f32>().unwrap(), &[q * s]);
+    // Errors name the axes.
+    let bad = {
+        let mesh = mesh.clone();
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            let r = PartitionSpec::replicated();
+            shard_map(
+                &mesh,
+                std::slice::from_ref(&r),
+                std::slice::from_ref(&r),
+                &[&x],
+                |l| Ok(vec![psum(&l[0], ["data", "data"])?]),
+            )
+        })
+    };
+    let e = bad.call((Tensor::scalar(1f32),)).unwrap_err().to_string();
+    assert!(e.contains("\"data\" is named twice"), "{e}");
+}

@@ -30,8 +30,8 @@ pub use array::ShardedArray;
 pub(crate) use array::any_sharded_arrays;
 pub(crate) use layout::{hlo_sharding_text, named_from_op, same_layout};
 pub use shard_map::{
-    all_gather, all_to_all, axis_index, axis_size, pmax, pmean, pmin, ppermute, psum, psum_scatter,
-    shard_map,
+    AxisNames, all_gather, all_to_all, axis_index, axis_size, pmax, pmean, pmin, ppermute, psum,
+    psum_scatter, shard_map,
 };
 
 /// Devices arranged in a grid with named axes (`jax.sharding.Mesh`).

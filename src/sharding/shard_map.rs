@@ -128,32 +128,110 @@ fn local_type(mesh: &Arc<Mesh>, t: &Tensor, spec: &PartitionSpec) -> Result<Tens
     Ok(TensorType::known(t.dtype(), &sharding.shard_dims(&dims)))
 }
 
-/// The collective `kind` along `axis` of the innermost body's mesh.
-fn collective(kind: CollectiveKind, axis: &str, inputs: &[&Tensor]) -> Result<Tensor> {
+/// The mesh axes a collective acts along: one name (`"data"`) or several
+/// (`["data", "model"]`, JAX's tuple of axis names). Over several axes a
+/// collective acts on the devices of all of them together, indexed in
+/// the order given (the first axis major), as JAX does.
+pub trait AxisNames {
+    /// The names, in order.
+    fn axis_names(&self) -> Vec<String>;
+}
+
+impl AxisNames for str {
+    fn axis_names(&self) -> Vec<String> {
+        vec![self.to_string()]
+    }
+}
+
+impl AxisNames for String {
+    fn axis_names(&self) -> Vec<String> {
+        vec![self.clone()]
+    }
+}
+
+impl<T: AsRef<str>> AxisNames for [T] {
+    fn axis_names(&self) -> Vec<String> {
+        self.iter().map(|a| a.as_ref().to_string()).collect()
+    }
+}
+
+impl<T: AsRef<str>, const N: usize> AxisNames for [T; N] {
+    fn axis_names(&self) -> Vec<String> {
+        self.as_slice().axis_names()
+    }
+}
+
+impl<T: AsRef<str>> AxisNames for Vec<T> {
+    fn axis_names(&self) -> Vec<String> {
+        self.as_slice().axis_names()
+    }
+}
+
+impl<A: AxisNames + ?Sized> AxisNames for &A {
+    fn axis_names(&self) -> Vec<String> {
+        (**self).axis_names()
+    }
+}
+
+/// The innermost shard_map body's mesh, and `axes` checked against it:
+/// at least one, each an axis of the mesh, none twice.
+fn body_axes(axes: &(impl AxisNames + ?Sized)) -> Result<(Arc<Mesh>, Vec<String>)> {
+    let names = axes.axis_names();
     let mesh = BODIES.with(|b| b.borrow().last().cloned()).ok_or_else(|| {
         Error::Value(format!(
-            "collectives run inside a shard_map body; {axis:?} names no axis here"
+            "collectives run inside a shard_map body; {} names no axis here",
+            shown(&names)
         ))
     })?;
-    mesh.axis_size(axis)?;
+    if names.is_empty() {
+        return Err(Error::Value(
+            "a collective needs at least one mesh axis name".into(),
+        ));
+    }
+    for (i, name) in names.iter().enumerate() {
+        mesh.axis_size(name)?;
+        if names[..i].contains(name) {
+            return Err(Error::Value(format!(
+                "mesh axis {name:?} is named twice in {names:?}"
+            )));
+        }
+    }
+    Ok((mesh, names))
+}
+
+/// Axis names as an error shows them: `"data"`, or `["data", "model"]`.
+fn shown(names: &[String]) -> String {
+    match names {
+        [one] => format!("{one:?}"),
+        _ => format!("{names:?}"),
+    }
+}
+
+/// The collective `kind` along `axes` of the innermost body's mesh.
+fn collective(
+    kind: CollectiveKind,
+    axes: &(impl AxisNames + ?Sized),
+    inputs: &[&Tensor],
+) -> Result<Tensor> {
+    let (mesh, axes) = body_axes(axes)?;
     let op = Collective {
         kind,
-        axes: vec![axis.to_string()],
+        axes,
         mesh_axes: mesh.axes().to_vec(),
     };
     apply1(op, inputs)
 }
 
 /// The sum of `x` over the devices along `axis` (`jax.lax.psum`).
-pub fn psum(x: &Tensor, axis: &str) -> Result<Tensor> {
-    collective(CollectiveKind::Sum, axis, &[x])
+pub fn psum(x: &Tensor, axis: impl AxisNames) -> Result<Tensor> {
+    collective(CollectiveKind::Sum, &axis, &[x])
 }
 
 /// The mean of `x` over the devices along `axis` (`jax.lax.pmean`);
 /// integers are divided as [`Tensor::div`] divides them, to a float.
-pub fn pmean(x: &Tensor, axis: &str) -> Result<Tensor> {
-    let n = axis_size(axis)?;
-    let sum = psum(x, axis)?;
+pub fn pmean(x: &Tensor, axis: impl AxisNames) -> Result<Tensor> {
+    let n = axis_size(&axis)?;
+    let sum = psum(x, &axis)?;
     match x.dtype().is_inexact() {
         true => sum.mul_scalar(1.0 / n as f64),
         // 1/n has no integer value: divide by n itself.
@@ -162,45 +240,46 @@ pub fn pmean(x: &Tensor, axis: &str) -> Result<Tensor> {
 }
 
 /// The maximum of `x` over the devices along `axis`.
-pub fn pmax(x: &Tensor, axis: &str) -> Result<Tensor> {
-    collective(CollectiveKind::Max, axis, &[x])
+pub fn pmax(x: &Tensor, axis: impl AxisNames) -> Result<Tensor> {
+    collective(CollectiveKind::Max, &axis, &[x])
 }
 
 /// The minimum of `x` over the devices along `axis`.
-pub fn pmin(x: &Tensor, axis: &str) -> Result<Tensor> {
-    collective(CollectiveKind::Min, axis, &[x])
+pub fn pmin(x: &Tensor, axis: impl AxisNames) -> Result<Tensor> {
+    collective(CollectiveKind::Min, &axis, &[x])
 }
 
 /// The devices' `x` along `axis`, concatenated along `dim` in axis order
 /// (`jax.lax.all_gather(..., tiled=True)`).
-pub fn all_gather(x: &Tensor, axis: &str, dim: usize) -> Result<Tensor> {
-    collective(CollectiveKind::AllGather { dim }, axis, &[x])
+pub fn all_gather(x: &Tensor, axis: impl AxisNames, dim: usize) -> Result<Tensor> {
+    collective(CollectiveKind::AllGather { dim }, &axis, &[x])
 }
 
 /// The sum over `axis` of `x`, of which each device keeps its block of
 /// `dim` (`jax.lax.psum_scatter(..., tiled=True)`).
-pub fn psum_scatter(x: &Tensor, axis: &str, dim: usize) -> Result<Tensor> {
-    collective(CollectiveKind::ReduceScatter { dim }, axis, &[x])
+pub fn psum_scatter(x: &Tensor, axis: impl AxisNames, dim: usize) -> Result<Tensor> {
+    collective(CollectiveKind::ReduceScatter { dim }, &axis, &[x])
 }
 
 /// Cuts dimension `split` of `x` into one block per device along `axis`,
 /// sends block `i` to the `i`-th device, and concatenates the blocks each
 /// device receives along `concat` (`jax.lax.all_to_all(..., tiled=True)`).
-pub fn all_to_all(x: &Tensor, axis: &str, split: usize, concat: usize) -> Result<Tensor> {
-    collective(CollectiveKind::AllToAll { split, concat }, axis, &[x])
+pub fn all_to_all(x: &Tensor, axis: impl AxisNames, split: usize, concat: usize) -> Result<Tensor> {
+    collective(CollectiveKind::AllToAll { split, concat }, &axis, &[x])
 }
 
 /// Sends `x` between the devices along `axis`: for each `(from, to)`
 /// pair of axis indices, device `to` receives `from`'s value; devices no
 /// one sends to get zeros (`jax.lax.ppermute`).
-pub fn ppermute(x: &Tensor, axis: &str, pairs: &[(i64, i64)]) -> Result<Tensor> {
-    let n = axis_size(axis)? as i64;
+pub fn ppermute(x: &Tensor, axis: impl AxisNames, pairs: &[(i64, i64)]) -> Result<Tensor> {
+    let n = axis_size(&axis)? as i64;
     if let Some(p) = pairs
         .iter()
         .find(|(a, b)| !(0..n).contains(a) || !(0..n).contains(b))
     {
         return Err(Error::Value(format!(
-            "ppermute pair {p:?} is outside axis {axis:?} of size {n}"
+            "ppermute pair {p:?} is outside axis {} of size {n}",
+            shown(&axis.axis_names())
         )));
     }
     for (i, (from, to)) in pairs.iter().enumerate() {
@@ -220,22 +299,25 @@ pub fn ppermute(x: &Tensor, axis: &str, pairs: &[(i64, i64)]) -> Result<Tensor> 
         CollectiveKind::Permute {
             pairs: pairs.to_vec(),
         },
-        axis,
+        &axis,
         &[x],
     )
 }
 
 /// This device's index along `axis`, an `i32` scalar (`jax.lax.axis_index`).
-pub fn axis_index(axis: &str) -> Result<Tensor> {
-    collective(CollectiveKind::AxisIndex, axis, &[])
+pub fn axis_index(axis: impl AxisNames) -> Result<Tensor> {
+    collective(CollectiveKind::AxisIndex, &axis, &[])
 }
 
-/// The size of `axis` of the innermost shard_map body's mesh.
-pub fn axis_size(axis: &str) -> Result<usize> {
-    let mesh = BODIES.with(|b| b.borrow().last().cloned()).ok_or_else(|| {
-        Error::Value(format!(
-            "{axis:?}: axis sizes are known inside a shard_map body"
-        ))
+/// The size of `axis` of the innermost shard_map body's mesh; over
+/// several axes, the product of their sizes.
+pub fn axis_size(axis: impl AxisNames) -> Result<usize> {
+    let (mesh, names) = body_axes(&axis).map_err(|e| match e {
+        Error::Value(m) if m.starts_with("collectives run") => Error::Value(format!(
+            "{}: axis sizes are known inside a shard_map body",
+            shown(&axis.axis_names())
+        )),
+        other => other,
     })?;
-    mesh.axis_size(axis)
+    names.iter().map(|n| mesh.axis_size(n)).product()
 }
