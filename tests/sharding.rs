@@ -509,3 +509,17 @@ fn resharding_between_layouts_of_one_mesh_keeps_every_block() {
     assert_eq!(inside.sharding(), Some(cols));
     assert_eq!(inside.to_vec::<f32>().unwrap(), a.to_vec::<f32>().unwrap());
 }
+
+/// A sharded tensor prints its whole value, as the same tensor on one
+/// device does (`print(jax_array)` gathers it too).
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
+fn a_sharded_tensor_prints_its_whole_value() {
+    let mesh = mesh_2x2();
+    let x = ramp(&[5, 3], 1.0);
+    let sharded = x
+        .shard(&sharding(&mesh, &[Some("data"), Some("model")]))
+        .unwrap();
+    assert_eq!(sharded.to_string(), x.to_string());
+    assert!(x.to_string().starts_with("tf.Tensor(\n[[-5."), "{x}");
+}

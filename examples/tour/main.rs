@@ -4,7 +4,8 @@
 //! rules of tracing, controlling retracing, concrete functions, graphs,
 //! debugging) and the limitations about captured host values, objects,
 //! leaked tensors and recursion. Control flow, variables and gradients
-//! arrive with the features that make them possible.
+//! arrive with the features that make them possible; devices and
+//! sharding close the tour.
 //!
 //! `cargo run --release --example tour`
 
@@ -19,6 +20,7 @@ use xlafn::ops::OpDef;
 use xlafn::prelude::*;
 
 mod control_flow;
+mod devices;
 mod gradients;
 mod state;
 
@@ -634,5 +636,8 @@ fn main() -> Result<()> {
     state::deleting_variables()?;
     gradients::gradient_through_a_function()?;
     gradients::optimizers()?;
+    devices::placing_values_on_devices()?;
+    devices::sharded_functions()?;
+    devices::per_device_code()?;
     Ok(())
 }

@@ -108,7 +108,7 @@ fn values_from_bytes(dtype: DType, bytes: &[u8]) -> Result<Values> {
 
 /// The value part of the printout.
 fn render(t: &Tensor) -> Result<String> {
-    render_array(t.dtype(), &t.dims(), &t.buffer()?.to_bytes()?)
+    render_array(t.dtype(), &t.dims(), &t.to_host_array()?.bytes)
 }
 
 /// NumPy-style text of a dense row-major array given as raw bytes (also
