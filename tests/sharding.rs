@@ -77,16 +77,46 @@ fn tensors_round_trip_through_even_and_uneven_shardings() {
 
 #[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
-fn an_eager_op_on_a_sharded_tensor_says_how_to_run_it() {
+fn eager_ops_on_sharded_tensors_run_partitioned_and_match_one_device() {
+    // As JAX runs `x * 2` on a sharded array: a one-op program over the
+    // mesh, whose result stays sharded.
     let mesh = mesh_2x2();
-    let x = ramp(&[4, 2], 1.0)
-        .shard(&sharding(&mesh, &[Some("data")]))
-        .unwrap();
-    let e = x.exp().unwrap_err().to_string();
-    assert!(
-        e.contains("sharded over 4 devices") && e.contains("unshard()"),
-        "{e}"
+    let rows = sharding(&mesh, &[Some("data")]);
+    let (x0, w, b) = (ramp(&[4, 6], 0.1), ramp(&[6, 3], 0.2), ramp(&[3], 1.0));
+    let x = x0.shard(&rows).unwrap();
+    let eager = |x: &Tensor| -> Result<Tensor> { x.mul_scalar(2.0)?.matmul(&w)?.add(&b)?.tanh() };
+    let got = eager(&x).unwrap();
+    assert!(got.is_sharded());
+    assert_close(
+        &got.to_vec::<f32>().unwrap(),
+        &eager(&x0).unwrap().to_vec::<f32>().unwrap(),
+        1e-6,
     );
+    let total = x.reduce_sum(&[], false).unwrap();
+    assert_close(
+        &total.to_vec::<f32>().unwrap(),
+        &x0.reduce_sum(&[], false).unwrap().to_vec::<f32>().unwrap(),
+        1e-6,
+    );
+    // A tape records the op; its gradient runs on the sharded values too.
+    let tape = GradientTape::new();
+    tape.watch(&x);
+    let loss = x.square().unwrap().reduce_sum(&[], false).unwrap();
+    let g = tape
+        .gradient(&loss, &[(&x).into()])
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    let want: Vec<f32> = x0
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| 2.0 * v)
+        .collect();
+    assert_close(&g.to_vec::<f32>().unwrap(), &want, 1e-6);
+    // Shape errors are the op's own.
+    let e = x.matmul(&b).unwrap_err().to_string();
+    assert!(e.contains("matmul"), "{e}");
 }
 
 #[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]

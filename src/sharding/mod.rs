@@ -3,8 +3,9 @@
 //! which block of a global array each device holds. XLA's SPMD
 //! partitioner does the partitioning; this module only describes it.
 //! Imports `runtime` (devices), `dtype` and `error`; `array` adds the
-//! sharded values of `tensor`, and `reshard` the sharded functions of
-//! `function` (moving a value between layouts is a compiled program).
+//! sharded values of `tensor`; `reshard` and `eager` use the sharded
+//! functions of `function` (moving a value between layouts, and an eager
+//! op on sharded values, are compiled partitioned programs).
 //!
 //! The model is JAX's: a [`Mesh`] arranges devices in a grid whose axes
 //! have names (`data`, `model`); a [`PartitionSpec`] says, per array
@@ -15,6 +16,7 @@
 //! back to the host.
 
 mod array;
+pub(crate) mod eager;
 mod layout;
 mod reshard;
 mod shard_map;

@@ -107,7 +107,7 @@ impl Tensor {
 
     /// A copy on `device`, committed to it (`jax.device_put(x, device)`).
     /// Ops on it then run there. A tensor already committed there is
-    /// returned as it is.
+    /// returned as it is; a sharded one is gathered there whole.
     ///
     /// ```
     /// use xlafn::prelude::*;
@@ -118,6 +118,10 @@ impl Tensor {
     /// # Ok::<(), xlafn::Error>(())
     /// ```
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
+        if self.is_sharded() {
+            let device = client_device(device)?;
+            return self.unshard()?.to_device(device);
+        }
         let buffer = self.buffer()?;
         let device = client_device(device)?;
         if buffer.device() == device && buffer.is_committed() {

@@ -134,8 +134,9 @@ impl Tensor {
         match &self.repr {
             Repr::Eager(b) => Ok(b),
             Repr::Sharded(a) => Err(crate::error::Error::Value(format!(
-                "this tensor is sharded over {} devices ({}); eager ops take tensors on one \
-                 device: pass it to a function (XLA partitions it), or unshard() it first",
+                "this tensor is sharded over {} devices ({}), so it has no one device or \
+                 buffer: its sharding() says where its blocks are, and unshard() or \
+                 to_device() gathers it",
                 a.sharding().mesh().size(),
                 a.sharding()
             ))),
@@ -267,6 +268,9 @@ fn apply_unchecked(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     }
     let mut buffers: Vec<&Buffer> = Vec::with_capacity(inputs.len());
     for t in inputs {
+        if t.is_sharded() {
+            return crate::sharding::eager::run(op, inputs);
+        }
         buffers.push(t.buffer()?);
     }
     Ok(eager::run(&op, &buffers)?
