@@ -70,6 +70,31 @@ fn the_first_op_producing_nan_or_inf_is_named() {
         "names line {div_line}: {text}"
     );
 
+    // Over a mesh: an eager op on a sharded tensor and a partitioned
+    // function are checked on the whole value (the check runs on the
+    // first device, where XLA gathers it).
+    let mesh = xlafn::sharding::Mesh::new(&[("data", 4)]).unwrap();
+    let rows = xlafn::sharding::NamedSharding::new(
+        &mesh,
+        xlafn::sharding::PartitionSpec::new([Some("data")]),
+    )
+    .unwrap();
+    let xs = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6., 7., -8.], &[8])
+        .unwrap()
+        .shard(&rows)
+        .unwrap();
+    assert_eq!(xs.exp().unwrap().to_vec::<f32>().unwrap().len(), 8);
+    let text = xs.log().unwrap_err().to_string();
+    assert!(text.contains("op 'log'") && text.contains("NaN"), "{text}");
+    let sharded = FunctionOptions::new()
+        .name("sharded_sqrt")
+        .build(|x: Tensor| x.sqrt());
+    let text = sharded.call((&xs,)).unwrap_err().to_string();
+    assert!(
+        text.contains("op 'sqrt'") && text.contains("function 'sharded_sqrt'"),
+        "{text}"
+    );
+
     xlafn::disable_check_numerics();
     // Without the mode the same call just returns the NaN/Inf values.
     let g = function(|x: Tensor| x.log());

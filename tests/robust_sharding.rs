@@ -366,7 +366,10 @@ fn eager_misuse_of_sharded_values_is_a_clear_error() {
         ramp(&[4, 2]).add(&x).unwrap().to_vec::<f32>().unwrap(),
         doubled
     );
-    has(&err(x.add(&ramp(&[4, 3]))), &["add", "f32(4, 2), f32(4, 3)"]);
+    has(
+        &err(x.add(&ramp(&[4, 3]))),
+        &["add", "f32(4, 2), f32(4, 3)"],
+    );
     // to_device gathers it; a sharded value has no one device.
     let second = xlafn::devices().unwrap()[1];
     let gathered = x.to_device(second).unwrap();

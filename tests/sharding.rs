@@ -3,6 +3,8 @@
 //! partitioned by XLA's Shardy partitioner over the CPU plugin's 4
 //! devices, checked against the same function on one device.
 
+#[path = "common/captured.rs"]
+mod captured;
 #[path = "common/scratch.rs"]
 mod scratch;
 
@@ -552,4 +554,120 @@ fn a_sharded_tensor_prints_its_whole_value() {
         .unwrap();
     assert_eq!(sharded.to_string(), x.to_string());
     assert!(x.to_string().starts_with("tf.Tensor(\n[[-5."), "{x}");
+}
+
+/// Host callbacks in partitioned programs, as JAX's: `print` and
+/// `host_callback` in a sharded function run once, on the first device,
+/// with the whole value (through GSPMD, even and uneven splits); in a
+/// `shard_map` body each device prints its own block.
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
+#[test]
+fn print_and_host_callbacks_run_in_partitioned_functions() {
+    use xlafn::runtime::HostArray;
+    use xlafn::sharding::{psum, shard_map};
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let rows = sharding(&mesh, &[Some("data")]);
+    let out = captured::Captured::default();
+    let f = function(|x: Tensor| -> Result<Tensor> {
+        xlafn::print("x:", &[&x])?;
+        x.mul_scalar(2.0)
+    });
+    for n in [8, 10] {
+        let values: Vec<f32> = (1..=n).map(|i| i as f32).collect();
+        let x = Tensor::from_vec(values.clone(), &[n as i64])
+            .unwrap()
+            .shard(&rows)
+            .unwrap();
+        let y = xlafn::with_print_output(out.clone(), || f.call((&x,))).unwrap();
+        let doubled: Vec<f32> = values.iter().map(|v| v * 2.0).collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), doubled);
+        let want = format!(
+            "x: {}\n",
+            Tensor::vector(&values)
+                .unwrap()
+                .to_string()
+                .trim_start_matches("tf.Tensor(")
+                .split(", shape=")
+                .next()
+                .unwrap()
+        );
+        assert_eq!(out.take(), want);
+    }
+    // A callback with a result: called once, with the whole array.
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let g = {
+        let calls = calls.clone();
+        function(move |x: Tensor| -> Result<Tensor> {
+            let spec = xlafn::ArraySpec::new(DType::F32, &[8]);
+            let calls = calls.clone();
+            let r = host_callback(&[&x], &[spec], move |a| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let v: Vec<f32> = xlafn::runtime::element::from_bytes(&a[0].bytes);
+                Ok(vec![HostArray::from_vec(
+                    v.iter().map(|v| v * v).collect::<Vec<f32>>(),
+                    &[8],
+                )])
+            })?;
+            r[0].add(&x)
+        })
+    };
+    let values: Vec<f32> = (1..=8).map(|i| i as f32).collect();
+    let x = Tensor::from_vec(values.clone(), &[8])
+        .unwrap()
+        .shard(&rows)
+        .unwrap();
+    let y = g.call((&x,)).unwrap();
+    let want: Vec<f32> = values.iter().map(|v| v * v + v).collect();
+    assert_eq!(y.to_vec::<f32>().unwrap(), want);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // Per device inside shard_map.
+    let h = {
+        let mesh = mesh.clone();
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            let split = PartitionSpec::new([Some("data")]);
+            shard_map(
+                &mesh,
+                &[split],
+                &[PartitionSpec::replicated()],
+                &[&x],
+                |l| {
+                    xlafn::print("block:", &[&l[0]])?;
+                    Ok(vec![psum(&l[0].reduce_sum(&[], false)?, "data")?])
+                },
+            )
+        })
+    };
+    let total = xlafn::with_print_output(out.clone(), || h.call((&x,))).unwrap();
+    assert_eq!(total[0].to_vec::<f32>().unwrap(), vec![36.]);
+    let mut lines: Vec<String> = out.take().lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "block: [1. 2.]",
+            "block: [3. 4.]",
+            "block: [5. 6.]",
+            "block: [7. 8.]"
+        ]
+    );
+    // A shard_map and a print outside it cannot be partitioned together.
+    let both = {
+        let mesh = mesh.clone();
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            xlafn::print("outside:", &[&x])?;
+            let split = PartitionSpec::new([Some("data")]);
+            shard_map(
+                &mesh,
+                std::slice::from_ref(&split),
+                std::slice::from_ref(&split),
+                &[&x],
+                |l| Ok(vec![l[0].clone()]),
+            )
+        })
+    };
+    let e = both.call((&x,)).unwrap_err().to_string();
+    assert!(e.contains("print inside the shard_map body"), "{e}");
 }

@@ -78,6 +78,25 @@ fn graph_meshes(graph: &Graph, out: &mut Vec<Arc<Mesh>>) {
     }
 }
 
+/// Does `graph` call back into the host (print, host_callback,
+/// check_numerics) outside `shard_map` bodies? Such a program is
+/// partitioned by GSPMD, which can place the call on one device.
+fn calls_back_outside_shard_maps(graph: &Graph) -> bool {
+    graph.nodes().iter().any(|n| match &n.op {
+        Op::HostCallback(_) => true,
+        Op::Cond(c) => {
+            calls_back_outside_shard_maps(&c.then_branch.graph)
+                || calls_back_outside_shard_maps(&c.else_branch.graph)
+        }
+        Op::While(w) => {
+            calls_back_outside_shard_maps(&w.cond.graph)
+                || calls_back_outside_shard_maps(&w.body.graph)
+        }
+        Op::Call(c) => calls_back_outside_shard_maps(&c.graph),
+        _ => false,
+    })
+}
+
 impl ConcreteCore {
     /// Does this call run partitioned over a mesh: sharding options, a
     /// sharded argument, or a variable holding a sharded value?
@@ -387,7 +406,18 @@ impl ConcreteCore {
             .iter()
             .zip(specs)
             .any(|(s, t)| s.is_uneven(&t.dims));
-        let mut partitioner = match uneven_input {
+        // A host callback outside shard_map bodies runs on one device,
+        // which only GSPMD can express here (`{maximal device=0}`).
+        let calls_back = calls_back_outside_shard_maps(&self.graph);
+        if calls_back && self.graph_mesh.is_some() {
+            return Err(Error::Value(format!(
+                "function '{}' holds a shard_map and calls back to the host (print, \
+                 host_callback or check_numerics) outside it, which xlafn cannot partition \
+                 together: print inside the shard_map body, or outside the function",
+                self.name
+            )));
+        }
+        let mut partitioner = match uneven_input || calls_back {
             true => Partitioner::Gspmd,
             false => Partitioner::Shardy,
         };

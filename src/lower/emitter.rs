@@ -53,6 +53,7 @@ impl Combiner {
     }
 }
 
+mod callbacks;
 mod collectives;
 mod module;
 mod structured;
@@ -161,6 +162,8 @@ pub struct Emitter {
     partitioning: Option<Partitioning>,
     /// Collectives emitted so far: each gets its own channel id.
     channels: i64,
+    /// How deep inside `sdy.manual_computation` bodies the emitter is.
+    manual_depth: usize,
 }
 
 /// How much work a program does, roughly: the elements all its ops
@@ -233,6 +236,7 @@ impl Emitter {
             oversized: None,
             partitioning: None,
             channels: 0,
+            manual_depth: 0,
         }
     }
 
@@ -848,30 +852,6 @@ impl Emitter {
             &[],
             x.ty.clone(),
         )
-    }
-
-    /// A typed-FFI `custom_call` to `target` with an integer attribute
-    /// `callback_id` in its backend config. With `has_side_effect`, XLA
-    /// neither removes nor merges it even when its results are unused.
-    pub fn custom_call(
-        &mut self,
-        target: &str,
-        operands: &[&Val],
-        callback_id: i64,
-        results: &[ArraySpec],
-        has_side_effect: bool,
-    ) -> Vec<Val> {
-        let attrs = [
-            ("call_target_name", format!("\"{target}\"")),
-            ("api_version", "4 : i32".to_string()),
-            ("has_side_effect", has_side_effect.to_string()),
-            (
-                "backend_config",
-                format!("{{callback_id = {callback_id} : i64}}"),
-            ),
-        ];
-        self.size.has_host_calls = true;
-        self.op("stablehlo.custom_call", operands, &[], &attrs, results)
     }
 
     /// The work of what was emitted so far.

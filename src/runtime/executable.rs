@@ -417,8 +417,9 @@ impl Executable {
     /// arguments of partition `p` (on device `devices()[p]`); returns each
     /// partition's results. The arguments at `non_donatable` (indices
     /// into each list) stay intact even where the program aliases them to
-    /// results. Programs with host callbacks or output slots are
-    /// single-device only.
+    /// results. Programs with output slots are single-device only; host
+    /// callbacks run with the calling thread's call scope, as in
+    /// `execute`, on whichever devices the program calls back from.
     pub fn execute_partitioned(
         &self,
         args: &[Vec<&Buffer>],
@@ -431,9 +432,9 @@ impl Executable {
                 args.len()
             )));
         }
-        if self.host_calls || self.output_slots > 0 {
+        if self.output_slots > 0 {
             return Err(Error::Value(
-                "a program with host callbacks or output slots runs on one device only".into(),
+                "a program with output slots runs on one device only".into(),
             ));
         }
         for (list, device) in args.iter().zip(&self.devices) {
@@ -450,12 +451,17 @@ impl Executable {
             vec![vec![std::ptr::null_mut(); self.outputs.len()]; self.devices.len()];
         let out_ptrs: Vec<*mut *mut sys::PJRT_Buffer> =
             out_lists.iter_mut().map(|l| l.as_mut_ptr()).collect();
+        let scope = self.execution_scope()?;
         let mut options = sys::PJRT_ExecuteOptions {
             struct_size: sys::PJRT_ExecuteOptions_STRUCT_SIZE as usize,
             non_donatable_input_indices: non_donatable.as_ptr(),
             num_non_donatable_input_indices: non_donatable.len(),
+            context: scope
+                .as_ref()
+                .map_or(std::ptr::null_mut(), ExecutionScope::context),
             ..Default::default()
         };
+        let mut done: Vec<*mut sys::PJRT_Event> = vec![std::ptr::null_mut(); self.devices.len()];
         let mut exec = sys::PJRT_LoadedExecutable_Execute_Args {
             struct_size: sys::PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE as usize,
             executable: self.raw,
@@ -464,6 +470,11 @@ impl Executable {
             num_devices: self.devices.len(),
             num_args: self.params.len(),
             output_lists: out_ptrs.as_ptr(),
+            device_complete_events: if scope.is_some() {
+                done.as_mut_ptr()
+            } else {
+                std::ptr::null_mut()
+            },
             ..Default::default()
         };
         let f = plugin.func(
@@ -474,8 +485,19 @@ impl Executable {
         // executable's device order, each of live buffers of this client on
         // that device whose dtypes and dims were checked against the
         // partition's parameters; one output list per device with room for
-        // exactly the program's outputs; all lists outlive the call.
+        // exactly the program's outputs; all lists outlive the call; with
+        // a call scope, one event slot per device.
         plugin.check(unsafe { f(&mut exec) }, "PJRT_LoadedExecutable_Execute")?;
+        if scope.is_some() {
+            // The execution context must outlive every device's run: wait
+            // for all of them (each event is consumed) before reporting.
+            let waited: Vec<Result<()>> = done
+                .iter()
+                .map(|&e| plugin.await_event(e, "PJRT_LoadedExecutable_Execute", None))
+                .collect();
+            waited.into_iter().collect::<Result<()>>()?;
+        }
+        drop(scope);
         Ok(out_lists
             .iter()
             .zip(&self.devices)

@@ -30,7 +30,10 @@ impl Emitter {
         global: &[ArraySpec],
         body: impl FnOnce(&mut Emitter, &[Val]) -> Result<Vec<Val>>,
     ) -> Result<Vec<Val>> {
-        let region = self.region_ending("sdy.return", local, body)?;
+        self.manual_depth += 1;
+        let region = self.region_ending("sdy.return", local, body);
+        self.manual_depth -= 1;
+        let region = region?;
         let attrs = [
             ("in_shardings", shardings.inputs.clone()),
             ("out_shardings", shardings.outputs.clone()),
