@@ -430,3 +430,33 @@ fn many_threads_with_intermittent_panics_leave_no_stale_state() {
         },
     );
 }
+
+/// Sharded calls and eager ops on sharded values from several threads at
+/// once: every partitioned execution meets its own collectives (no
+/// cross-talk, no hang) and gives the single-thread answer.
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
+fn partitioned_calls_from_many_threads_agree() {
+    use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec};
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let rows = NamedSharding::new(&mesh, PartitionSpec::new([Some("data")])).unwrap();
+    let f = function(|x: Tensor, w: Tensor| x.matmul(&w)?.tanh()?.reduce_sum(&[], false));
+    let x = Tensor::from_vec((0..64).map(|i| i as f32 / 64.0).collect(), &[16, 4])
+        .unwrap()
+        .shard(&rows)
+        .unwrap();
+    let w = Tensor::from_vec((0..8).map(|i| i as f32 / 8.0).collect(), &[4, 2]).unwrap();
+    let want = f.call((&x, &w)).unwrap().to_vec::<f32>().unwrap();
+    let doubled: Vec<f32> = (0..64).map(|i| i as f32 / 32.0).collect();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..25 {
+                    assert_eq!(f.call((&x, &w)).unwrap().to_vec::<f32>().unwrap(), want);
+                    let y = x.mul_scalar(2.0).unwrap();
+                    assert_eq!(y.to_vec::<f32>().unwrap(), doubled);
+                }
+            });
+        }
+    });
+}
