@@ -707,3 +707,70 @@ fn eager_adam_steps_on_a_sharded_weight_match_one_device() {
     assert_close(&losses, &want_losses, 1e-5);
     assert_close(&weights, &want_weights, 1e-5);
 }
+
+/// `Tensor::from_shards` assembles a sharded tensor from per-device
+/// blocks (`jax.make_array_from_single_device_arrays`): the blocks
+/// `addressable_shards` gives back rebuild the tensor for even and uneven
+/// layouts, blocks made elsewhere are moved to their devices, and wrong
+/// counts, shapes or dtypes are errors naming the block.
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
+fn from_shards_rebuilds_what_addressable_shards_gives() {
+    let mesh = mesh_2x2();
+    for dims in [[4i64, 6], [5, 3]] {
+        let x = ramp(&dims, 1.0);
+        for spec in [
+            [Some("data"), Some("model")],
+            [Some("model"), None],
+            [None, None],
+        ] {
+            let s = sharding(&mesh, &spec);
+            let blocks = x.shard(&s).unwrap().addressable_shards().unwrap();
+            // Made on the default device, not where they belong.
+            let blocks_host: Vec<Tensor> = blocks
+                .iter()
+                .map(|b| Tensor::from_vec(b.to_vec::<f32>().unwrap(), &b.dims()).unwrap())
+                .collect();
+            let y = Tensor::from_shards(&dims, &s, &blocks_host).unwrap();
+            assert_eq!(y.sharding(), Some(s.clone()));
+            assert_eq!(y.to_vec::<f32>().unwrap(), x.to_vec::<f32>().unwrap());
+            for (p, shard) in y.addressable_shards().unwrap().iter().enumerate() {
+                assert_eq!(shard.device().unwrap(), mesh.devices()[p]);
+            }
+        }
+    }
+    let rows = sharding(&mesh, &[Some("data")]);
+    let part = |n: i64| ramp(&[n, 3], 1.0);
+    let e = |r: Result<Tensor>| r.unwrap_err().to_string();
+    let three = e(Tensor::from_shards(
+        &[4, 3],
+        &rows,
+        &[part(2), part(2), part(2)],
+    ));
+    assert!(
+        three.contains("one block per mesh device (4), got 3"),
+        "{three}"
+    );
+    let wrong = e(Tensor::from_shards(
+        &[4, 3],
+        &rows,
+        &[part(2), part(2), part(1), part(2)],
+    ));
+    assert!(
+        wrong.contains("block 2") && wrong.contains("f32[2, 3]"),
+        "{wrong}"
+    );
+    let ints = Tensor::from_vec(vec![0i32; 6], &[2, 3]).unwrap();
+    let mixed = e(Tensor::from_shards(
+        &[4, 3],
+        &rows,
+        &[part(2), ints, part(2), part(2)],
+    ));
+    assert!(mixed.contains("block 1"), "{mixed}");
+    let e2 = e(Tensor::from_shards(
+        &[4, 3, 1],
+        &rows,
+        &[part(2), part(2), part(2), part(2)],
+    ));
+    assert!(e2.contains("block 0"), "{e2}");
+}

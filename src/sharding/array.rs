@@ -204,13 +204,18 @@ fn padded_to_blocks(
     if high.iter().all(|&h| h == 0) {
         return Ok(value.clone());
     }
+    padded_by(value, &high)
+}
+
+/// `value` with `high` zeros after its end in each dimension.
+fn padded_by(value: &Tensor, high: &[i64]) -> Result<Tensor> {
     let zero = if value.dtype() == DType::Bool {
         crate::ir::Scalar::Bool(false)
     } else {
         crate::ir::Scalar::I64(0)
     };
-    let none = vec![0; dims.len()];
-    value.pad_general(&none, &high, &none, zero)
+    let none = vec![0; high.len()];
+    value.pad_general(&none, high, &none, zero)
 }
 
 /// Runs the device-side layout work of `shard` as eager computation, also
@@ -352,6 +357,72 @@ impl Tensor {
         }
         let host = self.to_host_array()?;
         let array = ShardedArray::from_host(&host.bytes, host.dtype, &host.dims, sharding)?;
+        Ok(Tensor::from_sharded(Arc::new(array)))
+    }
+
+    /// A tensor of shape `dims` laid out on `sharding`, assembled from one
+    /// block per mesh device, in the mesh's device order
+    /// (`jax.make_array_from_single_device_arrays`): how a data loader
+    /// that makes each device's part itself feeds a sharded function.
+    /// Blocks have the shapes [`addressable_shards`](Tensor::addressable_shards)
+    /// returns (without padding); each is moved to its device if it is
+    /// not there. Blocks that replicate one part of the array are taken
+    /// as given (reading the tensor back takes one of them).
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec};
+    /// let rows = NamedSharding::new(&Mesh::new(&[("data", 4)])?, PartitionSpec::new([Some("data")]))?;
+    /// let blocks: Vec<Tensor> = (0..4).map(|p| Tensor::vector(&[p as f32; 2])).collect::<Result<_>>()?;
+    /// let x = Tensor::from_shards(&[8], &rows, &blocks)?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![0., 0., 1., 1., 2., 2., 3., 3.]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn from_shards(
+        dims: &[i64],
+        sharding: &NamedSharding,
+        shards: &[Tensor],
+    ) -> Result<Tensor> {
+        sharding.check_rank(dims.len())?;
+        let devices = sharding.mesh().devices();
+        if shards.len() != devices.len() {
+            return Err(Error::Value(format!(
+                "from_shards: {sharding} needs one block per mesh device ({}), got {}",
+                devices.len(),
+                shards.len()
+            )));
+        }
+        let dtype = shards[0].dtype();
+        crate::dtype::check_array_size(dtype, dims)?;
+        let block = sharding.shard_dims(dims);
+        let placed = devices
+            .iter()
+            .zip(shards)
+            .enumerate()
+            .map(|(p, (device, shard))| {
+                let origin = sharding.shard_origin(p, dims);
+                let inside: Vec<i64> = (0..dims.len())
+                    .map(|d| (dims[d] - origin[d]).clamp(0, block[d]))
+                    .collect();
+                if shard.dtype() != dtype || shard.dims() != inside || shard.is_sharded() {
+                    return Err(Error::Value(format!(
+                        "from_shards: block {p} (for {device}) must be a one-device \
+                         {dtype}{inside:?}, the part of {dtype}{dims:?} at {origin:?}; got {}{}",
+                        shard.tensor_type(),
+                        if shard.is_sharded() { " (sharded)" } else { "" },
+                    )));
+                }
+                let padded = if inside == block {
+                    shard.clone()
+                } else {
+                    let high: Vec<i64> = block.iter().zip(&inside).map(|(b, i)| b - i).collect();
+                    on_devices(|| padded_by(shard, &high))?
+                };
+                let copy = padded.buffer()?.copy_to_device(*device)?;
+                Ok(copy.with_committed(true))
+            })
+            .collect::<Result<Vec<Buffer>>>()?;
+        let array = ShardedArray::from_shards(sharding.clone(), dtype, dims.to_vec(), placed)?;
         Ok(Tensor::from_sharded(Arc::new(array)))
     }
 
