@@ -38,4 +38,8 @@ fn data_parallel_training_matches_one_device_through_an_all_reduce() {
         "no all-reduce in {:?}",
         optimized.opcodes
     );
+    // The cross-entropy's label gather stays on each device's rows
+    // (take_along_axis is a gather with batching dimensions): no labels
+    // are gathered from the other devices.
+    assert_eq!(optimized.count("all-gather"), 0, "{:?}", optimized.opcodes);
 }

@@ -143,3 +143,45 @@ fn embedding_lookup_gathers_rows() {
         vec![9., 10., 11., 0., 1., 2., 9., 10., 11.]
     );
 }
+
+/// The compiled gradient of a small classifier's loss: `[32, 10]` logits
+/// in f32 once failed to compile ("Fusion kind not implemented on CPU":
+/// XLA expands the gradient's scatter into a loop, and its XNNPACK graph
+/// fusion, chosen for small programs, cannot compile inside one). The
+/// gradient is `(softmax - onehot) / batch`, checked row by row.
+#[test]
+fn a_small_sparse_cross_entropy_gradient_compiles_and_matches() {
+    let (b, c) = (32usize, 10usize);
+    let logits: Vec<f32> = values(b * c, 5).iter().map(|v| *v as f32).collect();
+    let labels: Vec<i32> = (0..b).map(|i| (i * 7 % c) as i32).collect();
+    let f = function(|l: Tensor, z: Tensor| -> Result<(Tensor, Tensor)> {
+        let tape = GradientTape::new();
+        tape.watch(&z);
+        let loss = nn::sparse_softmax_cross_entropy_with_logits(&l, &z)?.reduce_mean(&[], false)?;
+        let g = tape
+            .gradient(&loss, &[(&z).into()])?
+            .remove(0)
+            .expect("watched");
+        Ok((loss, g))
+    });
+    let z = Tensor::from_vec(logits.clone(), &[b as i64, c as i64]).unwrap();
+    let (_, g) = f
+        .call((Tensor::from_vec(labels.clone(), &[b as i64]).unwrap(), z))
+        .unwrap();
+    let g = g.to_vec::<f32>().unwrap();
+    for r in 0..b {
+        let row: Vec<f64> = logits[r * c..(r + 1) * c]
+            .iter()
+            .map(|v| *v as f64)
+            .collect();
+        let p = softmax_row(&row);
+        for k in 0..c {
+            let onehot = if k == labels[r] as usize { 1.0 } else { 0.0 };
+            let want = (p[k] - onehot) / b as f64;
+            assert!(
+                (g[r * c + k] as f64 - want).abs() < 1e-6,
+                "row {r} class {k}"
+            );
+        }
+    }
+}

@@ -306,3 +306,37 @@ fn sparse_cross_entropy_without_one_hot() {
         assert!((loss[r] - want).abs() < 1e-12);
     }
 }
+
+/// The gradient of take_along_axis is itself differentiable: with
+/// `y = d/dx sum(take_along_axis(x, idx) * w)` (w added back at the
+/// taken places), `d/dw sum(y * c) = take_along_axis(c, idx)`.
+#[test]
+fn the_gradient_of_take_along_axis_has_a_gradient() {
+    let x = t(&values(6, 3), &[2, 3]);
+    let w = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let c = t(&[10.0, 20.0, 30.0, 40.0, 50.0, 60.0], &[2, 3]);
+    let labels = idx(&[2, 0, 1, 1], &[2, 2]);
+    let outer = GradientTape::new();
+    outer.watch(&w);
+    let inner = GradientTape::new();
+    inner.watch(&x);
+    let taken = x.take_along_axis(&labels, 1).unwrap();
+    let loss = taken.mul(&w).unwrap().reduce_sum(&[], false).unwrap();
+    let y = inner
+        .gradient(&loss, &[(&x).into()])
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    // Row 0 takes columns 2 and 0, row 1 column 1 twice (added up).
+    assert_eq!(
+        y.to_vec::<f64>().unwrap(),
+        vec![2.0, 0.0, 1.0, 0.0, 7.0, 0.0]
+    );
+    let z = y.mul(&c).unwrap().reduce_sum(&[], false).unwrap();
+    let dw = outer
+        .gradient(&z, &[(&w).into()])
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert_eq!(dw.to_vec::<f64>().unwrap(), vec![30.0, 10.0, 50.0, 50.0]);
+}

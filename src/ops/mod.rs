@@ -35,6 +35,7 @@ pub mod sort;
 pub mod special;
 pub mod split;
 pub mod stats;
+pub mod take_along;
 pub(crate) mod while_grad;
 mod while_rows;
 pub mod window;
@@ -160,6 +161,8 @@ op_catalog! {
     StridedSlice(shape::StridedSlice),
     Gather(shape::Gather),
     GatherNd(scatter::GatherNd),
+    TakeAlongAxis(take_along::TakeAlongAxis),
+    AddAlongAxis(take_along::AddAlongAxis),
     ScatterNd(scatter::ScatterNd),
     EnsureShape(ensure::EnsureShape),
     ShardingConstraint(sharding_constraint::ShardingConstraint),

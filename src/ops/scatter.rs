@@ -111,6 +111,7 @@ impl OpDef for GatherNd {
             start_index_map: (0..k).collect(),
             index_vector_dim: b,
             slice_sizes,
+            ..Default::default()
         };
         Ok(vec![cx.gather(params, indices, &dims, outputs[0].clone())])
     }
@@ -214,6 +215,7 @@ impl OpDef for ScatterNd {
             inserted_window_dims: (0..k).collect(),
             scatter_dims_to_operand_dims: (0..k).collect(),
             index_vector_dim: b,
+            ..Default::default()
         };
         let combiner = match self.kind {
             ScatterKind::Update => None,
@@ -356,7 +358,7 @@ impl Tensor {
                 ),
             ));
         }
-        self.gather_nd(&coordinates(idx, a)?)
+        apply1(super::take_along::TakeAlongAxis { axis: a }, &[self, idx])
     }
 
     /// `np.take`: elements of the flattened tensor at `indices`.

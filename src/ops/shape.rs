@@ -621,6 +621,7 @@ impl OpDef for Gather {
             start_index_map: vec![axis],
             index_vector_dim: q,
             slice_sizes,
+            ..Default::default()
         };
         Ok(vec![cx.gather(params, indices, &dims, outputs[0].clone())])
     }

@@ -9,21 +9,28 @@ use crate::dtype::ArraySpec;
 use crate::error::Result;
 use crate::ir::Scalar;
 
-/// Dimension numbers of a gather (StableHLO's names).
-#[derive(Clone, Debug)]
+/// Dimension numbers of a gather (StableHLO's names). Batching
+/// dimensions pair an operand dimension with an index dimension, one
+/// slice per position (XLA's partitioner keeps them local).
+#[derive(Clone, Debug, Default)]
 pub struct GatherDims {
     pub offset_dims: Vec<i64>,
     pub collapsed_slice_dims: Vec<i64>,
+    pub operand_batching_dims: Vec<i64>,
+    pub start_indices_batching_dims: Vec<i64>,
     pub start_index_map: Vec<i64>,
     pub index_vector_dim: i64,
     pub slice_sizes: Vec<i64>,
 }
 
-/// Dimension numbers of a scatter (StableHLO's names).
-#[derive(Clone, Debug)]
+/// Dimension numbers of a scatter (StableHLO's names; batching
+/// dimensions as for [`GatherDims`]).
+#[derive(Clone, Debug, Default)]
 pub struct ScatterDims {
     pub update_window_dims: Vec<i64>,
     pub inserted_window_dims: Vec<i64>,
+    pub input_batching_dims: Vec<i64>,
+    pub scatter_indices_batching_dims: Vec<i64>,
     pub scatter_dims_to_operand_dims: Vec<i64>,
     pub index_vector_dim: i64,
 }
@@ -46,8 +53,16 @@ pub struct ConvAttrs {
 
 impl Emitter {
     pub fn gather(&mut self, operand: &Val, indices: &Val, g: &GatherDims, out: ArraySpec) -> Val {
+        let batching = match g.operand_batching_dims.is_empty() {
+            true => String::new(),
+            false => format!(
+                "operand_batching_dims = {}, start_indices_batching_dims = {}, ",
+                list(&g.operand_batching_dims),
+                list(&g.start_indices_batching_dims)
+            ),
+        };
         let dn = format!(
-            "#stablehlo.gather<offset_dims = {}, collapsed_slice_dims = {}, start_index_map = {}, index_vector_dim = {}>",
+            "#stablehlo.gather<offset_dims = {}, collapsed_slice_dims = {}, {batching}start_index_map = {}, index_vector_dim = {}>",
             list(&g.offset_dims),
             list(&g.collapsed_slice_dims),
             list(&g.start_index_map),
@@ -72,6 +87,11 @@ impl Emitter {
         combiner: Option<&str>,
         out: ArraySpec,
     ) -> Result<Val> {
+        // XLA's CPU backend expands a scatter into a while loop, and its
+        // XNNPACK graph fusion cannot compile fusions inside one ("Fusion
+        // kind not implemented on CPU", measured on the gradient of a
+        // [32, 10] sparse cross-entropy): count it as a loop.
+        self.size.has_loops = true;
         let scalar = ArraySpec::scalar(operand.ty.dtype);
         let region = self.region(&[scalar.clone(), scalar], |cx, args| {
             Ok(vec![match combiner {
@@ -79,8 +99,16 @@ impl Emitter {
                 None => args[1].clone(),
             }])
         })?;
+        let batching = match d.input_batching_dims.is_empty() {
+            true => String::new(),
+            false => format!(
+                "input_batching_dims = {}, scatter_indices_batching_dims = {}, ",
+                list(&d.input_batching_dims),
+                list(&d.scatter_indices_batching_dims)
+            ),
+        };
         let dn = format!(
-            "#stablehlo.scatter<update_window_dims = {}, inserted_window_dims = {}, scatter_dims_to_operand_dims = {}, index_vector_dim = {}>",
+            "#stablehlo.scatter<update_window_dims = {}, inserted_window_dims = {}, {batching}scatter_dims_to_operand_dims = {}, index_vector_dim = {}>",
             list(&d.update_window_dims),
             list(&d.inserted_window_dims),
             list(&d.scatter_dims_to_operand_dims),

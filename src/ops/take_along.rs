@@ -1,0 +1,186 @@
+//! `take_along_axis` (`np.take_along_axis`) as its own op, and the
+//! scatter-add that is its gradient. Every dimension but `axis` is a
+//! batching dimension of the StableHLO gather (`operand_batching_dims`),
+//! so XLA's partitioner keeps a batch-split gather on each device. The
+//! same gather written with explicit coordinates (`gather_nd` of iotas
+//! and the indices) makes it all-gather the indices and all-reduce the
+//! result: measured on the data-parallel step's cross-entropy.
+//! Out-of-range indices follow XLA, as `gather_nd` does: a gather clamps
+//! into range, a scatter drops the update.
+//!
+//! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
+
+use super::{OpDef, check_dtype, describe, expect_arity};
+use crate::dtype::{ArraySpec, DType};
+use crate::error::{Error, Result};
+use crate::ir::{Scalar, TensorType};
+use crate::lower::{Emitter, GatherDims, ScatterDims, Val};
+use crate::tensor::{Tensor, apply1};
+
+/// `out[..., i, ...] = x[..., idx[..., i, ...], ...]` along `axis`;
+/// inputs `[x, idx]`, `idx` shaped like `x` except along `axis`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct TakeAlongAxis {
+    pub axis: usize,
+}
+
+/// `x` with `updates[..., i, ...]` added at `x[..., idx[..., i, ...], ...]`
+/// along `axis`: the gradient of [`TakeAlongAxis`]. Inputs
+/// `[x, idx, updates]`, `updates` shaped like `idx`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct AddAlongAxis {
+    pub axis: usize,
+}
+
+/// The shared shape rule: `x` and `idx` of one rank, equal off `axis`.
+fn check_along(op: &str, axis: usize, x: &TensorType, idx: &TensorType) -> Result<Vec<i64>> {
+    check_dtype(
+        op,
+        idx.dtype,
+        matches!(idx.dtype, DType::I32 | DType::I64),
+        "int32 or int64 indices; got indices of",
+    )?;
+    let (Some(xd), Some(id)) = (x.shape.as_known(), idx.shape.as_known()) else {
+        return Err(Error::invalid(
+            op,
+            format!("needs known shapes, got {x} and {idx}"),
+        ));
+    };
+    let fits = xd.len() == id.len()
+        && axis < xd.len()
+        && (0..xd.len()).all(|d| d == axis || xd[d] == id[d]);
+    if !fits {
+        return Err(Error::invalid(
+            op,
+            format!("indices {idx} must have the shape of {x} except along axis {axis}"),
+        ));
+    }
+    if xd[axis] == 0 && id.iter().product::<i64>() != 0 {
+        return Err(Error::invalid(
+            op,
+            format!("cannot take from an empty dimension (operands: {x}, {idx})"),
+        ));
+    }
+    Ok(id)
+}
+
+/// Every dimension but `axis`, batching the gather or scatter.
+fn batching(rank: usize, axis: usize) -> Vec<i64> {
+    (0..rank as i64).filter(|&d| d != axis as i64).collect()
+}
+
+impl OpDef for TakeAlongAxis {
+    fn name(&self) -> &'static str {
+        "take_along_axis"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity(self.name(), inputs, 2)?;
+        inputs[0].dtype.check_compilable()?;
+        let dims = check_along(self.name(), self.axis, &inputs[0], &inputs[1])?;
+        Ok(vec![TensorType::known(inputs[0].dtype, &dims)])
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        if outputs[0].num_elements() == 0 {
+            return Ok(vec![cx.constant(Scalar::I64(0), outputs[0].clone())]);
+        }
+        let rank = inputs[0].ty.rank();
+        let batch = batching(rank, self.axis);
+        let dims = GatherDims {
+            collapsed_slice_dims: vec![self.axis as i64],
+            operand_batching_dims: batch.clone(),
+            start_indices_batching_dims: batch,
+            start_index_map: vec![self.axis as i64],
+            index_vector_dim: rank as i64,
+            slice_sizes: vec![1; rank],
+            ..Default::default()
+        };
+        Ok(vec![cx.gather(
+            &inputs[0],
+            &inputs[1],
+            &dims,
+            outputs[0].clone(),
+        )])
+    }
+
+    /// The gradient added back where each element was taken from.
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let (x, idx) = (&inputs[0], &inputs[1]);
+        if !x.dtype().is_inexact() {
+            return Ok(vec![None, None]);
+        }
+        let g = super::grad_or_zeros(grads, &outputs[0])?;
+        let dx = apply1(
+            AddAlongAxis { axis: self.axis },
+            &[&x.zeros_like()?, idx, &g],
+        )?;
+        Ok(vec![Some(dx), None])
+    }
+}
+
+impl OpDef for AddAlongAxis {
+    fn name(&self) -> &'static str {
+        "add_along_axis"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity(self.name(), inputs, 3)?;
+        let (x, idx, updates) = (&inputs[0], &inputs[1], &inputs[2]);
+        let dims = check_along(self.name(), self.axis, x, idx)?;
+        if updates.dtype != x.dtype || updates.shape.as_known().as_deref() != Some(&dims) {
+            return Err(Error::invalid(
+                self.name(),
+                format!(
+                    "updates must be {}{dims:?} (operands: {})",
+                    x.dtype,
+                    describe(inputs)
+                ),
+            ));
+        }
+        Ok(vec![x.clone()])
+    }
+
+    fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
+        if inputs[1].ty.num_elements() == 0 {
+            return Ok(vec![inputs[0].clone()]);
+        }
+        let rank = inputs[0].ty.rank();
+        let batch = batching(rank, self.axis);
+        let dims = ScatterDims {
+            inserted_window_dims: vec![self.axis as i64],
+            input_batching_dims: batch.clone(),
+            scatter_indices_batching_dims: batch,
+            scatter_dims_to_operand_dims: vec![self.axis as i64],
+            index_vector_dim: rank as i64,
+            ..Default::default()
+        };
+        let out = cx.scatter(
+            &inputs[0],
+            &inputs[1],
+            &inputs[2],
+            &dims,
+            Some("add"),
+            outputs[0].clone(),
+        )?;
+        Ok(vec![out])
+    }
+
+    /// `x` passes its gradient through; `updates` get theirs from where
+    /// they were added.
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let g = super::grad_or_zeros(grads, &outputs[0])?;
+        let du = apply1(TakeAlongAxis { axis: self.axis }, &[&g, &inputs[1]])?;
+        Ok(vec![Some(g), None, Some(du)])
+    }
+}
