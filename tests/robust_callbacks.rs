@@ -18,6 +18,14 @@ use xlafn::ArraySpec;
 use xlafn::prelude::*;
 use xlafn::runtime::{HostArray, HostCallbackFn};
 
+/// The tests here count the process's live callbacks (`live_host_callbacks`),
+/// which any other test registering one would change: they run one at a
+/// time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn temp_dir(tag: &str) -> scratch::ScratchDir {
     scratch::scratch_dir(&format!("cb-{tag}"))
 }
@@ -44,6 +52,7 @@ fn victim(runs: &Arc<AtomicUsize>) -> Function<(Tensor,), Tensor> {
 )]
 #[test]
 fn an_exported_print_is_bound_to_the_loading_process_print() -> Result<()> {
+    let _serial = serial();
     let runs = Arc::new(AtomicUsize::new(0));
     let v = victim(&runs);
     v.call((Tensor::scalar(0f32),))?;
@@ -113,6 +122,7 @@ type Edit = Box<dyn Fn(&str) -> String>;
 )]
 #[test]
 fn crafted_callback_ids_cannot_reach_other_callbacks() -> Result<()> {
+    let _serial = serial();
     let runs = Arc::new(AtomicUsize::new(0));
     let v = victim(&runs);
     v.call((Tensor::scalar(0f32),))?;
@@ -181,6 +191,7 @@ fn scaled(factor: f32) -> Arc<HostCallbackFn> {
 )]
 #[test]
 fn user_callbacks_load_only_when_supplied_by_name() -> Result<()> {
+    let _serial = serial();
     let f = function(|x: Tensor| -> Result<Tensor> {
         let spec = ArraySpec::new(DType::F32, &[2]);
         let out = xlafn::named_host_callback("scale", &[&x], &[spec], |args| {
@@ -250,6 +261,7 @@ impl Drop for Owned {
 )]
 #[test]
 fn callback_closures_are_freed_with_their_functions() -> Result<()> {
+    let _serial = serial();
     let drops = Arc::new(AtomicUsize::new(0));
     let x = Tensor::scalar(1f32);
     for _ in 0..500 {
@@ -279,6 +291,7 @@ fn callback_closures_are_freed_with_their_functions() -> Result<()> {
 )]
 #[test]
 fn a_freed_callback_id_is_an_error_not_another_callback() -> Result<()> {
+    let _serial = serial();
     let runs = Arc::new(AtomicUsize::new(0));
     let v = victim(&runs);
     let cf = v.get_concrete_function((Tensor::scalar(0f32),))?;
