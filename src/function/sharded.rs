@@ -59,42 +59,43 @@ pub(crate) fn graph_mesh(graph: &Graph) -> Option<Arc<Mesh>> {
     meshes.into_iter().next()
 }
 
-/// The meshes of every `shard_map` in `graph` and its regions, in order.
-fn graph_meshes(graph: &Graph, out: &mut Vec<Arc<Mesh>>) {
+/// Calls `f` on every op of `graph` and of the regions of its conds,
+/// loops and calls, in order; `shard_map` bodies are not entered (they
+/// run per device).
+fn visit_ops(graph: &Graph, f: &mut dyn FnMut(&Op)) {
     for n in graph.nodes() {
+        f(&n.op);
         match &n.op {
-            Op::ShardMap(s) => out.push(s.mesh.clone()),
             Op::Cond(c) => {
-                graph_meshes(&c.then_branch.graph, out);
-                graph_meshes(&c.else_branch.graph, out);
+                visit_ops(&c.then_branch.graph, f);
+                visit_ops(&c.else_branch.graph, f);
             }
             Op::While(w) => {
-                graph_meshes(&w.cond.graph, out);
-                graph_meshes(&w.body.graph, out);
+                visit_ops(&w.cond.graph, f);
+                visit_ops(&w.body.graph, f);
             }
-            Op::Call(c) => graph_meshes(&c.graph, out),
+            Op::Call(c) => visit_ops(&c.graph, f),
             _ => {}
         }
     }
+}
+
+/// The meshes of every `shard_map` in `graph` and its regions, in order.
+fn graph_meshes(graph: &Graph, out: &mut Vec<Arc<Mesh>>) {
+    visit_ops(graph, &mut |op| {
+        if let Op::ShardMap(s) = op {
+            out.push(s.mesh.clone());
+        }
+    });
 }
 
 /// Does `graph` call back into the host (print, host_callback,
 /// check_numerics) outside `shard_map` bodies? Such a program is
 /// partitioned by GSPMD, which can place the call on one device.
 fn calls_back_outside_shard_maps(graph: &Graph) -> bool {
-    graph.nodes().iter().any(|n| match &n.op {
-        Op::HostCallback(_) => true,
-        Op::Cond(c) => {
-            calls_back_outside_shard_maps(&c.then_branch.graph)
-                || calls_back_outside_shard_maps(&c.else_branch.graph)
-        }
-        Op::While(w) => {
-            calls_back_outside_shard_maps(&w.cond.graph)
-                || calls_back_outside_shard_maps(&w.body.graph)
-        }
-        Op::Call(c) => calls_back_outside_shard_maps(&c.graph),
-        _ => false,
-    })
+    let mut found = false;
+    visit_ops(graph, &mut |op| found |= matches!(op, Op::HostCallback(_)));
+    found
 }
 
 impl ConcreteCore {
