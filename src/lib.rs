@@ -92,7 +92,7 @@ pub use ops::stats::{NormOrd, clip_by_global_norm};
 pub use ops::window::{WindowDims, WindowKind};
 pub use runtime::{Device, set_cpu_device_count};
 pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
-pub use tensor::{Tensor, default_device, devices, with_device};
+pub use tensor::{Tensor, default_device, devices, local_devices, with_device};
 pub use variable::Variable;
 /// `#[xlafn::function]`: a `fn` item as a traced `Function`, with AutoGraph.
 ///

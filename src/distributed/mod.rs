@@ -50,6 +50,16 @@
 //! UnimplementedError: multi-process execution needs a plugin with cross-process collectives (the CUDA plugin); the CPU plugin has only in-process collectives and ignores node_id/num_nodes and the key-value store
 //! ```
 //!
+//! The default client joins the run: call [`initialize`] before this
+//! process first uses a device or a tensor (afterwards it is a
+//! `FailedPreconditionError`). With `XLAFN_DEVICE=cuda` the default client
+//! is then made with [`client`]'s options for this process, and with the
+//! CPU plugin making it fails with the error above. `xlafn::devices()` then
+//! lists every process's devices, `xlafn::local_devices()` this process's
+//! own; a mesh may span the processes, sharded arrays hold this process's
+//! blocks, and every process runs the same sharded functions with its own
+//! blocks (see `xlafn::sharding`).
+//!
 //! Security: the service trusts whoever can connect to its port (as JAX's
 //! does), so run it on a private network. It treats their bytes as
 //! untrusted input, though: sizes, key counts and waits are bounded (see
@@ -145,6 +155,7 @@ pub fn initialize_with(
         )));
     }
     kv_client::check_ids(process_id, num_processes)?;
+    crate::runtime::check_can_join_run(num_processes)?;
     let deadline = Instant::now() + options.initialization_timeout;
     let service = match process_id {
         0 => Some(KvService::start(coordinator, num_processes)?),
@@ -169,8 +180,14 @@ pub fn initialize_with(
         coordinator,
         "distributed system initialized"
     );
+    let client = Arc::new(client);
+    let keys = Arc::new(PluginKeys {
+        prefix: "xlafn/pjrt/default/".into(),
+        store: client.clone(),
+    });
+    crate::runtime::join_run(process_id, num_processes, keys)?;
     *lock(&GLOBAL) = Some(Global {
-        client: Arc::new(client),
+        client,
         service,
         shutdown_timeout: options.shutdown_timeout,
     });
@@ -205,6 +222,7 @@ pub fn shutdown() -> Result<()> {
             .barrier(SHUTDOWN_BARRIER, timeout)
             .map_err(|e| context(e, "distributed::shutdown")),
     };
+    crate::runtime::leave_run();
     let global = lock(&GLOBAL).take();
     if let Some(mut service) = global.and_then(|g| g.service) {
         service.stop();

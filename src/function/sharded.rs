@@ -183,8 +183,10 @@ impl ConcreteCore {
             .iter()
             .map(|t| t.sharded().expect("placed on a sharding"))
             .collect();
-        let lists: Vec<Vec<&Buffer>> = (0..mesh.size())
-            .map(|p| arrays.iter().map(|a| &*a.shards()[p]).collect())
+        // One list per partition this process drives (every partition in
+        // a one-process run): each process feeds its own blocks.
+        let lists: Vec<Vec<&Buffer>> = (0..mesh.addressable_partitions().len())
+            .map(|i| arrays.iter().map(|a| &*a.shards()[i]).collect())
             .collect();
         let outs = program.exe.execute_partitioned(&lists, &non_donatable)?;
         drop(lists);

@@ -505,15 +505,16 @@ impl Drop for Buffer {
     }
 }
 
-/// Refuses a device of another client: PJRT would use its handle anyway.
+/// Refuses a device of another client (PJRT would use its handle anyway)
+/// and another process's device (this process cannot write its memory).
 fn check_device(client: &Client, device: Device) -> Result<()> {
-    match client.devices().get(device.index) {
-        Some(d) if *d == device => Ok(()),
-        _ => Err(Error::Value(format!(
+    if !client.knows(device) {
+        return Err(Error::Value(format!(
             "device {device} does not belong to this {} client",
             client.platform_name()
-        ))),
+        )));
     }
+    super::check_addressable(device)
 }
 
 /// Destroys a buffer handle.

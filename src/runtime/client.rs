@@ -40,7 +40,11 @@ pub enum Platform {
 pub struct Client {
     plugin: &'static Plugin,
     raw: *mut sys::PJRT_Client,
+    /// This process's devices, in the plugin's addressable order.
     devices: Vec<Device>,
+    /// Every process's devices, in the plugin's global order (the same
+    /// devices as `devices` in a one-process run).
+    global_devices: Vec<Device>,
     platform: Platform,
     platform_name: String,
     /// The store of a multi-process client, which the plugin may call
@@ -61,9 +65,11 @@ unsafe impl Send for Client {}
 // SAFETY: as for `Send`: all methods take `&self` and call thread-safe PJRT.
 unsafe impl Sync for Client {}
 
-/// One addressable device of a client: where a buffer lives and a
-/// program runs. Two `Device`s are equal when they are the same device of
-/// the same client.
+/// One device of a client: where a buffer lives and a program runs. Two
+/// `Device`s are equal when they are the same device of the same client.
+/// In a multi-process run a client also knows the other processes'
+/// devices: a mesh may span them, but only this process's own
+/// (addressable) devices hold its buffers.
 ///
 /// It prints as its platform and id, `cpu:0`, `cuda:1`.
 #[derive(Clone, Copy)]
@@ -72,12 +78,29 @@ pub struct Device {
     pub(crate) index: usize,
     pub(crate) id: i64,
     pub(crate) platform: Platform,
+    pub(crate) process_index: usize,
+    pub(crate) addressable: bool,
 }
 
 impl Device {
-    /// Position in the client's addressable-device list.
+    /// Position in the client's global device list
+    /// ([`Client::global_devices`], `xlafn::devices()`); in a one-process
+    /// run, also in its addressable list.
     pub fn index(&self) -> usize {
         self.index
+    }
+
+    /// The process that drives this device (JAX's `process_index`): 0 in
+    /// a one-process run.
+    pub fn process_index(&self) -> usize {
+        self.process_index
+    }
+
+    /// Does this process drive the device (can it hold this process's
+    /// buffers)? False only for another process's device in a
+    /// multi-process run.
+    pub fn is_addressable(&self) -> bool {
+        self.addressable
     }
 
     /// The plugin's global device id: what device assignments name.
@@ -238,6 +261,7 @@ impl Client {
             plugin,
             raw,
             devices: Vec::new(),
+            global_devices: Vec::new(),
             platform: Platform::Other,
             platform_name: String::new(),
             _kv_store: kv_store,
@@ -248,12 +272,7 @@ impl Client {
             "cuda" | "gpu" => Platform::Cuda,
             _ => Platform::Other,
         };
-        let mut devices = client.query_devices()?;
-        for device in &mut devices {
-            device.id = client.query_device_id(device.raw)?;
-            device.platform = client.platform;
-        }
-        client.devices = devices;
+        (client.global_devices, client.devices) = client.query_devices()?;
         if client.platform == Platform::Cpu {
             // Host callbacks: register the handler before any compile. A
             // plugin without the FFI extension just has no callbacks, which
@@ -301,9 +320,16 @@ impl Client {
         &self.platform_name
     }
 
-    /// Addressable devices, in the plugin's order.
+    /// This process's (addressable) devices, in the plugin's order: all
+    /// of them in a one-process run.
     pub fn devices(&self) -> &[Device] {
         &self.devices
+    }
+
+    /// Every device of the run, this process's and the others', in the
+    /// plugin's global order (`PJRT_Client_Devices`).
+    pub fn global_devices(&self) -> &[Device] {
+        &self.global_devices
     }
 
     /// The device programs run on unless told otherwise.
@@ -314,6 +340,11 @@ impl Client {
     /// The device with global id `id`, if this client addresses it.
     pub fn device_by_id(&self, id: i64) -> Option<Device> {
         self.devices.iter().copied().find(|d| d.id == id)
+    }
+
+    /// Is `device` one of this client's devices (of any process)?
+    pub(crate) fn knows(&self, device: Device) -> bool {
+        self.global_devices.get(device.index) == Some(&device)
     }
 
     /// The device a raw handle from the plugin names (a buffer's device).
@@ -398,36 +429,104 @@ impl Client {
         }
     }
 
-    fn query_devices(&self) -> Result<Vec<Device>> {
-        let mut args = sys::PJRT_Client_AddressableDevices_Args {
-            struct_size: sys::PJRT_Client_AddressableDevices_Args_STRUCT_SIZE as usize,
-            client: self.raw,
-            ..Default::default()
+    /// The global device list and this process's part of it, with their
+    /// ids and owning processes.
+    fn query_devices(&self) -> Result<(Vec<Device>, Vec<Device>)> {
+        let addressable = self.raw_device_list(true)?;
+        // A plugin without a global list drives every device it knows.
+        let global = match self.plugin.api().PJRT_Client_Devices {
+            Some(_) => self.raw_device_list(false)?,
+            None => addressable.clone(),
         };
-        let f = self.plugin.func(
-            self.plugin.api().PJRT_Client_AddressableDevices,
-            "PJRT_Client_AddressableDevices",
-        )?;
-        // SAFETY: live client; the list is owned by the client and copied.
-        unsafe {
-            self.plugin
-                .check(f(&mut args), "PJRT_Client_AddressableDevices")?;
-            if args.num_addressable_devices == 0 {
-                return Ok(Vec::new());
-            }
-            let list =
-                std::slice::from_raw_parts(args.addressable_devices, args.num_addressable_devices);
-            Ok(list
-                .iter()
-                .enumerate()
-                .map(|(index, &raw)| Device {
+        let global: Vec<Device> = global
+            .iter()
+            .enumerate()
+            .map(|(index, &raw)| {
+                Ok(Device {
                     raw,
                     index,
-                    id: index as i64,
-                    platform: Platform::Other,
+                    id: self.query_device_id(raw)?,
+                    platform: self.platform,
+                    process_index: self.query_process_index(raw)?,
+                    addressable: addressable.contains(&raw),
                 })
-                .collect())
+            })
+            .collect::<Result<_>>()?;
+        let local =
+            addressable
+                .iter()
+                .map(|raw| {
+                    global.iter().copied().find(|d| d.raw == *raw).ok_or_else(|| {
+                    Error::Plugin(format!(
+                        "the {} plugin lists an addressable device that its global device list \
+                         lacks",
+                        self.platform_name
+                    ))
+                })
+                })
+                .collect::<Result<_>>()?;
+        Ok((global, local))
+    }
+
+    /// The process that drives `device`; 0 when the plugin cannot say.
+    fn query_process_index(&self, device: *mut sys::PJRT_Device) -> Result<usize> {
+        let Some(f) = self.plugin.api().PJRT_DeviceDescription_ProcessIndex else {
+            return Ok(0);
+        };
+        let mut args = sys::PJRT_DeviceDescription_ProcessIndex_Args {
+            struct_size: sys::PJRT_DeviceDescription_ProcessIndex_Args_STRUCT_SIZE as usize,
+            device_description: self.description_of(device)?,
+            ..Default::default()
+        };
+        // SAFETY: a live description of this client's device; a pure query.
+        self.plugin.check(
+            unsafe { f(&mut args) },
+            "PJRT_DeviceDescription_ProcessIndex",
+        )?;
+        usize::try_from(args.process_index).map_err(|_| {
+            Error::Plugin(format!(
+                "the {} plugin says a device belongs to process {}",
+                self.platform_name, args.process_index
+            ))
+        })
+    }
+
+    /// The client's addressable devices, or all of its devices.
+    fn raw_device_list(&self, addressable: bool) -> Result<Vec<*mut sys::PJRT_Device>> {
+        let (list, len) = if addressable {
+            let mut args = sys::PJRT_Client_AddressableDevices_Args {
+                struct_size: sys::PJRT_Client_AddressableDevices_Args_STRUCT_SIZE as usize,
+                client: self.raw,
+                ..Default::default()
+            };
+            let f = self.plugin.func(
+                self.plugin.api().PJRT_Client_AddressableDevices,
+                "PJRT_Client_AddressableDevices",
+            )?;
+            // SAFETY: live client; the list it returns is owned by the client.
+            self.plugin
+                .check(unsafe { f(&mut args) }, "PJRT_Client_AddressableDevices")?;
+            (args.addressable_devices, args.num_addressable_devices)
+        } else {
+            let mut args = sys::PJRT_Client_Devices_Args {
+                struct_size: sys::PJRT_Client_Devices_Args_STRUCT_SIZE as usize,
+                client: self.raw,
+                ..Default::default()
+            };
+            let f = self
+                .plugin
+                .func(self.plugin.api().PJRT_Client_Devices, "PJRT_Client_Devices")?;
+            // SAFETY: live client; the list it returns is owned by the client.
+            self.plugin
+                .check(unsafe { f(&mut args) }, "PJRT_Client_Devices")?;
+            (args.devices, args.num_devices)
+        };
+        if len == 0 || list.is_null() {
+            return Ok(Vec::new());
         }
+        // SAFETY: the plugin returned `len` device handles at `list`, owned
+        // by the live client; they are copied at once.
+        Ok(unsafe { std::slice::from_raw_parts(list, len) }.to_vec())
     }
 }
 
@@ -495,9 +594,68 @@ fn fetched_cuda_plugin() -> Option<std::ffi::OsString> {
     plugin.is_file().then(|| plugin.into_os_string())
 }
 
+/// The multi-process run this process joined, which the default client
+/// is made for: this process's id, the process count and the run's
+/// key-value store.
+type Run = (usize, usize, Arc<dyn KeyValueStore>);
+
+static RUN: std::sync::Mutex<Option<Run>> = std::sync::Mutex::new(None);
+
+/// Refuses to join a multi-process run once the default client exists:
+/// it was made for this process alone, and would go on running every
+/// program here without the others (JAX asks for `jax.distributed.
+/// initialize` before any computation, too).
+pub(crate) fn check_can_join_run(num_nodes: usize) -> Result<()> {
+    match DEFAULT_CLIENT.get() {
+        Some(_) if num_nodes > 1 => Err(Error::FailedPrecondition(
+            "distributed::initialize must come before this process first uses a device or a \
+             tensor: its one-process client already exists"
+                .into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Makes the default client, when it is first needed, a client for
+/// process `node_id` of `num_nodes` whose plugin exchanges what its
+/// collectives need through `store` (see [`Client::distributed`]).
+pub(crate) fn join_run(
+    node_id: usize,
+    num_nodes: usize,
+    store: Arc<dyn KeyValueStore>,
+) -> Result<()> {
+    check_can_join_run(num_nodes)?;
+    *RUN.lock().unwrap_or_else(|e| e.into_inner()) = Some((node_id, num_nodes, store));
+    Ok(())
+}
+
+/// Forgets the run (a default client made for it stays).
+pub(crate) fn leave_run() {
+    RUN.lock().unwrap_or_else(|e| e.into_inner()).take();
+}
+
+/// Refuses a buffer on another process's device: its memory is not this
+/// process's to write or read.
+pub(crate) fn check_addressable(device: Device) -> Result<()> {
+    match device.addressable {
+        true => Ok(()),
+        false => Err(Error::Value(format!(
+            "device {device} belongs to process {} of the run: a process holds values only on \
+             its own devices (xlafn::local_devices())",
+            device.process_index
+        ))),
+    }
+}
+
 fn make_default_client() -> Result<Arc<Client>> {
     let device = std::env::var("XLAFN_DEVICE").unwrap_or_default();
+    let run = RUN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .filter(|(_, num_nodes, _)| *num_nodes > 1);
     match device.trim() {
+        "" | "cpu" if run.is_some() => Err(cpu_multi_process_error()),
         "" | "cpu" => {
             let options: Vec<(String, OptionValue)> = cpu_device_count()?
                 .map(|n| ("cpu_device_count".to_string(), OptionValue::Int(n as i64)))
@@ -517,7 +675,17 @@ fn make_default_client() -> Result<Arc<Client>> {
                             .into(),
                     )
                 })?;
-            Client::cuda(Path::new(&plugin)).map_err(|e| {
+            let client = match run {
+                Some((node_id, num_nodes, store)) => Client::distributed(
+                    Path::new(&plugin),
+                    &Client::cuda_options(),
+                    node_id,
+                    num_nodes,
+                    store,
+                ),
+                None => Client::cuda(Path::new(&plugin)),
+            };
+            client.map_err(|e| {
                 let reason = match e {
                     Error::Plugin(m) => m,
                     other => other.to_string(),

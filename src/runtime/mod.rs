@@ -34,6 +34,7 @@ pub use client::{
     CPU_MULTI_PROCESS_MESSAGE, Client, Device, MAX_CPU_DEVICES, OptionValue, Platform,
     cpu_device_count, set_cpu_device_count,
 };
+pub(crate) use client::{check_addressable, check_can_join_run, join_run, leave_run};
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
 pub use executable::Executable;

@@ -23,11 +23,19 @@ pub(crate) fn any_sharded_arrays() -> bool {
 /// block at `sharding.shard_origin(p, dims)` of shape
 /// `sharding.shard_dims(dims)`; blocks reaching past the array's end are
 /// padded, and what the padding holds is unspecified.
+///
+/// A process holds the blocks of its own devices only, the mesh's
+/// [`addressable_partitions`](super::Mesh::addressable_partitions): all of
+/// them, unless the mesh spans the processes of a multi-process run,
+/// where each process holds its part (JAX's arrays that are not fully
+/// addressable).
 pub struct ShardedArray {
     sharding: NamedSharding,
     dtype: DType,
     dims: Vec<i64>,
+    /// The blocks of `partitions`, in the same order.
     shards: Vec<Arc<Buffer>>,
+    partitions: Vec<usize>,
 }
 
 impl std::fmt::Debug for ShardedArray {
@@ -52,15 +60,14 @@ impl ShardedArray {
         let client = Client::default_client()?;
         let block = sharding.shard_dims(dims);
         let element = dtype.size_in_bytes()?;
-        let shards = sharding
-            .mesh()
-            .devices()
+        let devices = sharding.mesh().devices();
+        let partitions = sharding.mesh().addressable_partitions();
+        let shards = partitions
             .iter()
-            .enumerate()
-            .map(|(p, device)| {
+            .map(|&p| {
                 let origin = sharding.shard_origin(p, dims);
                 let bytes = extract_block(bytes, dims, &origin, &block, element);
-                Buffer::from_bytes(&client, *device, dtype, &bytes, &block)
+                Buffer::from_bytes(&client, devices[p], dtype, &bytes, &block)
                     .map(|b| Arc::new(b.with_committed(true)))
             })
             .collect::<Result<_>>()?;
@@ -70,6 +77,7 @@ impl ShardedArray {
             dtype,
             dims: dims.to_vec(),
             shards,
+            partitions,
         })
     }
 
@@ -84,13 +92,16 @@ impl ShardedArray {
         sharding.check_rank(dims.len())?;
         let block = sharding.shard_dims(&dims);
         let devices = sharding.mesh().devices();
-        let origins: Vec<Vec<i64>> = (0..devices.len())
-            .map(|p| sharding.shard_origin(p, &dims))
+        let partitions = sharding.mesh().addressable_partitions();
+        let origins: Vec<Vec<i64>> = partitions
+            .iter()
+            .map(|&p| sharding.shard_origin(p, &dims))
             .collect();
         let padded = padded_to_blocks(value, &dims, &origins, &block)?;
         let whole = padded.dims() == block;
-        let shards = devices
+        let shards = partitions
             .iter()
+            .map(|&p| &devices[p])
             .zip(&origins)
             .map(|(device, origin)| {
                 let piece = if whole {
@@ -109,10 +120,12 @@ impl ShardedArray {
             dtype: value.dtype(),
             dims,
             shards,
+            partitions,
         })
     }
 
-    /// Wraps per-device blocks a partitioned program returned.
+    /// Wraps the blocks a partitioned program returned: one per
+    /// addressable partition of the mesh, in mesh order.
     pub(crate) fn from_shards(
         sharding: NamedSharding,
         dtype: DType,
@@ -121,14 +134,15 @@ impl ShardedArray {
     ) -> Result<ShardedArray> {
         let block = sharding.shard_dims(&dims);
         let devices = sharding.mesh().devices();
-        if shards.len() != devices.len()
-            || shards.iter().zip(devices).any(|(s, d)| {
-                s.dims() != block.as_slice() || s.dtype() != dtype || s.device() != *d
+        let partitions = sharding.mesh().addressable_partitions();
+        if shards.len() != partitions.len()
+            || shards.iter().zip(&partitions).any(|(s, &p)| {
+                s.dims() != block.as_slice() || s.dtype() != dtype || s.device() != devices[p]
             })
         {
             return Err(Error::Value(format!(
                 "the blocks of a {dtype}{dims:?} array on {sharding} must be {dtype}{block:?}, one \
-                 per mesh device in order"
+                 per mesh device of this process in order"
             )));
         }
         ANY_MADE.store(true, Ordering::Relaxed);
@@ -140,6 +154,7 @@ impl ShardedArray {
                 .into_iter()
                 .map(|b| Arc::new(b.with_committed(true)))
                 .collect(),
+            partitions,
         })
     }
 
@@ -158,19 +173,46 @@ impl ShardedArray {
         &self.dims
     }
 
-    /// Each mesh device's (padded) block, in mesh order.
+    /// This process's (padded) blocks, in mesh order: one per mesh
+    /// device in a one-process run.
     pub fn shards(&self) -> &[Arc<Buffer>] {
         &self.shards
     }
 
+    /// The mesh partitions whose blocks [`shards`](Self::shards) are.
+    pub fn partitions(&self) -> &[usize] {
+        &self.partitions
+    }
+
+    /// Does this process hold every block?
+    pub fn is_fully_addressable(&self) -> bool {
+        self.partitions.len() == self.sharding.mesh().size()
+    }
+
     /// The whole array as dense row-major bytes, assembled from the
-    /// blocks with their padding left out.
+    /// blocks with their padding left out. In a multi-process run this
+    /// needs this process's blocks to cover the array (a replicated
+    /// array, say); otherwise it is an error that points to
+    /// `addressable_shards`.
     pub fn to_host_bytes(&self) -> Result<Vec<u8>> {
+        let rank = self.dims.len();
+        if !self.sharding.covers(&self.partitions, rank) {
+            return Err(Error::Value(format!(
+                "a {}{:?} array on {} spans the devices of several processes, and this one \
+                 holds {} of its {} blocks, not the whole value: read this process's part with \
+                 addressable_shards(), or lay it out so each process holds all of it",
+                self.dtype,
+                self.dims,
+                self.sharding,
+                self.partitions.len(),
+                self.sharding.mesh().size()
+            )));
+        }
         let element = self.dtype.size_in_bytes()?;
         let total = self.dims.iter().product::<i64>() as usize * element;
         let mut out = vec![0u8; total];
         let block = self.sharding.shard_dims(&self.dims);
-        for (p, shard) in self.shards.iter().enumerate() {
+        for (&p, shard) in self.partitions.iter().zip(&self.shards) {
             let origin = self.sharding.shard_origin(p, &self.dims);
             insert_block(
                 &mut out,
@@ -362,7 +404,8 @@ impl Tensor {
 
     /// A tensor of shape `dims` laid out on `sharding`, assembled from one
     /// block per mesh device, in the mesh's device order
-    /// (`jax.make_array_from_single_device_arrays`): how a data loader
+    /// (`jax.make_array_from_single_device_arrays`; in a multi-process
+    /// run, one per device of this process): how a data loader
     /// that makes each device's part itself feeds a sharded function.
     /// Blocks have the shapes [`addressable_shards`](Tensor::addressable_shards)
     /// returns (without padding); each is moved to its device if it is
@@ -385,21 +428,26 @@ impl Tensor {
     ) -> Result<Tensor> {
         sharding.check_rank(dims.len())?;
         let devices = sharding.mesh().devices();
-        if shards.len() != devices.len() {
+        let partitions = sharding.mesh().addressable_partitions();
+        if shards.len() != partitions.len() {
             return Err(Error::Value(format!(
-                "from_shards: {sharding} needs one block per mesh device ({}), got {}",
-                devices.len(),
+                "from_shards: {sharding} needs one block per mesh device{} ({}), got {}",
+                match partitions.len() == devices.len() {
+                    true => "",
+                    false => " of this process",
+                },
+                partitions.len(),
                 shards.len()
             )));
         }
         let dtype = shards[0].dtype();
         crate::dtype::check_array_size(dtype, dims)?;
         let block = sharding.shard_dims(dims);
-        let placed = devices
+        let placed = partitions
             .iter()
             .zip(shards)
-            .enumerate()
-            .map(|(p, (device, shard))| {
+            .map(|(&p, shard)| {
+                let device = &devices[p];
                 let origin = sharding.shard_origin(p, dims);
                 let inside: Vec<i64> = (0..dims.len())
                     .map(|d| (dims[d] - origin[d]).clamp(0, block[d]))
@@ -437,16 +485,21 @@ impl Tensor {
     }
 
     /// Each mesh device's block as a tensor committed to that device,
-    /// without padding (a block wholly past the end has a zero dimension).
+    /// without padding (a block wholly past the end has a zero
+    /// dimension), in mesh order. In a multi-process run, only this
+    /// process's devices' blocks.
     pub fn addressable_shards(&self) -> Result<Vec<Tensor>> {
         let Some(array) = self.sharded() else {
             return Ok(vec![self.clone()]);
         };
         let block = array.sharding().shard_dims(array.dims());
-        (0..array.shards().len())
-            .map(|p| {
+        array
+            .partitions()
+            .iter()
+            .zip(array.shards())
+            .map(|(&p, shard)| {
                 let origin = array.sharding().shard_origin(p, array.dims());
-                let shard = Tensor::from_shared_buffer(array.shards()[p].clone());
+                let shard = Tensor::from_shared_buffer(shard.clone());
                 let sizes: Vec<i64> = (0..block.len())
                     .map(|d| (array.dims()[d] - origin[d]).clamp(0, block[d]))
                     .collect();

@@ -14,6 +14,12 @@
 //! devices gets `ceil(n / k)` rows per device; the last devices' blocks
 //! are padded (as XLA pads them) and the padding is stripped on the way
 //! back to the host.
+//!
+//! In a multi-process run (`xlafn::distributed`) a mesh may span the
+//! devices of every process. Each process then holds the blocks of its
+//! own devices only ([`Mesh::addressable_partitions`]), and feeds them to
+//! the program every process runs, as JAX's arrays that are not fully
+//! addressable.
 
 mod array;
 pub(crate) mod eager;
@@ -52,7 +58,8 @@ pub struct Mesh {
 }
 
 impl Mesh {
-    /// A mesh over the default client's first devices, in their order.
+    /// A mesh over the default client's first devices, in their order
+    /// (of every process, in a multi-process run: `xlafn::devices()`).
     pub fn new(axes: &[(&str, usize)]) -> Result<Arc<Mesh>> {
         let devices = crate::tensor::devices()?;
         let size = axes
@@ -136,6 +143,20 @@ impl Mesh {
     /// `devices()[p]`.
     pub fn devices(&self) -> &[Device] {
         &self.devices
+    }
+
+    /// The partitions whose devices this process drives, in mesh order:
+    /// every partition unless the mesh spans the processes of a
+    /// multi-process run. Sharded arrays hold blocks for these only.
+    pub fn addressable_partitions(&self) -> Vec<usize> {
+        (0..self.devices.len())
+            .filter(|&p| self.devices[p].is_addressable())
+            .collect()
+    }
+
+    /// Does this process drive every device of the mesh?
+    pub fn is_fully_addressable(&self) -> bool {
+        self.devices.iter().all(Device::is_addressable)
     }
 
     /// The axes with their sizes, major first.
@@ -346,6 +367,17 @@ impl NamedSharding {
             .collect()
     }
 
+    /// Do the blocks of `partitions` together cover a rank-`rank` array
+    /// (each block of the tiling is among them)?
+    pub(crate) fn covers(&self, partitions: &[usize], rank: usize) -> bool {
+        let tiles: usize = (0..rank).map(|d| self.tiles(d)).product();
+        let held: std::collections::HashSet<Vec<i64>> = partitions
+            .iter()
+            .map(|&p| self.tile_coordinates(p, rank))
+            .collect();
+        held.len() == tiles
+    }
+
     /// Is any dimension cut into blocks that do not divide it?
     pub fn is_uneven(&self, global: &[i64]) -> bool {
         global
@@ -429,6 +461,21 @@ mod tests {
             s.sdy_attribute("mesh", 3),
             "#sdy.sharding<@mesh, [{\"model\"}, {\"data\"}, {}]>"
         );
+    }
+
+    #[test]
+    fn a_process_can_read_a_value_when_its_blocks_cover_the_tiling() {
+        let m = mesh(&[("data", 2), ("model", 2)]);
+        let spec = |dims: [Option<&str>; 2]| NamedSharding::new(&m, PartitionSpec::new(dims));
+        // Partitions 0 and 1 are (data 0, model 0) and (data 0, model 1).
+        let cols = spec([None, Some("model")]).unwrap();
+        assert!(cols.covers(&[0, 1], 2));
+        assert!(!cols.covers(&[0, 2], 2));
+        let rows = spec([Some("data"), None]).unwrap();
+        assert!(!rows.covers(&[0, 1], 2) && rows.covers(&[1, 2], 2));
+        let both = spec([Some("data"), Some("model")]).unwrap();
+        assert!(!both.covers(&[0, 1, 2], 2) && both.covers(&[3, 2, 1, 0], 2));
+        assert!(NamedSharding::replicated(&m).covers(&[3], 2));
     }
 
     #[test]

@@ -25,25 +25,36 @@ thread_local! {
 
 /// The devices of the default client, in the plugin's order (the CPU
 /// plugin has 4 unless `set_cpu_device_count` or `XLAFN_CPU_DEVICES` says
-/// otherwise).
+/// otherwise). In a multi-process run (`xlafn::distributed`) these are
+/// every process's devices, as JAX's `jax.devices()`: a mesh may span
+/// them, while each process holds values only on its own,
+/// [`local_devices`].
 ///
 /// ```
 /// let devices = xlafn::devices()?;
 /// assert!(!devices.is_empty());
 /// assert_eq!(devices[0].to_string(), "cpu:0");
+/// assert_eq!(devices, xlafn::local_devices()?); // one process
 /// # Ok::<(), xlafn::Error>(())
 /// ```
 pub fn devices() -> Result<Vec<Device>> {
+    Ok(Client::default_client()?.global_devices().to_vec())
+}
+
+/// This process's devices (JAX's `jax.local_devices()`): all of
+/// [`devices`] unless this process is one of a multi-process run.
+pub fn local_devices() -> Result<Vec<Device>> {
     Ok(Client::default_client()?.devices().to_vec())
 }
 
 /// `device`, checked to be one of the default client's devices (a device
 /// of another client, e.g. one made with `Client::from_plugin`, cannot
-/// hold the default client's buffers or run its programs).
+/// hold the default client's buffers or run its programs). It may be
+/// another process's device: meshes span those.
 pub(crate) fn client_device(device: Device) -> Result<Device> {
     let client = Client::default_client()?;
     client
-        .devices()
+        .global_devices()
         .iter()
         .find(|d| **d == device)
         .copied()
@@ -53,6 +64,14 @@ pub(crate) fn client_device(device: Device) -> Result<Device> {
                 client.platform_name()
             ))
         })
+}
+
+/// `device`, checked to be one of this process's devices of the default
+/// client: one that can hold its values.
+pub(crate) fn local_device(device: Device) -> Result<Device> {
+    let device = client_device(device)?;
+    crate::runtime::check_addressable(device)?;
+    Ok(device)
 }
 
 /// The device new values and input-less ops go to on this thread: the
@@ -119,11 +138,11 @@ impl Tensor {
     /// ```
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
         if self.is_sharded() {
-            let device = client_device(device)?;
+            let device = local_device(device)?;
             return self.unshard()?.to_device(device);
         }
         let buffer = self.buffer()?;
-        let device = client_device(device)?;
+        let device = local_device(device)?;
         if buffer.device() == device && buffer.is_committed() {
             return Ok(self.clone());
         }

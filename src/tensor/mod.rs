@@ -11,7 +11,7 @@
 mod device;
 mod display;
 pub(crate) use device::{client_device, gather_on, place};
-pub use device::{default_device, devices, with_device};
+pub use device::{default_device, devices, local_devices, with_device};
 pub(crate) use display::render_array;
 pub(crate) mod eager;
 mod host;

@@ -1,0 +1,318 @@
+//! Multi-controller execution (#18 item 5): two processes of this test
+//! binary join one run, see every device of it, lay arrays out over a mesh
+//! that spans both, hold only their own blocks, and run sharded programs
+//! that each feeds with its own blocks.
+//!
+//! The CPU plugin cannot run one program across processes, so each
+//! process loads `data/two_process_shim_plugin.c`: the real CPU plugin of
+//! 4 devices, presented as node k of 2 driving devices 2k and 2k+1. The
+//! shim executes the real compiled program with zeros in the other
+//! node's partitions, so every expected value below is the run's result
+//! with the other process's blocks taken as zeros, computed by hand.
+
+#[path = "common/child.rs"]
+mod child;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use xlafn::distributed::{self, DistributedOptions};
+use xlafn::prelude::*;
+use xlafn::runtime::{CPU_MULTI_PROCESS_MESSAGE, default_plugin_path};
+use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec, psum, shard_map};
+
+const LIMIT: Duration = Duration::from_secs(180);
+const CHILD: &str = "one_process_of_a_two_process_run";
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+fn rows(mesh: &std::sync::Arc<Mesh>) -> NamedSharding {
+    NamedSharding::new(mesh, PartitionSpec::new([Some("data")])).unwrap()
+}
+
+fn f32s(t: &Tensor) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+/// What process `id` checks; the other process runs the same steps.
+fn run_as(id: usize) {
+    let options = DistributedOptions {
+        initialization_timeout: Duration::from_secs(60),
+        shutdown_timeout: Duration::from_secs(60),
+    };
+    distributed::initialize_with(&env("XLAFN_TEST_COORDINATOR"), 2, id, &options).unwrap();
+
+    // Every device of the run, and this process's own.
+    let all = xlafn::devices().unwrap();
+    let owners: Vec<usize> = all.iter().map(|d| d.process_index()).collect();
+    assert_eq!(owners, [0, 0, 1, 1]);
+    let local = xlafn::local_devices().unwrap();
+    let ids: Vec<i64> = local.iter().map(|d| d.id()).collect();
+    assert_eq!(ids, [2 * id as i64, 2 * id as i64 + 1]);
+    assert!(local.iter().all(|d| d.is_addressable()));
+    let remote = all[2 * (1 - id)];
+    assert!(!remote.is_addressable());
+    assert_eq!(xlafn::default_device().unwrap(), local[0]);
+
+    // Another process's device holds none of this one's values.
+    let e = Tensor::from_vec(vec![1f32], &[1])
+        .unwrap()
+        .to_device(remote)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("belongs to process {}", 1 - id)) && e.contains("local_devices()"),
+        "{e}"
+    );
+
+    // A mesh over both processes; each holds its own two blocks.
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    assert!(!mesh.is_fully_addressable());
+    assert_eq!(mesh.addressable_partitions(), [2 * id, 2 * id + 1]);
+    let values: Vec<f32> = (0..8).map(|i| i as f32).collect();
+    let mine: Vec<f32> = values[4 * id..4 * id + 4].to_vec();
+    let with_zeros = |part: &[f32]| -> Vec<f32> {
+        let mut v = vec![0f32; 8];
+        v[4 * id..4 * id + 4].copy_from_slice(part);
+        v
+    };
+    let x = Tensor::from_vec(values.clone(), &[8])
+        .unwrap()
+        .shard(&rows(&mesh))
+        .unwrap();
+    let blocks = x.addressable_shards().unwrap();
+    assert_eq!(blocks.len(), 2);
+    assert_eq!(f32s(&blocks[0]), mine[..2]);
+    assert_eq!(f32s(&blocks[1]), mine[2..]);
+    assert_eq!(blocks[1].device().unwrap(), local[1]);
+    // The whole value is not this process's to read.
+    let e = x.to_vec::<f32>().unwrap_err().to_string();
+    assert!(
+        e.contains("spans the devices of several processes") && e.contains("holds 2 of its 4"),
+        "{e}"
+    );
+
+    // The same layout from a value on one device, and from local blocks.
+    let from_device = Tensor::from_vec(values.clone(), &[8])
+        .unwrap()
+        .to_device(local[1])
+        .unwrap()
+        .shard(&rows(&mesh))
+        .unwrap();
+    let parts = from_device.addressable_shards().unwrap();
+    assert_eq!([f32s(&parts[0]), f32s(&parts[1])].concat(), mine);
+    let halves = [
+        Tensor::from_vec(mine[..2].to_vec(), &[2]).unwrap(),
+        Tensor::from_vec(mine[2..].to_vec(), &[2]).unwrap(),
+    ];
+    let assembled = Tensor::from_shards(&[8], &rows(&mesh), &halves).unwrap();
+    let parts = assembled.addressable_shards().unwrap();
+    assert_eq!([f32s(&parts[0]), f32s(&parts[1])].concat(), mine);
+    let e = Tensor::from_shards(&[8], &rows(&mesh), &[halves[0].clone()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("one block per mesh device of this process (2), got 1"),
+        "{e}"
+    );
+
+    // A sharded function: every process compiles the global program and
+    // feeds its own blocks. The sum is replicated, so each process can
+    // read it: here, its own rows' sum (the other's count as zeros).
+    let f = FunctionOptions::new()
+        .in_shardings(vec![Some(rows(&mesh))])
+        .build(|x: Tensor| -> Result<Vec<Tensor>> {
+            Ok(vec![x.reduce_sum(&[0], false)?, x.mul_scalar(2.0)?])
+        });
+    let out = f.call((&x,)).unwrap();
+    assert_eq!(f32s(&out[0]), [mine.iter().sum::<f32>()]);
+    let doubled = out[1].addressable_shards().unwrap();
+    let want: Vec<f32> = mine.iter().map(|v| v * 2.0).collect();
+    assert_eq!([f32s(&doubled[0]), f32s(&doubled[1])].concat(), want);
+
+    // An eager op on the sharded value runs partitioned over the mesh.
+    let tripled = x.mul_scalar(3.0).unwrap().addressable_shards().unwrap();
+    let want: Vec<f32> = mine.iter().map(|v| v * 3.0).collect();
+    assert_eq!([f32s(&tripled[0]), f32s(&tripled[1])].concat(), want);
+
+    // Resharding to replicated all-gathers across the processes.
+    let replicated = NamedSharding::replicated(&mesh);
+    let whole = x.shard(&replicated).unwrap();
+    assert_eq!(f32s(&whole), with_zeros(&mine));
+
+    // shard_map with an explicit psum across the run.
+    let g = {
+        let mesh = mesh.clone();
+        function(move |x: Tensor| -> Result<Vec<Tensor>> {
+            let spec = PartitionSpec::new([Some("data")]);
+            shard_map(
+                &mesh,
+                std::slice::from_ref(&spec),
+                &[PartitionSpec::replicated()],
+                &[&x],
+                |local| Ok(vec![psum(&local[0], "data")?]),
+            )
+        })
+    };
+    let summed = g.call((&x,)).unwrap();
+    // Blocks of 2 summed elementwise over the 4 devices.
+    let want = [mine[0] + mine[2], mine[1] + mine[3]];
+    assert_eq!(f32s(&summed[0]), want);
+
+    // A data-parallel SGD step on a replicated variable: XLA's all-reduce
+    // of the gradient spans the processes, and each updates its copies.
+    let w = Variable::new(Tensor::scalar(1f32).shard(&replicated).unwrap());
+    let step = function(|w: Variable, x: Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        let loss = x.mul(&w.read())?.square()?.reduce_sum(&[0], false)?;
+        let g = tape
+            .gradient(&loss, &[(&w).into()])?
+            .remove(0)
+            .expect("w is watched");
+        w.assign_sub(&g.mul_scalar(0.01)?)?;
+        Ok(loss)
+    });
+    let squares: f32 = mine.iter().map(|v| v * v).sum();
+    let loss = step.call((w.clone(), &x)).unwrap();
+    assert_eq!(f32s(&loss), [squares]);
+    // d loss / dw = 2 w sum(x^2), with w = 1.
+    assert_eq!(w.read().sharding(), Some(replicated.clone()));
+    assert_eq!(f32s(&w.read()), [1.0 - 0.01 * 2.0 * squares]);
+
+    distributed::shutdown().unwrap();
+    println!("process {id} of 2 passed");
+}
+
+/// The CPU plugin, asked to be one process of a run, refuses.
+fn run_on_the_cpu_plugin_as(id: usize) {
+    let options = DistributedOptions {
+        initialization_timeout: Duration::from_secs(60),
+        shutdown_timeout: Duration::from_secs(60),
+    };
+    distributed::initialize_with(&env("XLAFN_TEST_COORDINATOR"), 2, id, &options).unwrap();
+    let e = xlafn::devices().unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!("UnimplementedError: {CPU_MULTI_PROCESS_MESSAGE}")
+    );
+    distributed::shutdown().unwrap();
+    println!("process {id} of 2 passed");
+}
+
+#[test]
+fn one_process_of_a_two_process_run() {
+    if !child::is_child(CHILD) {
+        return;
+    }
+    let id = env("XLAFN_TEST_PROCESS_ID").parse().unwrap();
+    match env("XLAFN_TEST_SCENARIO").as_str() {
+        "shim" => run_as(id),
+        _ => run_on_the_cpu_plugin_as(id),
+    }
+}
+
+/// Runs `one_process_of_a_two_process_run` as processes 0 and 1 with
+/// `env` besides their ids, and checks that both passed.
+fn run_two(scenario: &str, env: &[(&str, &str)]) {
+    let coordinator = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
+    };
+    let handles: Vec<_> = (0..2)
+        .map(|id| {
+            let mut env: Vec<(String, String)> = env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            env.push(("XLAFN_TEST_SCENARIO".into(), scenario.into()));
+            env.push(("XLAFN_TEST_COORDINATOR".into(), coordinator.clone()));
+            env.push(("XLAFN_TEST_PROCESS_ID".into(), id.to_string()));
+            std::thread::spawn(move || {
+                let env: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                child::run_child(CHILD, &env, LIMIT)
+            })
+        })
+        .collect();
+    for (id, handle) in handles.into_iter().enumerate() {
+        let run = handle.join().expect("a process hung and was killed");
+        assert!(
+            run.success && run.stdout.contains(&format!("process {id} of 2 passed")),
+            "process {id} of 2 failed ({}):\n{}\n{}",
+            run.status,
+            run.stdout,
+            run.stderr
+        );
+    }
+}
+
+#[cfg_attr(xlafn_device_cuda, ignore = "runs on the CPU plugin")]
+#[test]
+fn the_cpu_plugin_refuses_to_be_one_process_of_a_run() {
+    run_two("cpu", &[("XLAFN_DEVICE", "cpu")]);
+}
+
+#[test]
+fn joining_a_run_after_using_a_device_is_an_error() {
+    const NAME: &str = "joining_a_run_after_using_a_device_is_an_error";
+    if !child::is_child(NAME) {
+        let run = child::run_child(NAME, &[], LIMIT);
+        assert!(run.success, "{}\n{}", run.stdout, run.stderr);
+        return;
+    }
+    let _ = Tensor::scalar(1f32).exp().unwrap();
+    let e = distributed::initialize("127.0.0.1:1", 2, 0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("FailedPreconditionError: distributed::initialize must come before"),
+        "{e}"
+    );
+    assert!(!distributed::is_initialized());
+}
+
+/// Builds the shim against the pinned plugin's header; `None` where that
+/// header is not beside the plugin.
+fn shim_plugin(dir: &Path) -> Option<PathBuf> {
+    let include = default_plugin_path().parent()?.join("include");
+    if !include.join("pjrt_c_api.h").is_file() {
+        eprintln!("skipped: no pjrt_c_api.h in {}", include.display());
+        return None;
+    }
+    let library = dir.join("libxlafn_two_process_shim.so");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/two_process_shim_plugin.c");
+    let status = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-std=c11", "-I"])
+        .arg(&include)
+        .arg("-o")
+        .arg(&library)
+        .arg(&source)
+        .arg("-ldl")
+        .status()
+        .expect("this test builds a shim plugin with a C compiler (cc)");
+    assert!(status.success(), "cc failed on {}", source.display());
+    Some(library)
+}
+
+#[cfg_attr(xlafn_device_cuda, ignore = "wraps the CPU plugin")]
+#[test]
+fn two_processes_lay_out_and_run_one_program_over_a_mesh_spanning_both() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("multi-process-shim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let Some(shim) = shim_plugin(&dir) else {
+        return;
+    };
+    let real = default_plugin_path();
+    run_two(
+        "shim",
+        &[
+            ("XLAFN_DEVICE", "cuda"),
+            ("XLAFN_CUDA_PLUGIN", shim.to_str().unwrap()),
+            ("SHIM_REAL_PJRT_PLUGIN", real.to_str().unwrap()),
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
