@@ -36,8 +36,12 @@ fn f32s(t: &Tensor) -> Vec<f32> {
     t.to_vec::<f32>().unwrap()
 }
 
-/// What process `id` checks; the other process runs the same steps.
-fn run_as(id: usize) {
+/// What process `id` of 2 checks; the other process runs the same steps.
+/// Each drives the same number of devices; every device holds a block of
+/// 2 elements of `values`. Under the shim (`others_are_zeros`) the other
+/// process's blocks count as zeros, so what the program sees is
+/// `effective`.
+fn run_as(id: usize, others_are_zeros: bool) {
     let options = DistributedOptions {
         initialization_timeout: Duration::from_secs(60),
         shutdown_timeout: Duration::from_secs(60),
@@ -46,14 +50,20 @@ fn run_as(id: usize) {
 
     // Every device of the run, and this process's own.
     let all = xlafn::devices().unwrap();
-    let owners: Vec<usize> = all.iter().map(|d| d.process_index()).collect();
-    assert_eq!(owners, [0, 0, 1, 1]);
     let local = xlafn::local_devices().unwrap();
-    let ids: Vec<i64> = local.iter().map(|d| d.id()).collect();
-    assert_eq!(ids, [2 * id as i64, 2 * id as i64 + 1]);
-    assert!(local.iter().all(|d| d.is_addressable()));
-    let remote = all[2 * (1 - id)];
-    assert!(!remote.is_addressable());
+    let n = all.len();
+    assert_eq!(n, 2 * local.len(), "both processes drive as many devices");
+    let owned: Vec<_> = all
+        .iter()
+        .filter(|d| d.process_index() == id)
+        .copied()
+        .collect();
+    assert_eq!(owned, local);
+    assert!(
+        all.iter()
+            .all(|d| d.is_addressable() == (d.process_index() == id))
+    );
+    let remote = *all.iter().find(|d| d.process_index() != id).unwrap();
     assert_eq!(xlafn::default_device().unwrap(), local[0]);
 
     // Another process's device holds none of this one's values.
@@ -67,80 +77,90 @@ fn run_as(id: usize) {
         "{e}"
     );
 
-    // A mesh over both processes; each holds its own two blocks.
-    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    // A mesh over both processes; each holds its own blocks.
+    let mesh = Mesh::new(&[("data", n)]).unwrap();
     assert!(!mesh.is_fully_addressable());
-    assert_eq!(mesh.addressable_partitions(), [2 * id, 2 * id + 1]);
-    let values: Vec<f32> = (0..8).map(|i| i as f32).collect();
-    let mine: Vec<f32> = values[4 * id..4 * id + 4].to_vec();
-    let with_zeros = |part: &[f32]| -> Vec<f32> {
-        let mut v = vec![0f32; 8];
-        v[4 * id..4 * id + 4].copy_from_slice(part);
-        v
+    let partitions = mesh.addressable_partitions();
+    let in_mesh: Vec<_> = partitions.iter().map(|&p| mesh.devices()[p]).collect();
+    assert_eq!(in_mesh, local);
+    let values: Vec<f32> = (0..2 * n).map(|i| i as f32).collect();
+    let mine: Vec<f32> = partitions
+        .iter()
+        .flat_map(|&p| values[2 * p..2 * p + 2].to_vec())
+        .collect();
+    let effective: Vec<f32> = match others_are_zeros {
+        false => values.clone(),
+        true => (0..2 * n)
+            .map(|i| match partitions.contains(&(i / 2)) {
+                true => values[i],
+                false => 0.0,
+            })
+            .collect(),
     };
-    let x = Tensor::from_vec(values.clone(), &[8])
+    let concat = |blocks: &[Tensor]| -> Vec<f32> { blocks.iter().flat_map(f32s).collect() };
+    let x = Tensor::from_vec(values.clone(), &[2 * n as i64])
         .unwrap()
         .shard(&rows(&mesh))
         .unwrap();
     let blocks = x.addressable_shards().unwrap();
-    assert_eq!(blocks.len(), 2);
-    assert_eq!(f32s(&blocks[0]), mine[..2]);
-    assert_eq!(f32s(&blocks[1]), mine[2..]);
-    assert_eq!(blocks[1].device().unwrap(), local[1]);
+    assert_eq!(blocks.len(), local.len());
+    assert_eq!(concat(&blocks), mine);
+    let placed: Vec<_> = blocks.iter().map(|b| b.device().unwrap()).collect();
+    assert_eq!(placed, local);
     // The whole value is not this process's to read.
     let e = x.to_vec::<f32>().unwrap_err().to_string();
+    let holds = format!("holds {} of its {n}", local.len());
     assert!(
-        e.contains("spans the devices of several processes") && e.contains("holds 2 of its 4"),
+        e.contains("spans the devices of several processes") && e.contains(&holds),
         "{e}"
     );
 
     // The same layout from a value on one device, and from local blocks.
-    let from_device = Tensor::from_vec(values.clone(), &[8])
+    let from_device = Tensor::from_vec(values.clone(), &[2 * n as i64])
         .unwrap()
-        .to_device(local[1])
+        .to_device(local[local.len() - 1])
         .unwrap()
         .shard(&rows(&mesh))
         .unwrap();
-    let parts = from_device.addressable_shards().unwrap();
-    assert_eq!([f32s(&parts[0]), f32s(&parts[1])].concat(), mine);
-    let halves = [
-        Tensor::from_vec(mine[..2].to_vec(), &[2]).unwrap(),
-        Tensor::from_vec(mine[2..].to_vec(), &[2]).unwrap(),
-    ];
-    let assembled = Tensor::from_shards(&[8], &rows(&mesh), &halves).unwrap();
-    let parts = assembled.addressable_shards().unwrap();
-    assert_eq!([f32s(&parts[0]), f32s(&parts[1])].concat(), mine);
-    let e = Tensor::from_shards(&[8], &rows(&mesh), &[halves[0].clone()])
+    assert_eq!(concat(&from_device.addressable_shards().unwrap()), mine);
+    let pieces: Vec<Tensor> = mine
+        .chunks(2)
+        .map(|c| Tensor::from_vec(c.to_vec(), &[2]).unwrap())
+        .collect();
+    let assembled = Tensor::from_shards(&[2 * n as i64], &rows(&mesh), &pieces).unwrap();
+    assert_eq!(concat(&assembled.addressable_shards().unwrap()), mine);
+    let e = Tensor::from_shards(&[2 * n as i64], &rows(&mesh), &pieces[1..])
         .unwrap_err()
         .to_string();
-    assert!(
-        e.contains("one block per mesh device of this process (2), got 1"),
-        "{e}"
+    let count = format!(
+        "one block per mesh device of this process ({}), got {}",
+        local.len(),
+        local.len() - 1
     );
+    assert!(e.contains(&count), "{e}");
 
     // A sharded function: every process compiles the global program and
     // feeds its own blocks. The sum is replicated, so each process can
-    // read it: here, its own rows' sum (the other's count as zeros).
+    // read it.
     let f = FunctionOptions::new()
         .in_shardings(vec![Some(rows(&mesh))])
         .build(|x: Tensor| -> Result<Vec<Tensor>> {
             Ok(vec![x.reduce_sum(&[0], false)?, x.mul_scalar(2.0)?])
         });
     let out = f.call((&x,)).unwrap();
-    assert_eq!(f32s(&out[0]), [mine.iter().sum::<f32>()]);
-    let doubled = out[1].addressable_shards().unwrap();
+    assert_eq!(f32s(&out[0]), [effective.iter().sum::<f32>()]);
     let want: Vec<f32> = mine.iter().map(|v| v * 2.0).collect();
-    assert_eq!([f32s(&doubled[0]), f32s(&doubled[1])].concat(), want);
+    assert_eq!(concat(&out[1].addressable_shards().unwrap()), want);
 
     // An eager op on the sharded value runs partitioned over the mesh.
     let tripled = x.mul_scalar(3.0).unwrap().addressable_shards().unwrap();
     let want: Vec<f32> = mine.iter().map(|v| v * 3.0).collect();
-    assert_eq!([f32s(&tripled[0]), f32s(&tripled[1])].concat(), want);
+    assert_eq!(concat(&tripled), want);
 
     // Resharding to replicated all-gathers across the processes.
     let replicated = NamedSharding::replicated(&mesh);
     let whole = x.shard(&replicated).unwrap();
-    assert_eq!(f32s(&whole), with_zeros(&mine));
+    assert_eq!(f32s(&whole), effective);
 
     // shard_map with an explicit psum across the run.
     let g = {
@@ -157,9 +177,9 @@ fn run_as(id: usize) {
         })
     };
     let summed = g.call((&x,)).unwrap();
-    // Blocks of 2 summed elementwise over the 4 devices.
-    let want = [mine[0] + mine[2], mine[1] + mine[3]];
-    assert_eq!(f32s(&summed[0]), want);
+    // The blocks of 2, summed elementwise over every device.
+    let column = |c: usize| effective.iter().skip(c).step_by(2).sum::<f32>();
+    assert_eq!(f32s(&summed[0]), [column(0), column(1)]);
 
     // A data-parallel SGD step on a replicated variable: XLA's all-reduce
     // of the gradient spans the processes, and each updates its copies.
@@ -174,7 +194,7 @@ fn run_as(id: usize) {
         w.assign_sub(&g.mul_scalar(0.01)?)?;
         Ok(loss)
     });
-    let squares: f32 = mine.iter().map(|v| v * v).sum();
+    let squares: f32 = effective.iter().map(|v| v * v).sum();
     let loss = step.call((w.clone(), &x)).unwrap();
     assert_eq!(f32s(&loss), [squares]);
     // d loss / dw = 2 w sum(x^2), with w = 1.
@@ -208,7 +228,8 @@ fn one_process_of_a_two_process_run() {
     }
     let id = env("XLAFN_TEST_PROCESS_ID").parse().unwrap();
     match env("XLAFN_TEST_SCENARIO").as_str() {
-        "shim" => run_as(id),
+        "shim" => run_as(id, true),
+        "gpus" => run_as(id, false),
         _ => run_on_the_cpu_plugin_as(id),
     }
 }
@@ -216,6 +237,15 @@ fn one_process_of_a_two_process_run() {
 /// Runs `one_process_of_a_two_process_run` as processes 0 and 1 with
 /// `env` besides their ids, and checks that both passed.
 fn run_two(scenario: &str, env: &[(&str, &str)]) {
+    run_two_with(scenario, env, |_| Vec::new());
+}
+
+/// `run_two`, with `per_process(id)` adding to process `id`'s environment.
+fn run_two_with(
+    scenario: &str,
+    env: &[(&str, &str)],
+    per_process: impl Fn(usize) -> Vec<(String, String)>,
+) {
     let coordinator = {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
@@ -229,6 +259,7 @@ fn run_two(scenario: &str, env: &[(&str, &str)]) {
             env.push(("XLAFN_TEST_SCENARIO".into(), scenario.into()));
             env.push(("XLAFN_TEST_COORDINATOR".into(), coordinator.clone()));
             env.push(("XLAFN_TEST_PROCESS_ID".into(), id.to_string()));
+            env.extend(per_process(id));
             std::thread::spawn(move || {
                 let env: Vec<(&str, &str)> =
                     env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -315,4 +346,28 @@ fn two_processes_lay_out_and_run_one_program_over_a_mesh_spanning_both() {
         ],
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same run on two GPUs, one per process, through the CUDA plugin and
+/// NCCL (`XLAFN_DEVICE=cuda cargo test`, e.g. `scripts/cuda-suite.sh`).
+/// Here the other process's blocks are real, so the expected values are
+/// the whole array's.
+#[cfg_attr(
+    not(xlafn_device_cuda),
+    ignore = "needs XLAFN_DEVICE=cuda and two GPUs"
+)]
+#[test]
+fn two_processes_on_two_gpus_run_one_program() {
+    let gpus = std::process::Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count())
+        .unwrap_or(0);
+    if gpus < 2 {
+        eprintln!("skipped: {gpus} GPU(s) listed by nvidia-smi -L; this run needs two");
+        return;
+    }
+    run_two_with("gpus", &[("XLAFN_DEVICE", "cuda")], |id| {
+        vec![("CUDA_VISIBLE_DEVICES".into(), id.to_string())]
+    });
 }

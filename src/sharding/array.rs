@@ -440,7 +440,13 @@ impl Tensor {
                 shards.len()
             )));
         }
-        let dtype = shards[0].dtype();
+        let Some(first) = shards.first() else {
+            return Err(Error::Value(format!(
+                "from_shards: none of {sharding}'s devices belongs to this process, so it has no \
+                 block to give and the element type is unknown"
+            )));
+        };
+        let dtype = first.dtype();
         crate::dtype::check_array_size(dtype, dims)?;
         let block = sharding.shard_dims(dims);
         let placed = partitions
