@@ -250,33 +250,18 @@ fn run_two_with(
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
     };
-    let handles: Vec<_> = (0..2)
-        .map(|id| {
-            let mut env: Vec<(String, String)> = env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            env.push(("XLAFN_TEST_SCENARIO".into(), scenario.into()));
-            env.push(("XLAFN_TEST_COORDINATOR".into(), coordinator.clone()));
-            env.push(("XLAFN_TEST_PROCESS_ID".into(), id.to_string()));
-            env.extend(per_process(id));
-            std::thread::spawn(move || {
-                let env: Vec<(&str, &str)> =
-                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                child::run_child(CHILD, &env, LIMIT)
-            })
-        })
-        .collect();
-    for (id, handle) in handles.into_iter().enumerate() {
-        let run = handle.join().expect("a process hung and was killed");
-        assert!(
-            run.success && run.stdout.contains(&format!("process {id} of 2 passed")),
-            "process {id} of 2 failed ({}):\n{}\n{}",
-            run.status,
-            run.stdout,
-            run.stderr
-        );
-    }
+    let env_of = |id: usize| {
+        let mut all: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        all.push(("XLAFN_TEST_SCENARIO".into(), scenario.into()));
+        all.push(("XLAFN_TEST_COORDINATOR".into(), coordinator.clone()));
+        all.push(("XLAFN_TEST_PROCESS_ID".into(), id.to_string()));
+        all.extend(per_process(id));
+        all
+    };
+    child::assert_processes_pass(CHILD, 2, env_of, LIMIT);
 }
 
 #[cfg_attr(xlafn_device_cuda, ignore = "runs on the CPU plugin")]

@@ -100,3 +100,37 @@ pub fn isolated(name: &str, timeout: Duration, body: impl FnOnce()) {
         run.stderr
     );
 }
+
+/// Runs test `name` as `n` processes at once (the processes of one
+/// multi-process run), process `id` with `env(id)`, and fails unless each
+/// passed and printed `process {id} of {n} passed`.
+#[allow(dead_code)]
+pub fn assert_processes_pass(
+    name: &str,
+    n: usize,
+    env: impl Fn(usize) -> Vec<(String, String)>,
+    timeout: Duration,
+) {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..n)
+        .map(|id| {
+            let (name, env) = (name.to_string(), env(id));
+            std::thread::spawn(move || {
+                let env: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                run_child(&name, &env, timeout)
+            })
+        })
+        .collect();
+    for (id, handle) in handles.into_iter().enumerate() {
+        let run = handle.join().expect("a process hung and was killed");
+        assert!(
+            run.success && run.stdout.contains(&format!("process {id} of {n} passed")),
+            "process {id} of {n} failed ({}):\n{}\n{}",
+            run.status,
+            run.stdout,
+            run.stderr
+        );
+    }
+    assert!(start.elapsed() < timeout);
+}
