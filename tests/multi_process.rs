@@ -162,6 +162,20 @@ fn run_as(id: usize, others_are_zeros: bool) {
     let whole = x.shard(&replicated).unwrap();
     assert_eq!(f32s(&whole), effective);
 
+    // Onto another mesh: the devices rotated by one, so blocks move
+    // between devices and between the processes (on the devices: a trip
+    // through the host could not read the other process's blocks).
+    let rotated: Vec<_> = all[1..].iter().chain(&all[..1]).copied().collect();
+    let flipped = Mesh::with_devices(rotated, &[("data", n)]).unwrap();
+    let moved = x.shard(&rows(&flipped)).unwrap();
+    let want: Vec<f32> = flipped
+        .addressable_partitions()
+        .iter()
+        .flat_map(|&q| effective[2 * q..2 * q + 2].to_vec())
+        .collect();
+    assert_eq!(concat(&moved.addressable_shards().unwrap()), want);
+    assert!(want.iter().any(|v| *v != 0.0));
+
     // shard_map with an explicit psum across the run.
     let g = {
         let mesh = mesh.clone();

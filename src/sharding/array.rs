@@ -5,7 +5,7 @@
 use super::NamedSharding;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::runtime::{Buffer, Client};
+use crate::runtime::{Buffer, Client, Device};
 use crate::tensor::Tensor;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,13 +82,29 @@ impl ShardedArray {
     }
 
     /// Lays a value held on one device out on `sharding` without a trip
-    /// through the host, then copies each block device to device.
-    /// Replicating is a copy per device. A split pads the value once to
-    /// a whole number of blocks, then cuts each block with a
-    /// `dynamic_slice` whose start is an operand, so one shape compiles
-    /// two small programs however many devices there are.
+    /// through the host (see [`from_replicas`](Self::from_replicas)).
     pub(crate) fn from_device(value: &Tensor, sharding: &NamedSharding) -> Result<ShardedArray> {
-        let dims = value.dims();
+        Self::from_replicas(std::slice::from_ref(value), sharding)
+    }
+
+    /// Lays out on `sharding` a value of which each of `replicas` is a
+    /// whole copy on one device, without a trip through the host. Each
+    /// block is cut from the copy on its own device when there is one, so
+    /// it moves nowhere, else from the first copy and then copied device
+    /// to device. A split pads a copy once to a whole number of blocks,
+    /// then cuts each block with a `dynamic_slice` whose start is an
+    /// operand, so one shape compiles two small programs however many
+    /// devices there are. Replicating is a copy per device.
+    pub(crate) fn from_replicas(
+        replicas: &[Tensor],
+        sharding: &NamedSharding,
+    ) -> Result<ShardedArray> {
+        let Some(first) = replicas.first() else {
+            return Err(Error::Value(format!(
+                "cannot lay a value out on {sharding}: this process holds no copy of it"
+            )));
+        };
+        let dims = first.dims();
         sharding.check_rank(dims.len())?;
         let block = sharding.shard_dims(&dims);
         let devices = sharding.mesh().devices();
@@ -97,27 +113,37 @@ impl ShardedArray {
             .iter()
             .map(|&p| sharding.shard_origin(p, &dims))
             .collect();
-        let padded = padded_to_blocks(value, &dims, &origins, &block)?;
-        let whole = padded.dims() == block;
+        let sources: Vec<Device> = replicas.iter().map(Tensor::device).collect::<Result<_>>()?;
+        let mut padded: Vec<Option<Tensor>> = vec![None; replicas.len()];
         let shards = partitions
             .iter()
-            .map(|&p| &devices[p])
             .zip(&origins)
-            .map(|(device, origin)| {
-                let piece = if whole {
-                    padded.clone()
-                } else {
-                    let starts: Vec<Tensor> = origin.iter().map(|&o| Tensor::scalar(o)).collect();
-                    padded.dynamic_slice(&starts, &block)?
+            .map(|(&p, origin)| {
+                let device = devices[p];
+                let source = sources.iter().position(|d| *d == device).unwrap_or(0);
+                let whole = match &padded[source] {
+                    Some(t) => t.clone(),
+                    None => {
+                        let t = padded_to_blocks(&replicas[source], &dims, &origins, &block)?;
+                        padded[source] = Some(t.clone());
+                        t
+                    }
                 };
-                let copy = piece.buffer()?.copy_to_device(*device)?;
-                Ok(Arc::new(copy.with_committed(true)))
+                let piece = match whole.dims() == block {
+                    true => whole,
+                    false => {
+                        let starts: Vec<Tensor> =
+                            origin.iter().map(|&o| Tensor::scalar(o)).collect();
+                        whole.dynamic_slice(&starts, &block)?
+                    }
+                };
+                block_on(piece, device)
             })
             .collect::<Result<_>>()?;
         ANY_MADE.store(true, Ordering::Relaxed);
         Ok(ShardedArray {
             sharding: sharding.clone(),
-            dtype: value.dtype(),
+            dtype: first.dtype(),
             dims,
             shards,
             partitions,
@@ -225,6 +251,23 @@ impl ShardedArray {
         }
         Ok(out)
     }
+}
+
+/// `piece` as a block committed to `device`. A fresh piece already there
+/// is kept as it is; anything else is copied, so the block never shares a
+/// buffer with another tensor (a program may donate a block).
+fn block_on(piece: Tensor, device: Device) -> Result<Arc<Buffer>> {
+    let mut buffer = piece.shared_buffer()?.clone();
+    drop(piece);
+    if buffer.device() == device {
+        match Arc::try_unwrap(buffer) {
+            Ok(only) => return Ok(Arc::new(only.with_committed(true))),
+            Err(shared) => buffer = shared,
+        }
+    }
+    Ok(Arc::new(
+        buffer.copy_to_device(device)?.with_committed(true),
+    ))
 }
 
 /// `value` padded at the high end of each dimension so every block at
@@ -360,7 +403,10 @@ impl Tensor {
     /// device already: a one-device value is cut where it lives and copied
     /// device to device, and a sharded one moves to another layout of its
     /// mesh through a compiled program whose collectives XLA inserts. A
-    /// value on another mesh, or a host value, goes through the host.
+    /// value on another mesh is first gathered whole onto each of its
+    /// devices, then cut as a one-device value is, from the copy on the
+    /// block's own device where there is one (so for a while every old
+    /// device holds the whole value). A host value is cut on the host.
     ///
     /// ```
     /// use xlafn::prelude::*;
@@ -390,6 +436,15 @@ impl Tensor {
             if array.sharding().mesh() == sharding.mesh() {
                 return on_devices(|| super::reshard::reshard(self, array.sharding(), sharding));
             }
+            // Another mesh: a whole copy on each of the old mesh's devices
+            // (XLA's all-gather), then each new block cut from a copy.
+            let replicated = NamedSharding::replicated(array.sharding().mesh());
+            let whole = self.shard(&replicated)?;
+            return on_devices(|| {
+                let copies = whole.addressable_shards()?;
+                let array = ShardedArray::from_replicas(&copies, sharding)?;
+                Ok(Tensor::from_sharded(Arc::new(array)))
+            });
         }
         if self.eager_buffer().is_some() {
             return on_devices(|| {
