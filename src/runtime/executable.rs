@@ -331,7 +331,6 @@ impl Executable {
         }
         let device = self.devices[0];
         self.check_args(args, device)?;
-        let plugin = self.client.plugin();
         // Output slots get recycled buffers, donated to the results. After
         // the call they are consumed and their handles are destroyed on drop.
         let slots: Vec<Buffer> = self.params[args.len()..]
@@ -351,6 +350,45 @@ impl Executable {
         let arg_list: *const *mut sys::PJRT_Buffer = arg_ptrs.as_mut().as_ptr();
         let mut out_ptrs = SmallList::new(self.outputs.len());
         let out_list: *mut *mut sys::PJRT_Buffer = out_ptrs.as_mut().as_mut_ptr();
+        // SAFETY: the argument and output lists are [1][n] arrays that
+        // outlive the call; every argument is a live buffer of this client
+        // on the program's device whose dtype and dims were checked against
+        // the compiled parameters (slots are made from the parameter
+        // types); the output list has room for exactly the program's
+        // outputs.
+        unsafe {
+            self.execute_lists(
+                std::slice::from_ref(&arg_list),
+                args.len() + slots.len(),
+                std::slice::from_ref(&out_list),
+                non_donatable,
+            )?;
+        }
+        drop(slots);
+        Ok(self.adopt_results(out_ptrs.as_mut(), device))
+    }
+
+    /// Calls PJRT's execute with one argument and one output list per
+    /// device of the program, under the calling thread's call scope. With
+    /// a scope (the program may call back into Rust) it waits for every
+    /// device, consuming each event, because the execution context must
+    /// outlive the run; without one it asks for no events, so the hot
+    /// path allocates nothing here.
+    ///
+    /// # Safety
+    /// `arg_lists` and `out_lists` hold one list per device of the program,
+    /// in its device order, valid for the call: each argument list has
+    /// `num_args` live buffers of this client, on that device, of the
+    /// types of the program's parameters; each output list has room for
+    /// the program's outputs.
+    unsafe fn execute_lists(
+        &self,
+        arg_lists: &[*const *mut sys::PJRT_Buffer],
+        num_args: usize,
+        out_lists: &[*mut *mut sys::PJRT_Buffer],
+        non_donatable: &[i64],
+    ) -> Result<()> {
+        let plugin = self.client.plugin();
         let scope = self.execution_scope()?;
         let mut options = sys::PJRT_ExecuteOptions {
             struct_size: sys::PJRT_ExecuteOptions_STRUCT_SIZE as usize,
@@ -361,19 +399,21 @@ impl Executable {
                 .map_or(std::ptr::null_mut(), ExecutionScope::context),
             ..Default::default()
         };
-        let mut done: *mut sys::PJRT_Event = std::ptr::null_mut();
+        let mut done: Vec<*mut sys::PJRT_Event> = match scope {
+            Some(_) => vec![std::ptr::null_mut(); arg_lists.len()],
+            None => Vec::new(),
+        };
         let mut exec = sys::PJRT_LoadedExecutable_Execute_Args {
             struct_size: sys::PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE as usize,
             executable: self.raw,
             options: &mut options,
-            argument_lists: &arg_list,
-            num_devices: 1,
-            num_args: args.len() + slots.len(),
-            output_lists: &out_list,
-            device_complete_events: if scope.is_some() {
-                &mut done
-            } else {
-                std::ptr::null_mut()
+            argument_lists: arg_lists.as_ptr(),
+            num_devices: arg_lists.len(),
+            num_args,
+            output_lists: out_lists.as_ptr(),
+            device_complete_events: match scope {
+                Some(_) => done.as_mut_ptr(),
+                None => std::ptr::null_mut(),
             },
             ..Default::default()
         };
@@ -381,19 +421,18 @@ impl Executable {
             plugin.api().PJRT_LoadedExecutable_Execute,
             "PJRT_LoadedExecutable_Execute",
         )?;
-        // SAFETY: argument and output lists are [1][n] arrays that outlive the
-        // call; every argument is a live buffer of this client whose dtype and
-        // dims were checked against the compiled parameters (slots are made
-        // from the parameter types); the output list has room for exactly
-        // the executable's number of outputs.
+        // SAFETY: the lists are as the caller guarantees; the options and
+        // the event slots (one per device, with a scope) outlive the call.
         plugin.check(unsafe { f(&mut exec) }, "PJRT_LoadedExecutable_Execute")?;
         if scope.is_some() {
-            // The execution context must outlive the execution.
-            plugin.await_event(done, "PJRT_LoadedExecutable_Execute", None)?;
+            let waited: Vec<Result<()>> = done
+                .iter()
+                .map(|&e| plugin.await_event(e, "PJRT_LoadedExecutable_Execute", None))
+                .collect();
+            waited.into_iter().collect::<Result<()>>()?;
         }
         drop(scope);
-        drop(slots);
-        Ok(self.adopt_results(out_ptrs.as_mut(), device))
+        Ok(())
     }
 
     /// Takes ownership of one device's result handles from an execute.
@@ -440,7 +479,6 @@ impl Executable {
         for (list, device) in args.iter().zip(&self.devices) {
             self.check_args(list, *device)?;
         }
-        let plugin = self.client.plugin();
         let arg_lists: Vec<Vec<*mut sys::PJRT_Buffer>> = args
             .iter()
             .map(|list| list.iter().map(|b| b.raw()).collect())
@@ -451,53 +489,12 @@ impl Executable {
             vec![vec![std::ptr::null_mut(); self.outputs.len()]; self.devices.len()];
         let out_ptrs: Vec<*mut *mut sys::PJRT_Buffer> =
             out_lists.iter_mut().map(|l| l.as_mut_ptr()).collect();
-        let scope = self.execution_scope()?;
-        let mut options = sys::PJRT_ExecuteOptions {
-            struct_size: sys::PJRT_ExecuteOptions_STRUCT_SIZE as usize,
-            non_donatable_input_indices: non_donatable.as_ptr(),
-            num_non_donatable_input_indices: non_donatable.len(),
-            context: scope
-                .as_ref()
-                .map_or(std::ptr::null_mut(), ExecutionScope::context),
-            ..Default::default()
-        };
-        let mut done: Vec<*mut sys::PJRT_Event> = vec![std::ptr::null_mut(); self.devices.len()];
-        let mut exec = sys::PJRT_LoadedExecutable_Execute_Args {
-            struct_size: sys::PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE as usize,
-            executable: self.raw,
-            options: &mut options,
-            argument_lists: arg_ptrs.as_ptr(),
-            num_devices: self.devices.len(),
-            num_args: self.params.len(),
-            output_lists: out_ptrs.as_ptr(),
-            device_complete_events: if scope.is_some() {
-                done.as_mut_ptr()
-            } else {
-                std::ptr::null_mut()
-            },
-            ..Default::default()
-        };
-        let f = plugin.func(
-            plugin.api().PJRT_LoadedExecutable_Execute,
-            "PJRT_LoadedExecutable_Execute",
-        )?;
         // SAFETY: one argument list per addressable device, in the
         // executable's device order, each of live buffers of this client on
         // that device whose dtypes and dims were checked against the
         // partition's parameters; one output list per device with room for
-        // exactly the program's outputs; all lists outlive the call; with
-        // a call scope, one event slot per device.
-        plugin.check(unsafe { f(&mut exec) }, "PJRT_LoadedExecutable_Execute")?;
-        if scope.is_some() {
-            // The execution context must outlive every device's run: wait
-            // for all of them (each event is consumed) before reporting.
-            let waited: Vec<Result<()>> = done
-                .iter()
-                .map(|&e| plugin.await_event(e, "PJRT_LoadedExecutable_Execute", None))
-                .collect();
-            waited.into_iter().collect::<Result<()>>()?;
-        }
-        drop(scope);
+        // exactly the program's outputs; all lists outlive the call.
+        unsafe { self.execute_lists(&arg_ptrs, self.params.len(), &out_ptrs, non_donatable)? };
         Ok(out_lists
             .iter()
             .zip(&self.devices)
