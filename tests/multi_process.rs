@@ -139,6 +139,21 @@ fn run_as(id: usize, others_are_zeros: bool) {
     );
     assert!(e.contains(&count), "{e}");
 
+    // Each process gives only its own part of the batch
+    // (`jax.make_array_from_process_local_data`).
+    let local_part = Tensor::from_vec(mine.clone(), &[mine.len() as i64]).unwrap();
+    let global = [2 * n as i64];
+    let from_local = Tensor::from_process_local_data(&rows(&mesh), &local_part, &global).unwrap();
+    assert_eq!(concat(&from_local.addressable_shards().unwrap()), mine);
+    let e =
+        Tensor::from_process_local_data(&rows(&mesh), &x.addressable_shards().unwrap()[0], &global)
+            .unwrap_err()
+            .to_string();
+    assert!(
+        e.contains(&format!("must be a one-device f32[{}]", mine.len())),
+        "{e}"
+    );
+
     // A sharded function: every process compiles the global program and
     // feeds its own blocks. The sum is replicated, so each process can
     // read it.
@@ -175,6 +190,32 @@ fn run_as(id: usize, others_are_zeros: bool) {
         .collect();
     assert_eq!(concat(&moved.addressable_shards().unwrap()), want);
     assert!(want.iter().any(|v| *v != 0.0));
+    // On that mesh, a process's devices may hold no single box of the
+    // array (process 0 holds its first and last block when n = 4).
+    let parts = flipped.addressable_partitions();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    let box_values = Tensor::from_vec(
+        values[2 * first..2 * last + 2].to_vec(),
+        &[2 * (last - first + 1) as i64],
+    )
+    .unwrap();
+    let placed = Tensor::from_process_local_data(&rows(&flipped), &box_values, &global);
+    match parts.windows(2).all(|w| w[1] == w[0] + 1) {
+        true => {
+            let mine_there: Vec<f32> = parts
+                .iter()
+                .flat_map(|&q| values[2 * q..2 * q + 2].to_vec())
+                .collect();
+            assert_eq!(
+                concat(&placed.unwrap().addressable_shards().unwrap()),
+                mine_there
+            );
+        }
+        false => {
+            let e = placed.unwrap_err().to_string();
+            assert!(e.contains("do not form one box of the array"), "{e}");
+        }
+    }
 
     // shard_map with an explicit psum across the run.
     let g = {

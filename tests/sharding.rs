@@ -774,3 +774,33 @@ fn from_shards_rebuilds_what_addressable_shards_gives() {
     ));
     assert!(e2.contains("block 0"), "{e2}");
 }
+
+/// `from_process_local_data` in one process: this process's box is the
+/// whole array, so it lays the array out as `shard` does, uneven blocks
+/// included; data of another shape is refused with the shape it needs.
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
+fn process_local_data_of_one_process_is_the_whole_array() {
+    let mesh = mesh_2x2();
+    let s = sharding(&mesh, &[Some("data"), Some("model")]);
+    let x = ramp(&[5, 3], 1.0);
+    let t = Tensor::from_process_local_data(&s, &x, &[5, 3]).unwrap();
+    assert_eq!(t.sharding(), Some(s.clone()));
+    assert_eq!(t.to_vec::<f32>().unwrap(), x.to_vec::<f32>().unwrap());
+    let want = x.shard(&s).unwrap().addressable_shards().unwrap();
+    for (got, want) in t.addressable_shards().unwrap().iter().zip(&want) {
+        assert_eq!(got.dims(), want.dims());
+        assert_eq!(got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    }
+    let e = Tensor::from_process_local_data(&s, &ramp(&[4, 3], 1.0), &[5, 3])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the part of f32[5, 3] at [0, 0], so its data must be a one-device f32[5, 3]; got f32[4, 3]"),
+        "{e}"
+    );
+    let e = Tensor::from_process_local_data(&s, &x, &[5, -3])
+        .unwrap_err()
+        .to_string();
+    assert!(!e.is_empty());
+}

@@ -226,7 +226,8 @@ impl ShardedArray {
             return Err(Error::Value(format!(
                 "a {}{:?} array on {} spans the devices of several processes, and this one \
                  holds {} of its {} blocks, not the whole value: read this process's part with \
-                 addressable_shards(), or lay it out so each process holds all of it",
+                 addressable_shards(), or first gather the whole value onto every device with \
+                 shard(&NamedSharding::replicated(mesh))",
                 self.dtype,
                 self.dims,
                 self.sharding,
@@ -268,6 +269,48 @@ fn block_on(piece: Tensor, device: Device) -> Result<Arc<Buffer>> {
     Ok(Arc::new(
         buffer.copy_to_device(device)?.with_committed(true),
     ))
+}
+
+/// The box of a `global` array that the blocks of `partitions` cover,
+/// as (low, high) corners: an error unless they cover exactly a box (each
+/// dimension's tiles a contiguous run, every combination held).
+fn local_box(
+    sharding: &NamedSharding,
+    partitions: &[usize],
+    global: &[i64],
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let rank = global.len();
+    let tiles: std::collections::HashSet<Vec<i64>> = partitions
+        .iter()
+        .map(|&p| sharding.tile_coordinates(p, rank))
+        .collect();
+    let mut per_dim: Vec<Vec<i64>> = vec![Vec::new(); rank];
+    for t in &tiles {
+        for d in 0..rank {
+            if !per_dim[d].contains(&t[d]) {
+                per_dim[d].push(t[d]);
+            }
+        }
+    }
+    per_dim.iter_mut().for_each(|v| v.sort_unstable());
+    let contiguous = per_dim
+        .iter()
+        .all(|v| v.windows(2).all(|w| w[1] == w[0] + 1));
+    let combinations: usize = per_dim.iter().map(Vec::len).product();
+    if tiles.is_empty() || !contiguous || combinations != tiles.len() {
+        return Err(Error::Value(format!(
+            "from_process_local_data: the blocks of {sharding} on this process's devices do not \
+             form one box of the array; give them one by one with from_shards"
+        )));
+    }
+    let block = sharding.shard_dims(global);
+    let low: Vec<i64> = (0..rank)
+        .map(|d| (per_dim[d][0] * block[d]).min(global[d]))
+        .collect();
+    let high: Vec<i64> = (0..rank)
+        .map(|d| ((per_dim[d][per_dim[d].len() - 1] + 1) * block[d]).min(global[d]))
+        .collect();
+    Ok((low, high))
 }
 
 /// `value` padded at the high end of each dimension so every block at
@@ -533,6 +576,64 @@ impl Tensor {
             .collect::<Result<Vec<Buffer>>>()?;
         let array = ShardedArray::from_shards(sharding.clone(), dtype, dims.to_vec(), placed)?;
         Ok(Tensor::from_sharded(Arc::new(array)))
+    }
+
+    /// A tensor of shape `global_dims` laid out on `sharding`, from the
+    /// part of it this process's devices hold
+    /// (`jax.make_array_from_process_local_data`): in a multi-process run
+    /// each process passes only its own slice, the box of the array its
+    /// devices' blocks cover (a data loader reads only its part of the
+    /// batch). In a one-process run that box is the whole array, and this
+    /// is [`shard`](Tensor::shard).
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// use xlafn::sharding::{Mesh, NamedSharding, PartitionSpec};
+    /// let rows = NamedSharding::new(&Mesh::new(&[("data", 4)])?, PartitionSpec::new([Some("data")]))?;
+    /// let local = Tensor::from_vec((0..8).map(|i| i as f32).collect(), &[8])?;
+    /// let x = Tensor::from_process_local_data(&rows, &local, &[8])?;
+    /// assert_eq!(x.addressable_shards()?[1].to_vec::<f32>()?, vec![2., 3.]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn from_process_local_data(
+        sharding: &NamedSharding,
+        local: &Tensor,
+        global_dims: &[i64],
+    ) -> Result<Tensor> {
+        sharding.check_rank(global_dims.len())?;
+        crate::dtype::check_array_size(local.dtype(), global_dims)?;
+        let partitions = sharding.mesh().addressable_partitions();
+        let (low, high) = local_box(sharding, &partitions, global_dims)?;
+        let want: Vec<i64> = low.iter().zip(&high).map(|(l, h)| h - l).collect();
+        if local.dims() != want || local.is_sharded() {
+            return Err(Error::Value(format!(
+                "from_process_local_data: this process's devices hold the part of \
+                 {}{global_dims:?} at {low:?}, so its data must be a one-device {}{want:?}; got \
+                 {}{:?}{}",
+                local.dtype(),
+                local.dtype(),
+                local.dtype(),
+                local.dims(),
+                if local.is_sharded() { " (sharded)" } else { "" },
+            )));
+        }
+        let block = sharding.shard_dims(global_dims);
+        let pieces = partitions
+            .iter()
+            .map(|&p| {
+                let origin = sharding.shard_origin(p, global_dims);
+                let size: Vec<i64> = (0..block.len())
+                    .map(|d| (global_dims[d] - origin[d]).clamp(0, block[d]))
+                    .collect();
+                // A block wholly past the end is empty; its start stays
+                // inside the local data.
+                let start: Vec<i64> = (0..block.len())
+                    .map(|d| (origin[d] - low[d]).clamp(0, want[d] - size[d]))
+                    .collect();
+                on_devices(|| local.slice(&start, &size))
+            })
+            .collect::<Result<Vec<Tensor>>>()?;
+        Tensor::from_shards(global_dims, sharding, &pieces)
     }
 
     /// The sharding of a sharded tensor; `None` for a tensor on one device.
