@@ -772,3 +772,34 @@ fn child_bad_env() {
         }
     }
 }
+
+/// Careless and hostile arguments of `from_process_local_data`: each is a
+/// clear error, never a panic or a huge allocation.
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
+fn process_local_data_refuses_bad_shapes_and_traced_values() {
+    let rows = named(&mesh4(), &[Some("data")]);
+    let x = ramp(&[8, 2]);
+    let put =
+        |local: &Tensor, dims: &[i64]| err(Tensor::from_process_local_data(&rows, local, dims));
+    has(&put(&x, &[8]), &["must be a one-device"]);
+    has(&put(&x, &[8, 2, 1]), &["must be a one-device"]);
+    assert!(!put(&x, &[-8, 2]).is_empty());
+    assert!(!put(&x, &[i64::MAX, i64::MAX]).is_empty());
+    has(
+        &put(&x, &[9, 2]),
+        &["must be a one-device f32[9, 2]; got f32[8, 2]"],
+    );
+    let sharded = x.shard(&rows).unwrap();
+    has(&put(&sharded, &[8, 2]), &["(sharded)"]);
+    let rows2 = rows.clone();
+    let f = function(move |t: Tensor| -> Result<Tensor> {
+        Tensor::from_process_local_data(&rows2, &t, &[8, 2])
+    });
+    has(&err(f.call((&x,))), &["is symbolic (traced)"]);
+    // Scalars on a rank-0 layout are the whole (one-element) array.
+    let scalar = Tensor::scalar(3f32);
+    let replicated = NamedSharding::replicated(&mesh4());
+    let s = Tensor::from_process_local_data(&replicated, &scalar, &[]).unwrap();
+    assert_eq!(s.to_vec::<f32>().unwrap(), vec![3.0]);
+}

@@ -600,6 +600,13 @@ impl Tensor {
         local: &Tensor,
         global_dims: &[i64],
     ) -> Result<Tensor> {
+        if local.symbol().is_some() {
+            return Err(Error::Value(format!(
+                "from_process_local_data puts data onto {sharding}, but {} is symbolic \
+                 (traced): make the array outside the function and pass it in",
+                local.tensor_type()
+            )));
+        }
         sharding.check_rank(global_dims.len())?;
         crate::dtype::check_array_size(local.dtype(), global_dims)?;
         let partitions = sharding.mesh().addressable_partitions();
