@@ -217,6 +217,21 @@ fn run_as(id: usize, others_are_zeros: bool) {
         }
     }
 
+    // A mesh of the other process's devices only is not this process's to
+    // run on.
+    let theirs = Mesh::with_devices(vec![remote], &[("data", 1)]).unwrap();
+    let elsewhere = FunctionOptions::new()
+        .in_shardings(vec![Some(NamedSharding::replicated(&theirs))])
+        .build(|x: Tensor| x.mul_scalar(2.0));
+    let e = elsewhere
+        .call((&Tensor::scalar(1f32),))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("runs on mesh[data=1], none of whose devices belongs to this process"),
+        "{e}"
+    );
+
     // shard_map with an explicit psum across the run.
     let g = {
         let mesh = mesh.clone();

@@ -148,6 +148,13 @@ impl ConcreteCore {
             });
         }
         let mesh = self.mesh_of(&inputs, args.len())?;
+        if mesh.addressable_partitions().is_empty() {
+            return Err(Error::Value(format!(
+                "function '{}' runs on {mesh}, none of whose devices belongs to this process: \
+                 in a multi-process run, only the processes whose devices are in the mesh call it",
+                self.name
+            )));
+        }
         let shardings: Vec<NamedSharding> = inputs
             .iter()
             .enumerate()

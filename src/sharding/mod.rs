@@ -276,13 +276,15 @@ pub struct NamedSharding {
 
 impl std::fmt::Display for NamedSharding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let axes: Vec<String> = self
-            .mesh
-            .axes
-            .iter()
-            .map(|(n, s)| format!("{n}={s}"))
-            .collect();
-        write!(f, "NamedSharding(mesh[{}], {})", axes.join(", "), self.spec)
+        write!(f, "NamedSharding({}, {})", self.mesh, self.spec)
+    }
+}
+
+/// `mesh[data=2, model=2]`: the axes and their sizes.
+impl std::fmt::Display for Mesh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let axes: Vec<String> = self.axes.iter().map(|(n, s)| format!("{n}={s}")).collect();
+        write!(f, "mesh[{}]", axes.join(", "))
     }
 }
 
