@@ -148,7 +148,8 @@ impl ConcreteCore {
             });
         }
         let mesh = self.mesh_of(&inputs, args.len())?;
-        if mesh.addressable_partitions().is_empty() {
+        let local_partitions = mesh.addressable_partitions().len();
+        if local_partitions == 0 {
             return Err(Error::Value(format!(
                 "function '{}' runs on {mesh}, none of whose devices belongs to this process: \
                  in a multi-process run, only the processes whose devices are in the mesh call it",
@@ -192,7 +193,7 @@ impl ConcreteCore {
             .collect();
         // One list per partition this process drives (every partition in
         // a one-process run): each process feeds its own blocks.
-        let lists: Vec<Vec<&Buffer>> = (0..mesh.addressable_partitions().len())
+        let lists: Vec<Vec<&Buffer>> = (0..local_partitions)
             .map(|i| arrays.iter().map(|a| &*a.shards()[i]).collect())
             .collect();
         let outs = program.exe.execute_partitioned(&lists, &non_donatable)?;

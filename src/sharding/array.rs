@@ -354,6 +354,15 @@ fn on_devices(f: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
     crate::trace::init_scope(f)
 }
 
+/// The part of a block at `origin` that lies inside a `global` array,
+/// per dimension: the block's shape without its padding (0 for a block
+/// wholly past the end).
+fn extent_inside(global: &[i64], origin: &[i64], block: &[i64]) -> Vec<i64> {
+    (0..global.len())
+        .map(|d| (global[d] - origin[d]).clamp(0, block[d]))
+        .collect()
+}
+
 /// Calls `row(offset_in_block, offset_in_global, len)` for each run of
 /// the block's last dimension that lies inside the global array (in
 /// elements). Dimensions of the block past the array's end are skipped.
@@ -368,10 +377,7 @@ fn for_each_row(
         row(0, 0, 1);
         return;
     }
-    // The extent of the block inside the array, per dimension.
-    let inside: Vec<i64> = (0..rank)
-        .map(|d| (global[d] - origin[d]).clamp(0, block[d]))
-        .collect();
+    let inside = extent_inside(global, origin, block);
     if inside.contains(&0) {
         return;
     }
@@ -553,9 +559,7 @@ impl Tensor {
             .map(|(&p, shard)| {
                 let device = &devices[p];
                 let origin = sharding.shard_origin(p, dims);
-                let inside: Vec<i64> = (0..dims.len())
-                    .map(|d| (dims[d] - origin[d]).clamp(0, block[d]))
-                    .collect();
+                let inside = extent_inside(dims, &origin, &block);
                 if shard.dtype() != dtype || shard.dims() != inside || shard.is_sharded() {
                     return Err(Error::Value(format!(
                         "from_shards: block {p} (for {device}) must be a one-device \
@@ -629,9 +633,7 @@ impl Tensor {
             .iter()
             .map(|&p| {
                 let origin = sharding.shard_origin(p, global_dims);
-                let size: Vec<i64> = (0..block.len())
-                    .map(|d| (global_dims[d] - origin[d]).clamp(0, block[d]))
-                    .collect();
+                let size = extent_inside(global_dims, &origin, &block);
                 // A block wholly past the end is empty; its start stays
                 // inside the local data.
                 let start: Vec<i64> = (0..block.len())
@@ -669,9 +671,7 @@ impl Tensor {
             .map(|(&p, shard)| {
                 let origin = array.sharding().shard_origin(p, array.dims());
                 let shard = Tensor::from_shared_buffer(shard.clone());
-                let sizes: Vec<i64> = (0..block.len())
-                    .map(|d| (array.dims()[d] - origin[d]).clamp(0, block[d]))
-                    .collect();
+                let sizes = extent_inside(array.dims(), &origin, &block);
                 if sizes == block {
                     return Ok(shard);
                 }

@@ -53,17 +53,13 @@ pub fn local_devices() -> Result<Vec<Device>> {
 /// another process's device: meshes span those.
 pub(crate) fn client_device(device: Device) -> Result<Device> {
     let client = Client::default_client()?;
-    client
-        .global_devices()
-        .iter()
-        .find(|d| **d == device)
-        .copied()
-        .ok_or_else(|| {
-            Error::Value(format!(
-                "device {device} does not belong to the default {} client",
-                client.platform_name()
-            ))
-        })
+    match client.knows(device) {
+        true => Ok(device),
+        false => Err(Error::Value(format!(
+            "device {device} does not belong to the default {} client",
+            client.platform_name()
+        ))),
+    }
 }
 
 /// `device`, checked to be one of this process's devices of the default
