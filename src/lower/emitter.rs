@@ -56,9 +56,11 @@ impl Combiner {
 mod callbacks;
 mod collectives;
 mod module;
+mod precision;
 mod structured;
 pub use collectives::ManualShardings;
 pub use module::{Annotations, Partitioning};
+pub use precision::{MATMUL_PRECISION_VAR, MatmulPrecision};
 pub use structured::{ConvAttrs, GatherDims, ScatterDims};
 
 /// MLIR element type name.
@@ -164,6 +166,8 @@ pub struct Emitter {
     channels: i64,
     /// How deep inside `sdy.manual_computation` bodies the emitter is.
     manual_depth: usize,
+    /// What every product asks of the compiler (`XLAFN_DEFAULT_MATMUL_PRECISION`).
+    matmul_precision: MatmulPrecision,
 }
 
 /// How much work a program does, roughly: the elements all its ops
@@ -237,12 +241,18 @@ impl Emitter {
             partitioning: None,
             channels: 0,
             manual_depth: 0,
+            matmul_precision: MatmulPrecision::Default,
         }
     }
 
     /// Marks the program as partitioned by XLA's SPMD partitioner.
     pub fn set_partitioning(&mut self, partitioning: Option<Partitioning>) {
         self.partitioning = partitioning;
+    }
+
+    /// Sets the precision every later `dot_general` and `convolution` asks for.
+    pub fn set_matmul_precision(&mut self, precision: MatmulPrecision) {
+        self.matmul_precision = precision;
     }
 
     /// How the program is partitioned, if it is.
@@ -690,12 +700,9 @@ impl Emitter {
             list(lhs_contract),
             list(rhs_contract)
         );
-        self.op1(
-            "stablehlo.dot_general",
-            &[a, b],
-            &[("dot_dimension_numbers", attr)],
-            out,
-        )
+        let mut attrs = vec![("dot_dimension_numbers", attr)];
+        attrs.extend(self.matmul_precision.attribute());
+        self.op1("stablehlo.dot_general", &[a, b], &attrs, out)
     }
 
     /// Reduces `x` over `dims` with a scalar combiner starting from `init`.

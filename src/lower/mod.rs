@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::ir::{Graph, Shape, TensorType, ValueId};
 use crate::ops::OpDef;
 pub use emitter::{
-    Annotations, Cmp, Combiner, ConvAttrs, Emitter, GatherDims, Partitioning, ProgramSize,
-    ScatterDims, Val,
+    Annotations, Cmp, Combiner, ConvAttrs, Emitter, GatherDims, MATMUL_PRECISION_VAR,
+    MatmulPrecision, Partitioning, ProgramSize, ScatterDims, Val,
 };
 use std::collections::HashMap;
 
@@ -118,6 +118,7 @@ fn lower_body(
     }
     let mut cx = Emitter::new();
     cx.set_partitioning(partitioning);
+    cx.set_matmul_precision(MatmulPrecision::from_env()?);
     let mut args = Vec::with_capacity(inputs.len());
     for (i, (p, spec)) in params.iter().zip(inputs).enumerate() {
         let declared = graph.value_type(*p);

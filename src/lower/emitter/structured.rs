@@ -188,7 +188,7 @@ impl Emitter {
             list(&c.output[2..])
         );
         let padding = padding_attr(&c.padding);
-        let attrs = vec![
+        let mut attrs = vec![
             (
                 "batch_group_count",
                 format!("{} : i64", c.batch_group_count),
@@ -203,6 +203,7 @@ impl Emitter {
             ("rhs_dilation", i64_array(&c.rhs_dilation)),
             ("window_strides", i64_array(&c.window_strides)),
         ];
+        attrs.extend(self.matmul_precision.attribute());
         self.op1("stablehlo.convolution", &[lhs, rhs], &attrs, out)
     }
 
