@@ -29,6 +29,7 @@ fn main() {
         "XDG_CACHE_HOME",
         "XLAFN_CUDA_PLUGIN",
         "XLAFN_DEVICE",
+        "XLAFN_GPU_CHECK",
         "DOCS_RS",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
@@ -48,6 +49,12 @@ fn main() {
         Ok("cuda" | "gpu")
     ) {
         println!("cargo:rustc-cfg=xlafn_device_cuda");
+    }
+    // `scripts/gpu-check.sh` builds the GPU check (tests/gpu_check.rs),
+    // which is empty in every other build.
+    println!("cargo::rustc-check-cfg=cfg(xlafn_gpu_check)");
+    if std::env::var_os("XLAFN_GPU_CHECK").is_some_and(|v| v == "1") {
+        println!("cargo:rustc-cfg=xlafn_gpu_check");
     }
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     if std::env::var_os("DOCS_RS").is_some() {

@@ -3,12 +3,8 @@
 # is the CUDA plugin, and the tests that need the CPU plugin (host
 # callbacks, its 4 devices) are reported as ignored with their reason.
 #
-# The plugin, first found first used:
-#   1. XLAFN_CUDA_PLUGIN, if set;
-#   2. an installed jax-cuda13-pjrt (jax_plugins/xla_cuda13), loaded in
-#      place so that its RPATH finds the pip CUDA libraries beside it;
-#   3. the pinned xla-cuda13-pjrt that scripts/fetch-cuda-plugin.sh puts
-#      into xlafn's cache.
+# The plugin: as scripts/find-cuda-plugin.sh finds it, else the pinned one
+# that scripts/fetch-cuda-plugin.sh fetches.
 # Extra arguments go to `cargo test` (e.g. `--test sharding`).
 #
 # Written without a GPU at hand: the first run on a GPU machine is also
@@ -22,19 +18,11 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 nvidia-smi -L
 
-plugin="${XLAFN_CUDA_PLUGIN:-}"
-if [ -z "$plugin" ]; then
-  for py in python3 /opt/torch/.venv/bin/python; do
-    command -v "$py" >/dev/null 2>&1 || continue
-    found="$("$py" -c 'import os, jax_plugins.xla_cuda13 as m; print(os.path.join(os.path.dirname(m.__file__), "xla_cuda_plugin.so"))' 2>/dev/null || true)"
-    if [ -n "$found" ] && [ -f "$found" ]; then
-      plugin="$found"
-      break
-    fi
-  done
-fi
-if [ -z "$plugin" ]; then
-  plugin="$(scripts/fetch-cuda-plugin.sh | sed -n 's/^xlafn: CUDA plugin at //p')"
+if [ -n "${XLAFN_CUDA_PLUGIN:-}" ]; then
+  plugin="$(scripts/find-cuda-plugin.sh)"
+else
+  plugin="$(scripts/find-cuda-plugin.sh 2>/dev/null)" ||
+    plugin="$(scripts/fetch-cuda-plugin.sh | sed -n 's/^xlafn: CUDA plugin at //p')"
 fi
 if [ -z "$plugin" ] || [ ! -f "$plugin" ]; then
   echo "xlafn: no CUDA PJRT plugin found; set XLAFN_CUDA_PLUGIN to one." >&2
@@ -47,4 +35,6 @@ scripts/setup.sh
 # tests ignored) and XLAFN_CUDA_PLUGIN (the device_tests! CUDA variants
 # run instead of being ignored).
 export XLAFN_DEVICE=cuda XLAFN_CUDA_PLUGIN="$plugin"
+# f32 products in f32, not TF32, so the tests' f32 references apply.
+export XLAFN_DEFAULT_MATMUL_PRECISION="${XLAFN_DEFAULT_MATMUL_PRECISION:-highest}"
 cargo test --no-fail-fast "$@"

@@ -22,7 +22,10 @@ if [ ! -f "$plugin" ]; then
     echo "xlafn: python3 -m pip is needed to fetch the CUDA plugin (Debian: apt-get install python3-pip)." >&2
     exit 1
   }
-  work="$(mktemp -d "$cache.partial.XXXXXX" 2>/dev/null || (mkdir -p "$cache" && mktemp -d "$cache/partial.XXXXXX"))"
+  # The unpack goes to a folder beside the entry, renamed into place once
+  # whole, so an interrupted fetch leaves no half-filled entry.
+  mkdir -p "$cache"
+  work="$(mktemp -d "$cache/partial.XXXXXX")"
   trap 'rm -rf "$work"' EXIT
   python3 -m pip download --no-deps --disable-pip-version-check -q -d "$work" xla-cuda13-pjrt==0.0.1
   (cd "$work" && sha256sum -c "$pin") >/dev/null || {

@@ -7,6 +7,8 @@
 
 #[path = "common/scratch.rs"]
 mod scratch;
+#[path = "common/tool.rs"]
+mod tool;
 
 use serde_json::Value;
 use std::path::Path;
@@ -18,7 +20,7 @@ fn temp_dir(tag: &str) -> scratch::ScratchDir {
 }
 
 fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xlafn"))
+    Command::new(tool::xlafn_tool())
         .args(args)
         .output()
         .unwrap()

@@ -4,6 +4,8 @@
 
 #[path = "common/scratch.rs"]
 mod scratch;
+#[path = "common/tool.rs"]
+mod tool;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,7 +28,7 @@ fn read_npy(path: &Path) -> Vec<f32> {
 }
 
 fn cli(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_xlafn"))
+    Command::new(tool::xlafn_tool())
         .args(args)
         .output()
         .unwrap()

@@ -6,6 +6,8 @@
 
 #[path = "common/scratch.rs"]
 mod scratch;
+#[path = "common/tool.rs"]
+mod tool;
 
 #[path = "common/captured.rs"]
 mod captured;
@@ -100,7 +102,7 @@ fn a_batch_no_program_was_listed_for_runs_after_loading() {
     )
     .unwrap();
     let outdir = dir.join("out");
-    let ran = Command::new(env!("CARGO_BIN_EXE_xlafn"))
+    let ran = Command::new(tool::xlafn_tool())
         .args(["run", &dir.display().to_string()])
         .args(["--input", &format!("a={}", input.display())])
         .args(["--output-dir", &outdir.display().to_string()])

@@ -13,8 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 use xlafn::prelude::*;
 use xlafn::runtime::{
-    ArraySpec, Buffer, Client, CompileOptions, Executable, Platform, ProgramTraits,
-    disk_cache_stats,
+    ArraySpec, Buffer, Client, CompileOptions, Executable, ProgramTraits, disk_cache_stats,
 };
 
 const CHILD_VAR: &str = "XLAFN_TEST_CACHE_CHILD";
@@ -53,7 +52,7 @@ fn child() {
     let ops = std::env::var(CHILD_VAR).unwrap();
     let client = Client::default_client().unwrap();
     let options = CompileOptions::for_program(
-        Platform::Cpu,
+        client.platform(),
         ProgramTraits {
             light: true,
             small_array_graph: true,

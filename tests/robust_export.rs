@@ -7,8 +7,12 @@
 //! Crafted folders are re-signed with `xlafn::export::testing::resign`, so
 //! the damage reaches the checks behind the digests.
 
+#[path = "common/child.rs"]
+mod child;
 #[path = "common/scratch.rs"]
 mod scratch;
+#[path = "common/tool.rs"]
+mod tool;
 
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -19,8 +23,6 @@ use xlafn::export::npy;
 use xlafn::export::testing::{mutable_files, mutate, resign};
 use xlafn::prelude::*;
 use xlafn::runtime::HostArray;
-
-const CHILD: &str = "XLAFN_ROBUST_CHILD";
 
 fn temp_dir(tag: &str) -> scratch::ScratchDir {
     scratch::scratch_dir(&format!("robust-{tag}"))
@@ -69,29 +71,12 @@ fn run_with_timeout(cmd: &mut Command, secs: u64) -> Output {
 /// `name`) with a timeout, and fails unless the child passes: an abort, a
 /// stack overflow or a hang inside XLA fails this test only.
 fn isolated(name: &str, secs: u64, body: impl FnOnce()) {
-    if std::env::var(CHILD).as_deref() == Ok(name) {
-        body();
-        return;
-    }
-    let exe = std::env::current_exe().unwrap();
-    let out = run_with_timeout(
-        Command::new(exe)
-            .args([name, "--exact", "--test-threads=1", "--nocapture"])
-            .env(CHILD, name),
-        secs,
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child for {name} failed ({:?}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    child::isolated(name, Duration::from_secs(secs), body);
 }
 
 /// `xlafn ARGS` with a timeout.
 fn cli(args: &[&std::ffi::OsStr]) -> Output {
-    run_with_timeout(Command::new(env!("CARGO_BIN_EXE_xlafn")).args(args), 60)
+    run_with_timeout(Command::new(tool::xlafn_tool()).args(args), 60)
 }
 
 fn cli_str(args: &[&str]) -> Output {

@@ -30,10 +30,15 @@ pub struct ChildRun {
 #[allow(dead_code)]
 pub fn run_child(name: &str, env: &[(&str, &str)], timeout: Duration) -> ChildRun {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(MARKER, name)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        &full_test_name(name),
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(MARKER, name)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -69,6 +74,17 @@ pub fn run_child(name: &str, env: &[(&str, &str)], timeout: Duration) -> ChildRu
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
     }
+}
+
+/// `name`'s path in this binary's test list, for `--exact`: `name` itself
+/// in a test file's own binary, `file::name` where the file is a module of
+/// a larger binary (the GPU check, tests/gpu_check.rs). This module's own
+/// path is `<crate>::<file's modules>::child`.
+fn full_test_name(name: &str) -> String {
+    let mut path: Vec<&str> = module_path!().split("::").skip(1).collect();
+    path.pop();
+    path.push(name);
+    path.join("::")
 }
 
 /// Runs test `name` in a child and fails unless it passed.

@@ -432,7 +432,7 @@ fn a_sharded_tensor_captured_by_a_function_runs_it_over_its_mesh() {
         &["a captured tensor is on another mesh than argument 0"],
     );
     // An export saves the captured value whole.
-    let scratch = crate::scratch::scratch_dir("sharded-capture");
+    let scratch = super::scratch::scratch_dir("sharded-capture");
     let cf = f.get_concrete_function((&x,)).unwrap();
     cf.export(&*scratch, &[]).unwrap();
     let loaded = xlafn::load(&*scratch).unwrap();
