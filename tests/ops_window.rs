@@ -101,6 +101,15 @@ fn geometries() -> Vec<(&'static str, WindowDims)> {
     w.window_dilation = vec![2, 1];
     w.base_dilation = vec![1, 2];
     v.push(("dilated", w));
+    // Dimensions the window leaves alone: the sum's gradient folds them
+    // into the batch of its convolution, before and after the others.
+    let mut w = WindowDims::new(&[1, 3]);
+    w.strides = vec![1, 2];
+    w.padding = vec![(0, 0), (1, 0)];
+    v.push(("rows left alone", w));
+    let mut w = WindowDims::new(&[2, 1]);
+    w.strides = vec![2, 1];
+    v.push(("columns left alone", w));
     v
 }
 
@@ -163,6 +172,40 @@ fn check_gradient(kind: WindowKind, w: &WindowDims, what: &str) {
         })
         .collect();
     assert_close(&g, &numeric, 1e-6, what);
+}
+
+/// A pooling window over `[N, H, W, C]` leaves N and C alone: its
+/// gradient is a convolution over the 2 spatial dimensions, not 4 (XLA's
+/// CUDA backend aborts on more than 3), and matches the reference.
+#[test]
+fn pooling_gradients_convolve_over_the_spatial_dimensions_only() {
+    let f = function(|x: Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let y = x
+            .avg_pool(&[2, 2], &[2, 2], Padding::Valid)?
+            .reduce_sum(&[], false)?;
+        Ok(tape
+            .gradient(&y, &[(&x).into()])?
+            .remove(0)
+            .expect("watched"))
+    });
+    let spec = xlafn::ArraySpec::new(DType::F64, &[2, 4, 4, 3]);
+    let text = f
+        .get_concrete_function((TensorSpec::new(
+            &[Some(2), Some(4), Some(4), Some(3)],
+            DType::F64,
+        ),))
+        .unwrap()
+        .stablehlo(&[spec])
+        .unwrap();
+    assert_eq!(xlafn::runtime::max_conv_spatial_dims(&text), 2, "{text}");
+    // Each element is in exactly one 2x2 window: d(mean)/dx = 1/4.
+    let x = Tensor::from_vec((0..96).map(f64::from).collect(), &[2, 4, 4, 3]).unwrap();
+    assert_eq!(
+        f.call((&x,)).unwrap().to_vec::<f64>().unwrap(),
+        vec![0.25; 96]
+    );
 }
 
 #[test]

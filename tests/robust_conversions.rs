@@ -93,15 +93,23 @@ fn integers_to_negative_integer_powers_are_refused() -> Result<()> {
     Ok(())
 }
 
-/// A tensor exponent inside a compiled function is data XLA sees only at
-/// run time: it gets XLA's integer power (documented): 1 for base 1, else
-/// 0 (also for base -1).
+/// A tensor exponent inside a compiled function is data known only at run
+/// time: it gets `1 / x^|e|` truncated toward zero (documented), the same
+/// on every device: 1 for base 1, ±1 for base -1, else 0.
 #[test]
-fn a_traced_tensor_exponent_gets_xlas_integer_power() -> Result<()> {
+fn a_traced_negative_tensor_exponent_truncates_the_reciprocal() -> Result<()> {
     let f = function(|x: Tensor, e: Tensor| x.pow(&e));
-    let x = Tensor::from_vec(vec![1i32, -1, 2, 5], &[4])?;
-    let e = Tensor::from_vec(vec![-1i32, -1, -1, -2], &[4])?;
-    assert_eq!(f.call((&x, &e))?.to_vec::<i32>()?, [1, 0, 0, 0]);
+    let x = Tensor::from_vec(vec![1i32, -1, -1, 2, 5, 0, -3, 3], &[8])?;
+    let e = Tensor::from_vec(vec![-1i32, -1, -2, -1, -2, -3, 3, 2], &[8])?;
+    // By hand: 1, 1/-1, 1/1, 1/2, 1/25, 1/0 (defined as 0), then the
+    // non-negative exponents as usual.
+    assert_eq!(
+        f.call((&x, &e))?.to_vec::<i32>()?,
+        [1, -1, 1, 0, 0, 0, -27, 9]
+    );
+    let wide = Tensor::from_vec(vec![-1i64, 7], &[2])?;
+    let odd = Tensor::from_vec(vec![-5i64, -9], &[2])?;
+    assert_eq!(f.call((&wide, &odd))?.to_vec::<i64>()?, [-1, 0]);
     Ok(())
 }
 

@@ -440,7 +440,7 @@ impl OpDef for Binary {
             }
             FloorDiv => floor_div(cx, &a, &b),
             FloorMod => floor_mod(cx, &a, &b),
-            Pow => cx.binary("power", &a, &b),
+            Pow => power(cx, &a, &b),
             Maximum => nan_propagating(cx, "maximum", &a, &b),
             Minimum => nan_propagating(cx, "minimum", &a, &b),
             LogicalAnd => cx.binary("and", &a, &b),
@@ -505,6 +505,29 @@ fn nan_propagating(cx: &mut Emitter, name: &str, a: &Val, b: &Val) -> Val {
     let with_a = cx.select(&a_nan, a, &m);
     let b_nan = cx.compare(Cmp::Ne, b, b);
     cx.select(&b_nan, b, &with_a)
+}
+
+/// `a ** b`. For signed integers a negative exponent gives `1 / a^|b|`
+/// truncated toward zero, the same on every backend: 1 for base 1, 1 or
+/// -1 for base -1 (even or odd exponent), else 0 (also for base 0). XLA
+/// leaves it to the backend: its CPU code gave 0 for base -1 and its CUDA
+/// code -1, so the one answer is written out here.
+fn power(cx: &mut Emitter, a: &Val, b: &Val) -> Val {
+    let p = cx.binary("power", a, b);
+    if !a.ty.dtype.is_signed_int() {
+        return p;
+    }
+    let constant = |cx: &mut Emitter, v: i64| cx.constant(Scalar::I64(v), a.ty.clone());
+    let (zero, one, minus_one) = (constant(cx, 0), constant(cx, 1), constant(cx, -1));
+    let negative = cx.compare(Cmp::Lt, b, &zero);
+    let low_bit = cx.binary("and", b, &one);
+    let odd = cx.compare(Cmp::Eq, &low_bit, &one);
+    let of_minus_one = cx.select(&odd, &minus_one, &one);
+    let base_minus_one = cx.compare(Cmp::Eq, a, &minus_one);
+    let base_one = cx.compare(Cmp::Eq, a, &one);
+    let small = cx.select(&base_minus_one, &of_minus_one, &zero);
+    let reciprocal = cx.select(&base_one, &one, &small);
+    cx.select(&negative, &reciprocal, &p)
 }
 
 /// True where `r != 0` and `r` and `b` have different signs: the cases
@@ -717,8 +740,8 @@ unary_methods! {
 
 /// TensorFlow refuses integers to negative integer powers. Eagerly, and
 /// for a host exponent (a known value), the exponent is checked; a tensor
-/// exponent inside a compiled function cannot be, and gets XLA's answer:
-/// 1 for base 1, else 0 (also for base -1).
+/// exponent inside a compiled function cannot be, and gets `1 / a^|b|`
+/// truncated toward zero ([`power`]): 1 for base 1, ±1 for base -1, else 0.
 fn check_int_power(kind: Binary, exponent: &Tensor) -> Result<()> {
     if kind != Binary::Pow || !exponent.dtype().is_signed_int() || exponent.is_symbolic() {
         return Ok(());

@@ -252,22 +252,60 @@ impl OpDef for ReduceWindow {
 impl ReduceWindow {
     /// The transposed window sum: the input gradient of the equivalent
     /// convolution with a kernel of ones.
+    ///
+    /// Dimensions the window leaves alone (size 1, stride 1, no padding
+    /// or dilation) are independent rows: they are folded into the
+    /// convolution's batch, so a pooling window over `[N, H, W, C]` is a
+    /// 2-D convolution, not a 4-D one. XLA's CUDA backend aborts the
+    /// process on convolutions with more than 3 spatial dimensions
+    /// (cuDNN takes at most 3), and every backend does less work.
     fn sum_gradient(&self, x: &Tensor, g: &Tensor) -> Result<Tensor> {
-        let mut x_dims = vec![1];
-        x_dims.extend(x.dims());
-        x_dims.push(1);
-        let mut g_dims = vec![1];
-        g_dims.extend(g.dims());
-        g_dims.push(1);
-        let mut k_dims = self.dims.window.clone();
+        let d = &self.dims;
+        let (rows, kept): (Vec<usize>, Vec<usize>) = (0..x.rank()).partition(|&i| {
+            d.window[i] == 1
+                && d.strides[i] == 1
+                && d.padding[i] == (0, 0)
+                && d.base_dilation[i] == 1
+                && d.window_dilation[i] == 1
+        });
+        if kept.is_empty() {
+            return Ok(g.clone()); // every window is one element
+        }
+        let perm: Vec<i64> = rows.iter().chain(&kept).map(|&i| i as i64).collect();
+        let (x_dims, g_dims) = (x.dims(), g.dims());
+        let row_count: i64 = rows.iter().map(|&i| x_dims[i]).product();
+        let batched = |dims: &[i64]| -> Vec<i64> {
+            let mut b = vec![row_count];
+            b.extend(kept.iter().map(|&i| dims[i]));
+            b.push(1);
+            b
+        };
+        let kept_dims = WindowDims {
+            window: kept.iter().map(|&i| d.window[i]).collect(),
+            strides: kept.iter().map(|&i| d.strides[i]).collect(),
+            padding: kept.iter().map(|&i| d.padding[i]).collect(),
+            base_dilation: kept.iter().map(|&i| d.base_dilation[i]).collect(),
+            window_dilation: kept.iter().map(|&i| d.window_dilation[i]).collect(),
+        };
+        let mut k_dims = kept_dims.window.clone();
         k_dims.extend([1, 1]);
         let ones = Tensor::fill(&k_dims, 1, x.dtype())?;
-        let like = Tensor::fill(&x_dims, 0, x.dtype())?;
-        let dx = self
-            .dims
-            .as_conv()
-            .input_gradient(&g.reshape(&g_dims)?, &like, &ones)?;
-        dx.reshape(&x.dims())
+        let like = Tensor::fill(&batched(&x_dims), 0, x.dtype())?;
+        let in_order = perm.iter().enumerate().all(|(at, &from)| at as i64 == from);
+        let g_rows = match in_order {
+            true => g.reshape(&batched(&g_dims))?,
+            false => g.transpose(&perm)?.reshape(&batched(&g_dims))?,
+        };
+        let dx = kept_dims.as_conv().input_gradient(&g_rows, &like, &ones)?;
+        let permuted: Vec<i64> = perm.iter().map(|&i| x_dims[i as usize]).collect();
+        let mut inverse = vec![0i64; perm.len()];
+        for (at, &from) in perm.iter().enumerate() {
+            inverse[from as usize] = at as i64;
+        }
+        match in_order {
+            true => dx.reshape(&permuted),
+            false => dx.reshape(&permuted)?.transpose(&inverse),
+        }
     }
 }
 

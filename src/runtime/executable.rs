@@ -91,14 +91,8 @@ impl Executable {
         options: &CompileOptions,
     ) -> Result<Executable> {
         options.check()?;
+        super::program_limits::check_program(client, mlir)?;
         let plugin = client.plugin();
-        if mlir.contains(super::ffi::HOST_CALLBACK_TARGET) && !super::ffi::has_handler(plugin) {
-            return Err(Error::Plugin(format!(
-                "this program calls back into Rust (print or host_callback), which is supported only \
-                 on the CPU plugin; the {} client cannot run it",
-                client.platform_name()
-            )));
-        }
         let program = sys::PJRT_Program {
             struct_size: sys::PJRT_Program_STRUCT_SIZE as usize,
             code: mlir.as_ptr() as *mut c_char,
