@@ -53,7 +53,7 @@ pub mod testing;
 pub use manifest::{FORMAT, SpecJson, VERSION};
 
 pub use callbacks::SuppliedCallbacks;
-pub use inspect::{ExportInfo, ProgramInfo, VariableInfo, inspect};
+pub use inspect::{ExportInfo, ProgramInfo, VariableInfo, inspect, printable};
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
