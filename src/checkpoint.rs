@@ -5,19 +5,30 @@
 //! module of the same structure and pretrained weights written by other
 //! tools (PyTorch, JAX, Keras via safetensors) load by name.
 //!
-//! Files are untrusted input: the safetensors crate checks the header and
-//! the offsets, and a restore checks every name, dtype and shape against
-//! the module *before* assigning anything, so a bad file changes nothing.
-//! Saving writes a temporary file beside the target and renames it, so a
-//! crash never leaves half a checkpoint under the real name.
+//! Files are untrusted input. A read starts with the header alone (its
+//! 8-byte length bounded, then the JSON the safetensors crate checks for
+//! offsets and sizes that add up to the file's length), so a garbage or
+//! huge file is refused before any of its data is read; only then are the
+//! bytes the header names for the wanted tensors read. A restore checks
+//! every name, dtype and shape against the module *before* reading or
+//! assigning anything, so a bad file changes nothing.
+//!
+//! Saving writes a new temporary file under an unpredictable name beside
+//! the target, syncs it and renames it into place (the writer exports use):
+//! a crash never leaves half a checkpoint under the real name, a link
+//! planted at either name is never written through (one at the target is
+//! replaced), and concurrent saves never share a temporary file.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::module::Module;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
-use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+use safetensors::Dtype;
+use safetensors::tensor::{Metadata, TensorInfo, TensorView};
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 fn to_safetensors(dtype: DType, name: &str) -> Result<Dtype> {
@@ -132,24 +143,17 @@ pub fn save_named(variables: &[(String, Variable)], path: impl AsRef<Path>) -> R
         .collect::<Result<Vec<_>>>()?;
     let bytes = safetensors::serialize(views, None)
         .map_err(|e| Error::Value(format!("checkpoint: cannot encode: {e}")))?;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| io_error("write", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        std::fs::remove_file(&tmp).ok();
-        io_error("write", path, e)
-    })
+    crate::export::replace_file(path, &bytes).map_err(|e| io_error("write", path, e))
 }
 
 /// Every tensor of a safetensors file, by name (for inspecting pretrained
 /// weights or restoring by hand).
 pub fn read(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> {
     eager_only("reading")?;
-    let path = path.as_ref();
-    let bytes = read_file(path)?;
-    let file = parse(&bytes, path)?;
-    file.tensors()
+    let file = Checkpoint::open(path.as_ref())?;
+    file.names()
         .into_iter()
-        .map(|(name, view)| Ok((name.clone(), tensor_of(&name, &view)?)))
+        .map(|name| Ok((name.to_string(), file.tensor(name)?)))
         .collect()
 }
 
@@ -157,31 +161,122 @@ pub fn read(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> {
 /// size may ask of memory, far above real models.
 const MAX_CHECKPOINT_BYTES: u64 = 1 << 40;
 
-/// A regular file's bytes; a FIFO or device would hang or never end, so
-/// it is refused (the same reader exports and the CLI use).
-fn read_file(path: &Path) -> Result<Vec<u8>> {
-    crate::export::read_regular_file(path, MAX_CHECKPOINT_BYTES)
-        .map_err(|e| io_error("read", path, e))
+/// The largest header read (100 MB, the safetensors crate's own bound):
+/// a header of names, dtypes, shapes and offsets is kilobytes even for
+/// models of thousands of tensors.
+const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// An open safetensors file whose header has been read and checked; the
+/// tensor data stays on disk until a tensor is asked for, so checking a
+/// file against a module costs the header, not the whole file.
+struct Checkpoint<'p> {
+    path: &'p Path,
+    file: File,
+    /// Where the data section starts (8 + the header's length).
+    data_start: u64,
+    metadata: Metadata,
+    /// The tensors' names, sorted (for messages and [`read`]).
+    names: Vec<String>,
 }
 
-fn parse<'a>(bytes: &'a [u8], path: &Path) -> Result<SafeTensors<'a>> {
-    SafeTensors::deserialize(bytes).map_err(|e| {
-        Error::invalid(
-            "checkpoint",
-            format!("{} is not a valid safetensors file: {e}", path.display()),
-        )
-    })
-}
-
-fn tensor_of(name: &str, view: &TensorView) -> Result<Tensor> {
-    let dtype = from_safetensors(view.dtype(), name)?;
-    let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-    if dtype == DType::Bool {
-        // XLA's booleans are 0 or 1; a file may hold any byte.
-        let bytes: Vec<u8> = view.data().iter().map(|&b| u8::from(b != 0)).collect();
-        return Tensor::from_host_bytes(dtype, &dims, &bytes);
+impl<'p> Checkpoint<'p> {
+    /// Opens `path` (a regular file: a FIFO or device would hang or never
+    /// end, so it is refused, as by the reader exports and the CLI use)
+    /// and reads its header: the 8-byte little-endian length, bounded by
+    /// [`MAX_HEADER_BYTES`] and the file's size, then the JSON it
+    /// announces, whose offsets must cover the rest of the file exactly.
+    fn open(path: &'p Path) -> Result<Self> {
+        let (file, len) =
+            crate::export::open_regular_file(path).map_err(|e| io_error("read", path, e))?;
+        let invalid = |m: String| {
+            Error::invalid(
+                "checkpoint",
+                format!("{} is not a valid safetensors file: {m}", path.display()),
+            )
+        };
+        if len > MAX_CHECKPOINT_BYTES {
+            return Err(invalid(format!(
+                "it has {len} bytes, more than the {MAX_CHECKPOINT_BYTES} a checkpoint may have"
+            )));
+        }
+        if len < 8 {
+            return Err(invalid(format!(
+                "it has {len} bytes, too few for the 8-byte header length"
+            )));
+        }
+        let mut n = [0u8; 8];
+        file.read_exact_at(&mut n, 0)
+            .map_err(|e| io_error("read", path, e))?;
+        let n = u64::from_le_bytes(n);
+        if n > MAX_HEADER_BYTES {
+            return Err(invalid(format!(
+                "its header length {n} is over the {MAX_HEADER_BYTES} bytes allowed"
+            )));
+        }
+        if n > len - 8 {
+            return Err(invalid(format!(
+                "its header length {n} runs past the end of the file ({len} bytes)"
+            )));
+        }
+        let mut header = vec![0u8; n as usize];
+        file.read_exact_at(&mut header, 8)
+            .map_err(|e| io_error("read", path, e))?;
+        // Deserializing `Metadata` runs the crate's own checks: offsets in
+        // order and contiguous, each tensor's byte size matching its dtype
+        // and shape (with overflow checked).
+        let metadata: Metadata =
+            serde_json::from_slice(&header).map_err(|e| invalid(format!("bad header: {e}")))?;
+        let data_start = 8 + n;
+        let data_len = len - data_start;
+        if metadata.data_len() as u64 != data_len {
+            return Err(invalid(format!(
+                "its header describes {} bytes of tensor data, the file has {data_len}",
+                metadata.data_len()
+            )));
+        }
+        let mut names = metadata.offset_keys();
+        names.sort_unstable();
+        Ok(Checkpoint {
+            path,
+            file,
+            data_start,
+            metadata,
+            names,
+        })
     }
-    Tensor::from_host_bytes(dtype, &dims, view.data())
+
+    fn info(&self, name: &str) -> Option<&TensorInfo> {
+        self.metadata.info(name)
+    }
+
+    /// The names of the file's tensors, sorted.
+    fn names(&self) -> Vec<&str> {
+        self.names.iter().map(String::as_str).collect()
+    }
+
+    /// Reads tensor `name`: only the bytes its header entry names.
+    fn tensor(&self, name: &str) -> Result<Tensor> {
+        let info = self.info(name).ok_or_else(|| {
+            Error::invalid(
+                "checkpoint",
+                format!("{} has no tensor '{name}'", self.path.display()),
+            )
+        })?;
+        let dtype = from_safetensors(info.dtype, name)?;
+        let dims: Vec<i64> = info.shape.iter().map(|&d| d as i64).collect();
+        let (start, end) = info.data_offsets;
+        let mut bytes = vec![0u8; end - start];
+        self.file
+            .read_exact_at(&mut bytes, self.data_start + start as u64)
+            .map_err(|e| io_error("read", self.path, e))?;
+        if dtype == DType::Bool {
+            // XLA's booleans are 0 or 1; a file may hold any byte.
+            for b in &mut bytes {
+                *b = u8::from(*b != 0);
+            }
+        }
+        Tensor::from_host_bytes(dtype, &dims, &bytes)
+    }
 }
 
 /// Restores every variable of `module` from `path`: each must be in the
@@ -208,8 +303,7 @@ fn restore_from(
     allow_unused: bool,
 ) -> Result<Vec<String>> {
     eager_only("restoring")?;
-    let bytes = read_file(path)?;
-    let file = parse(&bytes, path)?;
+    let file = Checkpoint::open(path)?;
     let fail = |m: String| {
         Err(Error::invalid(
             "checkpoint",
@@ -219,20 +313,21 @@ fn restore_from(
     let missing: Vec<&str> = variables
         .iter()
         .map(|(n, _)| n.as_str())
-        .filter(|n| file.tensor(n).is_err())
+        .filter(|n| file.info(n).is_none())
         .collect();
     if !missing.is_empty() {
         return fail(format!(
             "no tensor for variable(s) {} (the file has: {})",
             quoted(&missing),
-            quoted(&sorted_names(&file))
+            quoted(&file.names())
         ));
     }
-    let mut values = Vec::with_capacity(variables.len());
+    // Every dtype and shape is checked from the header before any data is
+    // read, so a mismatched file costs nothing but its header.
     for (name, v) in variables {
-        let view = file.tensor(name).expect("checked above");
-        let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-        let dtype = from_safetensors(view.dtype(), name)?;
+        let info = file.info(name).expect("checked above");
+        let dims: Vec<i64> = info.shape.iter().map(|&d| d as i64).collect();
+        let dtype = from_safetensors(info.dtype, name)?;
         if dtype != v.dtype() || dims != v.dims() {
             return fail(format!(
                 "variable '{name}' is {} {:?}, the file's tensor is {dtype} {dims:?}",
@@ -240,11 +335,11 @@ fn restore_from(
                 v.dims()
             ));
         }
-        values.push(tensor_of(name, &view)?);
     }
     let wanted: std::collections::HashSet<&str> =
         variables.iter().map(|(n, _)| n.as_str()).collect();
-    let unused: Vec<String> = sorted_names(&file)
+    let unused: Vec<String> = file
+        .names()
         .into_iter()
         .filter(|n| !wanted.contains(n))
         .map(str::to_string)
@@ -256,16 +351,14 @@ fn restore_from(
             quoted(&names)
         ));
     }
+    let values = variables
+        .iter()
+        .map(|(name, _)| file.tensor(name))
+        .collect::<Result<Vec<_>>>()?;
     for ((_, v), value) in variables.iter().zip(values) {
         v.assign(&value)?;
     }
     Ok(unused)
-}
-
-fn sorted_names<'a>(file: &'a SafeTensors) -> Vec<&'a str> {
-    let mut names = file.names();
-    names.sort_unstable();
-    names
 }
 
 /// `'a', 'b', ... (N more)`: at most ten names.

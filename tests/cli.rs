@@ -378,6 +378,29 @@ fn wrong_and_missing_inputs_are_errors_naming_the_valid_ones() {
     assert!(e.contains("missing"), "{e}");
 }
 
+/// Deeply nested expressions are a clear error, not a stack overflow: one
+/// depth bound covers lists, calls and shapes (12 000 nested `zeros(`
+/// aborted the process; the bound restarted inside each shape).
+#[test]
+fn deeply_nested_input_expressions_are_errors() {
+    let dir = temp_dir("nesting");
+    affine_export(&dir);
+    let d = path(&dir);
+    for a in [
+        format!("a={}(2, 2){}", "zeros(".repeat(12_000), ")".repeat(12_000)),
+        format!("a={}2{}", "full(".repeat(12_000), ", 1)".repeat(12_000)),
+        format!("a={}1{}", "[".repeat(50_000), "]".repeat(50_000)),
+        format!("a=zeros({}2{})", "[".repeat(70), "]".repeat(70)),
+    ] {
+        let e = fails(&["run", d, "--input-expr", &a, "--input-expr", "b=1"], 1);
+        assert!(
+            e.contains("values (lists and calls) nested over 64 deep"),
+            "{}",
+            &e[..e.len().min(300)]
+        );
+    }
+}
+
 #[test]
 fn stablehlo_prints_the_checked_program() {
     let dir = temp_dir("stablehlo");

@@ -253,6 +253,78 @@ fn hostile_frames_get_an_error_and_a_closed_connection_and_the_service_goes_on()
 
 const SET_TAG: u8 = 1;
 
+/// A fake coordination service on loopback that answers each of the next
+/// `n` requests with the reply `reply_to` gives for it.
+fn fake_service(
+    n: usize,
+    reply_to: impl Fn(&Request) -> Reply + Send + 'static,
+) -> (String, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        for _ in 0..n {
+            let (mut stream, _) = listener.accept().unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let body = frame::read_frame(&mut stream).unwrap().unwrap();
+            let request = Request::decode(&body).unwrap();
+            frame::write_frame(&mut stream, &reply_to(&request).encode()).unwrap();
+        }
+    });
+    (addr, handle)
+}
+
+/// A reply of the wrong kind is a DataLoss error naming the service and
+/// the reply, for joining (which took any reply as a registration) as for
+/// every other call.
+#[test]
+fn replies_of_the_wrong_kind_are_errors() {
+    let wrong = |what: Result<(), Error>, reply: &str, addr: &str| {
+        let e = what.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Distributed {
+                    code: ErrorCode::DataLoss,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!(
+                "the coordination service at {addr} sent an unexpected reply: {reply}"
+            )),
+            "{text}"
+        );
+    };
+    for (reply, shown) in [
+        (Reply::Value(b"hi".to_vec()), "Value([104, 105])"),
+        (Reply::NotFound, "NotFound"),
+    ] {
+        let (addr, fake) = fake_service(1, move |_| reply.clone());
+        let joined = KvClient::join(&addr, 0, 1, WAIT).map(|_| ());
+        wrong(joined, shown, &addr);
+        fake.join().unwrap();
+    }
+
+    // Joined for real (the fake says Done), then every call is answered
+    // with a reply of another kind.
+    let (addr, fake) = fake_service(5, |request| match request {
+        Request::Register { .. } => Reply::Done,
+        Request::Set { .. } | Request::Barrier { .. } => Reply::NotFound,
+        _ => Reply::Done,
+    });
+    let client = KvClient::join(&addr, 0, 1, WAIT).unwrap();
+    wrong(client.set("k", b"v"), "NotFound", &addr);
+    wrong(client.barrier("b", WAIT), "NotFound", &addr);
+    wrong(client.get("k", WAIT).map(|_| ()), "Done", &addr);
+    wrong(client.try_get("k").map(|_| ()), "Done", &addr);
+    fake.join().unwrap();
+}
+
 #[test]
 fn random_bytes_never_stop_the_service() {
     let (service, client) = service_and_client();

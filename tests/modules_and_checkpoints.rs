@@ -5,8 +5,14 @@
 //! tools write them), and hostile or mismatched files refused without
 //! changing any variable.
 
+#[path = "common/child.rs"]
+mod child;
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use xlafn::checkpoint;
 use xlafn::module::Module;
 use xlafn::prelude::*;
@@ -330,4 +336,213 @@ fn mismatched_or_hostile_files_change_nothing() {
     });
     let e = f.call((Tensor::scalar(1.0f32),)).unwrap_err();
     assert!(e.to_string().contains("runs eagerly"), "{e}");
+}
+
+/// The names in `dir`, sorted: a save leaves no temporary file behind.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn save_never_writes_through_a_planted_link() {
+    use std::os::unix::fs::symlink;
+    let dir = scratch::scratch_dir("ckpt-links");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let path = dir.join("cc.safetensors");
+    // The temporary name save used before (`<path>.tmp-<pid>`), planted
+    // as a link to the victim: it was written through.
+    symlink(&victim, dir.join(format!("cc.tmp-{}", std::process::id()))).unwrap();
+    // A link at the checkpoint path itself, to the victim and dangling.
+    symlink(&victim, &path).unwrap();
+    checkpoint::save(&dense(2.0, true), &path).unwrap();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
+    let back = dense(0.0, true);
+    checkpoint::restore(&back, &path).unwrap();
+    assert_eq!(back.kernel.read().to_vec::<f32>().unwrap(), vec![2.0; 6]);
+
+    std::fs::remove_file(&path).unwrap();
+    symlink(dir.join("nowhere"), &path).unwrap();
+    checkpoint::save(&dense(3.0, true), &path).unwrap();
+    assert!(!dir.join("nowhere").exists());
+    assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
+    checkpoint::restore(&back, &path).unwrap();
+    assert_eq!(back.kernel.read().to_vec::<f32>().unwrap(), vec![3.0; 6]);
+    assert_eq!(
+        listing(&dir),
+        [
+            "cc.safetensors".to_string(),
+            format!("cc.tmp-{}", std::process::id()),
+            "victim".to_string()
+        ]
+    );
+
+    // A path that cannot be replaced (a folder) is an error naming it,
+    // and leaves no temporary file.
+    let folder = dir.join("folder.safetensors");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("inside"), b"x").unwrap();
+    let e = checkpoint::save(&dense(1.0, true), &folder)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cannot write") && e.contains("folder.safetensors"),
+        "{e}"
+    );
+    assert_eq!(listing(&dir).len(), 4, "{:?}", listing(&dir));
+}
+
+#[test]
+fn concurrent_saves_never_mix_checkpoints() {
+    let dir = scratch::scratch_dir("ckpt-concurrent");
+    // Paths that differ only in their extension shared one temporary
+    // file; two saves to one path must leave one whole checkpoint.
+    let (a, b) = (dir.join("cc.safetensors"), dir.join("cc.st"));
+    let one = std::sync::Arc::new(dense(1.0, true));
+    let two = std::sync::Arc::new(dense(2.0, true));
+    for round in 0..150 {
+        std::thread::scope(|s| {
+            s.spawn(|| checkpoint::save(&*one, &a).unwrap());
+            s.spawn(|| checkpoint::save(&*two, &b).unwrap());
+            s.spawn(|| checkpoint::save(&*one, &b).unwrap());
+        });
+        let back = dense(0.0, true);
+        checkpoint::restore(&back, &a).unwrap();
+        let got = back.kernel.read().to_vec::<f32>().unwrap();
+        assert_eq!(got, vec![1.0; 6], "round {round}: cc.safetensors");
+        checkpoint::restore(&back, &b).unwrap();
+        let got = back.kernel.read().to_vec::<f32>().unwrap();
+        let bias = back.bias.as_ref().unwrap().read().to_vec::<f32>().unwrap();
+        assert!(
+            got == vec![1.0; 6] && bias == vec![1.0; 3]
+                || got == vec![2.0; 6] && bias == vec![2.0; 3],
+            "round {round}: cc.st holds {got:?} {bias:?}"
+        );
+    }
+    assert_eq!(listing(&dir), ["cc.safetensors", "cc.st"]);
+}
+
+/// A file of `len` bytes that starts with `head` and is zeros (a hole,
+/// taking no disk) after it.
+fn sparse(path: &Path, head: &[u8], len: u64) {
+    std::fs::write(path, head).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+/// A header naming a 20 GiB tensor: a huge file is judged by its header,
+/// and only the bytes of the tensors wanted are read (before: the whole
+/// file, 132 s for 20 GiB). Runs in a child so a regression is killed.
+#[test]
+fn huge_files_are_judged_by_their_header() {
+    child::isolated(
+        "huge_files_are_judged_by_their_header",
+        Duration::from_secs(60),
+        || {
+            const HUGE: u64 = 20 << 30;
+            let dir = scratch::scratch_dir("ckpt-huge");
+            let path = dir.join("huge.safetensors");
+            let target = dense(9.0, true);
+            let unchanged = |t: &Dense| {
+                assert_eq!(t.kernel.read().to_vec::<f32>().unwrap(), vec![9.0; 6]);
+            };
+            let timed = |what: &str| -> String {
+                let start = Instant::now();
+                let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
+                assert!(
+                    start.elapsed() < Duration::from_secs(5),
+                    "{what}: {:?}",
+                    start.elapsed()
+                );
+                e
+            };
+
+            // All zeros: an empty header, refused at once.
+            sparse(&path, &[], HUGE);
+            let e = timed("zeros");
+            assert!(
+                e.contains("not a valid safetensors file") && e.contains("bad header"),
+                "{e}"
+            );
+            // A header length over the bound, and one past the end.
+            sparse(&path, &(1u64 << 40).to_le_bytes(), HUGE);
+            let e = timed("huge header length");
+            assert!(
+                e.contains("header length 1099511627776 is over the 100000000 bytes allowed"),
+                "{e}"
+            );
+            sparse(&path, &99_999_999u64.to_le_bytes(), 4096);
+            let e = checkpoint::restore(&target, &path).unwrap_err().to_string();
+            assert!(
+                e.contains("header length 99999999 runs past the end of the file (4096 bytes)"),
+                "{e}"
+            );
+            // A real checkpoint with 20 GiB of zeros after it.
+            checkpoint::save(&dense(1.0, true), &path).unwrap();
+            let real = std::fs::metadata(&path).unwrap().len();
+            sparse(&path, &std::fs::read(&path).unwrap(), HUGE);
+            let e = timed("trailing bytes");
+            assert!(
+                e.contains(&format!(
+                    "describes 36 bytes of tensor data, the file has {}",
+                    HUGE - (real - 36)
+                )),
+                "{e}"
+            );
+            unchanged(&target);
+
+            // A valid file whose 20 GiB tensor the module does not want:
+            // restore_subset reads the kernel and bias only.
+            let kernel: Vec<u8> = (1..=6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+            let bias: Vec<u8> = [0.5f32; 3].iter().flat_map(|f| f.to_le_bytes()).collect();
+            let header = format!(
+                concat!(
+                    r#"{{"kernel":{{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}},"#,
+                    r#""bias":{{"dtype":"F32","shape":[3],"data_offsets":[24,36]}},"#,
+                    r#""big":{{"dtype":"U8","shape":[{}],"data_offsets":[36,{}]}}}}"#
+                ),
+                HUGE,
+                36 + HUGE
+            );
+            let head = [
+                (header.len() as u64).to_le_bytes().to_vec(),
+                header.clone().into_bytes(),
+                kernel,
+                bias,
+            ]
+            .concat();
+            sparse(&path, &head, 8 + header.len() as u64 + 36 + HUGE);
+            let e = timed("an unwanted huge tensor");
+            assert!(e.contains("no variable for 'big'"), "{e}");
+            unchanged(&target);
+            let start = Instant::now();
+            let unused = checkpoint::restore_subset(&target, &path).unwrap();
+            assert!(start.elapsed() < Duration::from_secs(5));
+            assert_eq!(unused, ["big"]);
+            assert_eq!(
+                target.kernel.read().to_vec::<f32>().unwrap(),
+                vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+            );
+            assert_eq!(
+                target
+                    .bias
+                    .as_ref()
+                    .unwrap()
+                    .read()
+                    .to_vec::<f32>()
+                    .unwrap(),
+                vec![0.5; 3]
+            );
+        },
+    );
 }

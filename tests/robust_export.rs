@@ -669,6 +669,56 @@ fn show_escapes_control_characters_from_the_manifest() {
     );
 }
 
+/// A crafted print message reached the terminal raw from `xlafn run`
+/// (escape sequences, forged output lines): it is escaped as `show`
+/// escapes names, newlines included.
+#[test]
+fn run_escapes_print_messages_from_the_manifest() {
+    let dir = temp_dir("escape-run");
+    let f = FunctionOptions::new()
+        .name("noisy")
+        .arg_names(&["x"])
+        .build(|x: Tensor| -> Result<Tensor> {
+            xlafn::print("marker", &[&x])?;
+            x.mul_scalar(2.0)
+        });
+    f.get_concrete_function((&x3(),))
+        .unwrap()
+        .export(&dir, &[])
+        .unwrap();
+    edit(
+        &dir,
+        "xlafn_export.json",
+        "\"marker\"",
+        "\"a\\u001b[2Jb\\noutput_0: forged\\r\\u202e\"",
+    );
+    let out = cli_str(&["run", dir.to_str().unwrap(), "--input-expr", "x=[1, 2, 3]"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("a\\u{1b}[2Jb\\u{a}output_0: forged\\u{d}\\u{202e} [1. 2. 3.]\n"),
+        "{stdout}"
+    );
+    assert!(
+        !out.stdout.iter().any(|b| *b == 0x1b || *b == b'\r'),
+        "{stdout}"
+    );
+    // One line of output_0, the real one.
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("output_0")).count(),
+        1,
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("\noutput_0: f32(3,)\n[2.0, 4.0, 6.0]\n"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn non_utf8_arguments_are_errors() {
     let bad = std::ffi::OsStr::from_bytes(b"dir\xff");

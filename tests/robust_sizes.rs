@@ -103,3 +103,31 @@ in_child!(
     let f = function(|x: Tensor| x.cos());
     assert_err(f.call((&x,)), "xla_cpu_parallel_codegen_split_count");
 });
+
+in_child!(
+    /// A huge split count made the compile hang (10^6 took 8 s and 1.9 GB;
+    /// 2^31 - 1 never ended): it is refused, naming the flag and the bound.
+    huge_xla_flags_are_refused / huge_flags_child,
+    &[("XLAFN_XLA_FLAGS", "xla_cpu_parallel_codegen_split_count=2147483647"), ("XLAFN_COMPILE_CACHE", "off")],
+    {
+    let x = Tensor::from_vec(vec![1f32, 2., 3.], &[3]).unwrap();
+    assert_err(
+        x.sin(),
+        "XLA flag xla_cpu_parallel_codegen_split_count=2147483647 is refused: it must be in 0..=1024",
+    );
+    let f = function(|x: Tensor| x.cos());
+    assert_err(f.call((&x,)), "must be in 0..=1024");
+});
+
+in_child!(
+    /// The bound's edge compiles and runs.
+    largest_allowed_split_count_compiles / largest_split_count_child,
+    &[("XLAFN_XLA_FLAGS", "xla_cpu_parallel_codegen_split_count=1024"), ("XLAFN_COMPILE_CACHE", "off")],
+    {
+    let x = Tensor::from_vec(vec![0f32, 1., 2.], &[3]).unwrap();
+    let f = function(|x: Tensor| x.mul_scalar(2.0)?.exp());
+    let y = f.call((&x,)).unwrap().to_vec::<f32>().unwrap();
+    for (got, want) in y.iter().zip([0f32, 2., 4.].map(f32::exp)) {
+        assert!((got - want).abs() <= 1e-5 * want, "{y:?}");
+    }
+});

@@ -400,3 +400,39 @@ fn npz_names_must_be_distinct() {
     let e = npz::encode(&[("a", &a), ("a", &a)], false).unwrap_err();
     assert!(e.to_string().contains("distinct"), "{e}");
 }
+
+/// An archive with two members of one name read as one array (the zip
+/// crate keeps one of them; NumPy would read the other): it is refused,
+/// naming the member, stored or deflated, wherever the pair stands.
+#[test]
+fn npz_members_of_one_name_are_refused() {
+    let one = HostArray::from_vec(vec![1i32], &[1]);
+    let two = HostArray::from_vec(vec![2i32], &[1]);
+    let three = HostArray::from_vec(vec![3i32], &[1]);
+    for compress in [false, true] {
+        for (first, second) in [("a", "b"), ("b", "c"), ("a", "c")] {
+            let good = npz::encode(&[("a", &one), ("b", &two), ("c", &three)], compress).unwrap();
+            assert_eq!(npz::decode(&good, 1 << 20).unwrap().len(), 3);
+            // Rename `second` to `first` in its local and central headers
+            // (same length, so every offset stays right).
+            let from = format!("{second}.npy").into_bytes();
+            let to = format!("{first}.npy").into_bytes();
+            let mut bad = good.clone();
+            let mut renamed = 0;
+            for i in 0..bad.len() - from.len() {
+                if bad[i..i + from.len()] == from[..] {
+                    bad[i..i + from.len()].copy_from_slice(&to);
+                    renamed += 1;
+                }
+            }
+            assert_eq!(renamed, 2);
+            let e = npz::decode(&bad, 1 << 20).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "not a valid .npz file: member \"{first}.npy\" appears twice"
+                )),
+                "{compress} {first}/{second}: {e}"
+            );
+        }
+    }
+}

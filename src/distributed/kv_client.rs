@@ -110,7 +110,10 @@ impl KvClient {
                     process_id,
                     num_processes,
                 };
-                client.call(&register, Duration::ZERO)?;
+                // Only `Done` is a registration: any other kind means the
+                // peer does not speak this protocol, as for every call.
+                let reply = client.call(&register, Duration::ZERO)?;
+                client.expect_done(reply)?;
                 Ok(client)
             });
             match attempt {

@@ -131,8 +131,12 @@ impl Bound {
         let mut registrations = Vec::with_capacity(declared.len());
         for d in declared {
             let (f, kind) = match d {
+                // The message is the manifest's text, printed on every
+                // call: escaped (newlines too) so a crafted export cannot
+                // send terminal escapes or forge lines of output. The kind
+                // keeps the text as declared, for a re-export.
                 CallbackJson::Print { message } => (
-                    crate::ops::callback::print_callback(message),
+                    crate::ops::callback::print_callback(&super::printable(message, false)),
                     CallbackKind::Print {
                         message: message.clone(),
                     },

@@ -51,7 +51,7 @@ pub(crate) fn check_name(name: &str, extensions: &[&str]) -> Result<()> {
 /// without blocking on a FIFO, and checks that it is a regular file.
 /// `follow` allows a final symlink (for files a user names on the command
 /// line, where a link is their own choice; the regular-file check stays).
-fn open_regular(path: &Path, follow: bool) -> Result<(File, u64)> {
+pub(crate) fn open_regular(path: &Path, follow: bool) -> Result<(File, u64)> {
     let mut flags = libc::O_NONBLOCK;
     if !follow {
         flags |= libc::O_NOFOLLOW;
@@ -131,7 +131,13 @@ pub(crate) fn read_limited(path: &Path, limit: u64, follow: bool) -> Result<Vec<
 /// Writes `bytes` to a new file at `path`; an existing file (or a symlink)
 /// there is an error, never overwritten or followed.
 pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = OpenOptions::new()
+    create_new(path)?.write_all(bytes).map_err(|e| io(path, e))
+}
+
+/// Creates the new file `path` for writing; anything already there (a
+/// file, a symlink, even a dangling one) is an error, never followed.
+fn create_new(path: &Path) -> Result<File> {
+    OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
@@ -141,33 +147,70 @@ pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
                 path.display()
             )),
             _ => io(path, e),
-        })?;
-    file.write_all(bytes).map_err(|e| io(path, e))
+        })
 }
 
 /// Writes `bytes` to `path`, replacing what is there: the bytes go to a
-/// new file in the same folder (`create_new`, so nothing planted there is
-/// followed), which is then renamed over `path`. A rename replaces a
-/// symlink at `path` rather than writing through it, and a reader sees the
-/// old file or the new one, never half of one.
+/// new file in the same folder (`create_new`, i.e. `O_CREAT | O_EXCL`, so
+/// nothing planted there is followed or reused), are synced to disk, and
+/// the file is then renamed over `path`. A rename replaces a symlink at
+/// `path` rather than writing through it, and a reader (or a crash) sees
+/// the old file or the new one, never half of one.
+///
+/// The temporary name carries 64 unpredictable bits besides the process
+/// id and a counter: concurrent writers (threads or processes, to one path
+/// or to names that differ only in their extension) never share one, and
+/// nobody can plant a file under it in advance to make the write fail.
 pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| Error::Value(format!("{}: not a file name", path.display())))?;
-    // Unique per process and call, so concurrent writers of one path
-    // never share a temporary file.
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut temp_name = std::ffi::OsString::from(".");
     temp_name.push(name);
-    temp_name.push(format!(".{}-{n}.tmp", std::process::id()));
+    temp_name.push(format!(".{}.tmp", unpredictable_suffix()));
     let temp = path.with_file_name(temp_name);
-    write_new(&temp, bytes)?;
-    std::fs::rename(&temp, path).map_err(|e| {
+    let mut file = create_new(&temp)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io(&temp, e))
+        .and_then(|()| std::fs::rename(&temp, path).map_err(|e| io(path, e)));
+    if written.is_err() {
         // The temporary file is this call's own (`create_new` made it).
         let _ = std::fs::remove_file(&temp);
-        io(path, e)
-    })
+        return written;
+    }
+    // The rename itself is durable once the folder is synced; a folder
+    // that cannot be opened or synced (some filesystems) loses nothing
+    // but that guarantee, so it is not an error.
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// `<pid>-<counter>-<16 hex digits>`: the hex digits come from std's
+/// randomly keyed SipHash (`RandomState`, seeded from the OS), so they
+/// cannot be guessed, with no dependency for it.
+fn unpredictable_suffix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(n);
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("{}-{n}-{:016x}", std::process::id(), h.finish())
 }
 
 #[cfg(test)]

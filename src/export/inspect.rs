@@ -12,6 +12,35 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
+/// `text` with control characters and the invisible ones that reorder or
+/// hide text (bidi overrides, zero-width marks) escaped as `\u{..}`, so
+/// text from an export's manifest (names, print messages) reaches a
+/// terminal as what it is: it cannot clear the screen, move the cursor or
+/// forge lines of output. `keep_newlines` keeps `\n` for multi-line text
+/// that is not the manifest's (programs, error messages). `xlafn show`,
+/// `xlafn run` and a loaded export's print callbacks all escape with it.
+///
+/// ```
+/// use xlafn::export::printable;
+/// assert_eq!(printable("a\u{1b}[2J\u{202e}b", false), "a\\u{1b}[2J\\u{202e}b");
+/// assert_eq!(printable("x\ny", false), "x\\u{a}y");
+/// assert_eq!(printable("x\ny", true), "x\ny");
+/// ```
+pub fn printable(text: &str, keep_newlines: bool) -> String {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    text.chars()
+        .map(|c| match c {
+            '\n' if keep_newlines => "\n".to_string(),
+            c if hidden(c) => c.escape_unicode().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 /// A variable an export holds, as its file declares it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VariableInfo {

@@ -53,7 +53,7 @@ pub mod testing;
 pub use manifest::{FORMAT, SpecJson, VERSION};
 
 pub use callbacks::SuppliedCallbacks;
-pub use inspect::{ExportInfo, ProgramInfo, VariableInfo, inspect};
+pub use inspect::{ExportInfo, ProgramInfo, VariableInfo, inspect, printable};
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -82,6 +82,13 @@ pub fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>> {
     files::read_limited(path, limit, true)
 }
 
+/// Opens the regular file at `path` for reading (a final symlink is
+/// followed, as for [`read_regular_file`]) and gives its size, for readers
+/// that check a header before deciding how much more to read.
+pub(crate) fn open_regular_file(path: &Path) -> Result<(std::fs::File, u64)> {
+    files::open_regular(path, true)
+}
+
 /// Writes `bytes` to a new file at `path`: an existing file or symlink
 /// there is an error, never overwritten or followed.
 pub fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -89,8 +96,9 @@ pub fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Writes `bytes` to `path`, replacing a file there: written to a new
-/// file beside it, then renamed over it (a symlink at `path` is replaced,
-/// not followed; readers never see half a file).
+/// file beside it under an unpredictable name, synced, then renamed over
+/// it (a symlink at `path` is replaced, not followed; readers never see
+/// half a file; concurrent writers never share a temporary file).
 pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
     files::replace(path, bytes)
 }

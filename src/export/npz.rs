@@ -43,6 +43,7 @@ pub fn decode(bytes: &[u8], max_bytes: u64) -> Result<Vec<(String, HostArray)>> 
             archive.len()
         )));
     }
+    check_distinct_members(bytes, &archive)?;
     let mut budget = max_bytes;
     let mut seen = HashSet::new();
     let mut arrays = Vec::with_capacity(archive.len());
@@ -65,6 +66,52 @@ pub fn decode(bytes: &[u8], max_bytes: u64) -> Result<Vec<(String, HostArray)>> 
         arrays.push((name, array));
     }
     Ok(arrays)
+}
+
+/// Errors unless every member the central directory lists has its own
+/// name. The zip crate indexes members by name, so of two members named
+/// alike it keeps one and the archive reads as if the other were not
+/// there (which one depends on the reader: NumPy sees the other); the
+/// names are therefore counted from the directory's own records, and a
+/// count the crate does not match is refused as well.
+fn check_distinct_members(bytes: &[u8], archive: &ZipArchive<Cursor<&[u8]>>) -> Result<()> {
+    let names = directory_names(bytes, archive.central_directory_start());
+    let mut seen = HashSet::new();
+    if let Some(twice) = names.iter().find(|n| !seen.insert(**n)) {
+        return Err(bad(format!(
+            "member {:?} appears twice",
+            String::from_utf8_lossy(twice)
+        )));
+    }
+    if names.len() != archive.len() {
+        return Err(bad(format!(
+            "its central directory lists {} members, of which {} are readable by name",
+            names.len(),
+            archive.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The raw names of the central directory's file headers from `start`
+/// on (each: the signature `PK\x01\x02`, 46 fixed bytes with the name,
+/// extra field and comment lengths at 28, 30 and 32, then those three).
+fn directory_names(bytes: &[u8], start: u64) -> Vec<&[u8]> {
+    const FIXED: usize = 46;
+    let u16_at = |at: usize| usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]));
+    let mut names = Vec::new();
+    let mut at = usize::try_from(start).unwrap_or(usize::MAX);
+    while at.checked_add(FIXED).is_some_and(|end| end <= bytes.len())
+        && bytes[at..at + 4] == *b"PK\x01\x02"
+    {
+        let name_end = at + FIXED + u16_at(at + 28);
+        let Some(name) = bytes.get(at + FIXED..name_end) else {
+            break;
+        };
+        names.push(name);
+        at = name_end + u16_at(at + 30) + u16_at(at + 32);
+    }
+    names
 }
 
 fn too_big(max_bytes: u64) -> Error {

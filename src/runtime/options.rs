@@ -188,7 +188,9 @@ impl CompileOptions {
 
 /// Extra XLA flags from `XLAFN_XLA_FLAGS` (`name=value`, separated by
 /// spaces or commas; e.g. `xla_dump_to=/tmp/dump`), read once. XLA rejects
-/// an unknown name with a clear error at the first compile.
+/// an unknown name with a clear error at the first compile; values that
+/// would abort or hang XLA instead are refused by [`CompileOptions::check`]
+/// (`xla_cpu_parallel_codegen_split_count` must be in `0..=1024`).
 fn user_flags() -> Vec<(&'static str, &'static str)> {
     static FLAGS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
     FLAGS
@@ -219,23 +221,33 @@ fn cpu_has_avx512() -> bool {
     }
 }
 
-/// Integer XLA flags with values that abort the process instead of failing
-/// the compile (an exception the C API does not catch), with the least value
-/// XLA accepts. Found by trying each flag's edge values on the pinned
-/// plugin: unknown names, mistyped values and out-of-range values of other
-/// flags come back as compile errors, so only these need refusing here.
-const INT_FLAG_MINIMUMS: &[(&str, i64)] = &[("xla_cpu_parallel_codegen_split_count", 0)];
+/// Integer XLA flags with values that abort or hang the process instead of
+/// failing the compile, with the range xlafn lets through. Found by trying
+/// each flag's edge values on the pinned plugin: unknown names, mistyped
+/// values and out-of-range values of other flags come back as compile
+/// errors (or are harmless), so only these need refusing here.
+///
+/// - `xla_cpu_parallel_codegen_split_count`, `0..=1024`: a negative count
+///   aborts XLA (an exception the C API does not catch); a huge one splits
+///   the LLVM module into that many parts, so the compile's time and memory
+///   grow with it (10^6 took 8 s and 1.9 GB, 2^31 - 1 never finished).
+///   XLA's default is 32; 1024 compiles as fast, and more parts than
+///   codegen threads gain nothing.
+const INT_FLAG_RANGES: &[(&str, std::ops::RangeInclusive<i64>)] =
+    &[("xla_cpu_parallel_codegen_split_count", 0..=1024)];
 
 impl CompileOptions {
-    /// Errors on flag values known to abort the plugin; every compile
-    /// checks its options first.
+    /// Errors on flag values known to abort or hang the plugin (see
+    /// [`INT_FLAG_RANGES`]); every compile checks its options first.
     pub fn check(&self) -> Result<()> {
         for (name, value) in &self.int_flags {
-            let min = INT_FLAG_MINIMUMS.iter().find(|(n, _)| n == name);
-            if let Some((_, min)) = min.filter(|(_, min)| value < min) {
+            let range = INT_FLAG_RANGES.iter().find(|(n, _)| n == name);
+            if let Some((_, range)) = range.filter(|(_, range)| !range.contains(value)) {
                 return Err(Error::Value(format!(
-                    "XLA flag {name}={value} is refused: values below {min} abort XLA \
-                     (check XLAFN_XLA_FLAGS)"
+                    "XLA flag {name}={value} is refused: it must be in {}..={} \
+                     (values outside abort or hang XLA; check XLAFN_XLA_FLAGS)",
+                    range.start(),
+                    range.end()
                 )));
             }
         }

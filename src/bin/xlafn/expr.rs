@@ -28,6 +28,14 @@ use xlafn::{DType, Error, Result};
 /// `zeros((100000, 100000))` by mistake must not fill memory.
 const MAX_ELEMENTS: i64 = 1 << 26;
 
+/// The deepest nesting an expression may have, counting every value
+/// inside another (a list's items, a call's shape and fill): far beyond
+/// any real input, and low enough that the recursive parser's stack stays
+/// small. One counter covers the whole parse, so `zeros(zeros(...` or a
+/// list inside a shape cannot restart it (12 000 nested `zeros(` once
+/// overflowed the stack and aborted the process).
+const MAX_DEPTH: usize = 64;
+
 /// A parsed value: a scalar, nested lists of values, or an array of one
 /// value (`zeros`, `ones`, `full`) kept as its shape until encoded.
 enum Value {
@@ -39,6 +47,8 @@ enum Value {
 struct Parser<'a> {
     text: &'a str,
     at: usize,
+    /// How many values enclose the one being parsed (see [`MAX_DEPTH`]).
+    depth: usize,
 }
 
 fn bad(expr: &str, why: impl std::fmt::Display) -> Error {
@@ -98,13 +108,24 @@ impl Parser<'_> {
         &self.text[start..start + len]
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value> {
-        if depth > 64 {
-            return Err(self.error("lists nested over 64 deep"));
+    /// Every value, at any depth, is parsed here, so the one depth check
+    /// sees all nesting: lists, calls and shapes alike.
+    fn value(&mut self) -> Result<Value> {
+        if self.depth > MAX_DEPTH {
+            return Err(self.error(format!(
+                "values (lists and calls) nested over {MAX_DEPTH} deep"
+            )));
         }
+        self.depth += 1;
+        let value = self.unnested_value();
+        self.depth -= 1;
+        value
+    }
+
+    fn unnested_value(&mut self) -> Result<Value> {
         for (open, close) in [("[", "]"), ("(", ")")] {
             if self.eat(open) {
-                return self.list(close, depth);
+                return self.list(close);
             }
         }
         let token = self.token().to_string();
@@ -123,10 +144,10 @@ impl Parser<'_> {
         }
     }
 
-    fn list(&mut self, close: &str, depth: usize) -> Result<Value> {
+    fn list(&mut self, close: &str) -> Result<Value> {
         let mut items = Vec::new();
         while !self.eat(close) {
-            items.push(self.value(depth + 1)?);
+            items.push(self.value()?);
             if !self.eat(",") && !self.text[self.at..].trim_start().starts_with(close) {
                 return Err(self.error(format!("expected ',' or '{close}'")));
             }
@@ -135,7 +156,7 @@ impl Parser<'_> {
     }
 
     fn shape(&mut self) -> Result<Vec<i64>> {
-        let dims = match self.value(0)? {
+        let dims = match self.value()? {
             Value::List(items) => items,
             other => vec![other],
         };
@@ -161,7 +182,7 @@ impl Parser<'_> {
         self.expect("(")?;
         let shape = self.shape()?;
         self.expect(",")?;
-        let fill = match self.value(0)? {
+        let fill = match self.value()? {
             Value::Scalar(s) => s,
             _ => return Err(self.error("full() fills with a scalar")),
         };
@@ -266,8 +287,12 @@ pub fn evaluate(expr: &str, declared: DType) -> Result<HostArray> {
         ),
         None => (expr, declared),
     };
-    let mut parser = Parser { text: body, at: 0 };
-    let value = parser.value(0)?;
+    let mut parser = Parser {
+        text: body,
+        at: 0,
+        depth: 0,
+    };
+    let value = parser.value()?;
     parser.skip_space();
     if parser.at != body.len() {
         return Err(parser.error("unexpected text"));
@@ -332,6 +357,36 @@ mod tests {
         ] {
             let e = evaluate(expr, dtype).unwrap_err().to_string();
             assert!(e.contains(why) && e.contains("--input-expr"), "{expr}: {e}");
+        }
+    }
+
+    /// `n` copies of `open`, then `inner`, then `n` copies of `close`.
+    fn nest(open: &str, inner: &str, close: &str, n: usize) -> String {
+        [open.repeat(n), inner.to_string(), close.repeat(n)].concat()
+    }
+
+    #[test]
+    fn nesting_is_bounded_across_lists_calls_and_shapes() {
+        // 64 levels around a value are fine, 65 are not.
+        let deep = evaluate(&nest("[", "1", "]", 64), DType::F32).unwrap();
+        assert_eq!((deep.dims, deep.bytes.len()), (vec![1; 64], 4));
+        let why = "values (lists and calls) nested over 64 deep";
+        for expr in [
+            nest("[", "1", "]", 65),
+            nest("(", "1", ")", 65),
+            // Calls nest through their shapes and fills; a shape's own
+            // lists count on top of the call's depth. (Thousands of levels,
+            // which overflowed the stack, are tested through the CLI, in a
+            // process of their own: tests/cli.rs.)
+            nest("zeros(", "1", ")", 100),
+            nest("full(", "1, 1", ")", 100),
+            nest("zeros([", "1", "])", 40),
+            nest("full((1,), ", "1", ")", 65),
+            nest("ones(", &nest("[", "1", "]", 40), ")", 30),
+            nest("[", "(", "", 200),
+        ] {
+            let e = evaluate(&expr, DType::F32).unwrap_err().to_string();
+            assert!(e.contains(why), "{}: {e}", &expr[..20]);
         }
     }
 }

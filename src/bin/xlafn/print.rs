@@ -5,24 +5,9 @@
 use crate::values;
 use xlafn::runtime::HostArray;
 
-/// `text` with control characters and the invisible ones that reorder or
-/// hide text (bidi overrides, zero-width marks) escaped as `\u{..}`, so
-/// names from a manifest print as what they are. `keep_newlines` keeps
-/// `\n` for multi-line text (messages, programs).
-pub fn printable(text: &str, keep_newlines: bool) -> String {
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}' | '\u{feff}')
-    };
-    text.chars()
-        .map(|c| match c {
-            '\n' if keep_newlines => "\n".to_string(),
-            c if hidden(c) => c.escape_unicode().to_string(),
-            c => c.to_string(),
-        })
-        .collect()
-}
+/// The library's escaping of manifest text (one function for `show`,
+/// `run` and a loaded export's print callbacks).
+pub use xlafn::export::printable;
 
 /// Manifest text, escaped for the terminal.
 pub fn p(text: &str) -> String {
