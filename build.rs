@@ -6,7 +6,8 @@
 //! For the pinned wheel's header (PJRT C API 0.81) the bindings are shipped
 //! pre-generated (`third_party/pjrt_bindings_0_81.rs`) and used when the
 //! header's sha256 matches `third_party/pjrt_c_api_0_81.h.sha256`, so a
-//! build needs no libclang; any other header goes through bindgen.
+//! build needs no libclang; any other header goes through bindgen, which
+//! only the `bindgen` cargo feature brings in.
 //! The plugin's path is baked into the crate as its default
 //! (`XLAFN_DEFAULT_PJRT_PLUGIN`); `XLAFN_PJRT_PLUGIN` overrides it at run time.
 //! A documentation build (`DOCS_RS` set, no network) fetches nothing and
@@ -108,6 +109,18 @@ fn write_pregenerated(manifest_dir: &std::path::Path) {
     });
 }
 
+#[cfg(not(feature = "bindgen"))]
+fn generate_bindings(header: &std::path::Path) {
+    fail(&format!(
+        "{} is not the pinned PJRT C API 0.81 header ({PREGENERATED_HEADER_SHA256}), so its \
+         bindings must be generated, and that needs bindgen: enable xlafn's `bindgen` feature \
+         (`cargo build --features bindgen`, or `features = [\"bindgen\"]` on the xlafn \
+         dependency); bindgen also needs libclang.",
+        header.display()
+    ))
+}
+
+#[cfg(feature = "bindgen")]
 fn generate_bindings(header: &std::path::Path) {
     let out = out_file();
     let builder = bindgen::Builder::default()

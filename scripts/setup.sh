@@ -2,8 +2,9 @@
 # One-time (idempotent) machine setup for building xlafn on Debian:
 # - python3 with pip, which build.rs uses to fetch the pinned XLA plugin wheel;
 # - libclang (libclang-dev), only when XLAFN_PJRT_PLUGIN names another plugin:
-#   bindgen then reads that plugin's PJRT header. The pinned wheel's bindings
-#   ship pre-generated in third_party/ and need no libclang.
+#   bindgen (xlafn's `bindgen` feature) then reads that plugin's PJRT
+#   header. The pinned wheel's bindings ship pre-generated in third_party/
+#   and need no libclang.
 # The plugin itself is fetched, verified and cached by build.rs on first build.
 set -euo pipefail
 

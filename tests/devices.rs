@@ -218,9 +218,16 @@ fn child_with_bad_count() {
 
 #[test]
 fn cuda_without_a_plugin_is_an_error_not_a_cpu_fallback() {
+    // An empty cache, so that a CUDA plugin scripts/fetch-cuda-plugin.sh
+    // left in the user's cache is not found either.
+    let cache = tempfile::tempdir().unwrap();
     let run = child::run_child(
         "child_cuda_without_plugin",
-        &[("XLAFN_DEVICE", "cuda"), ("XLAFN_CUDA_PLUGIN", "")],
+        &[
+            ("XLAFN_DEVICE", "cuda"),
+            ("XLAFN_CUDA_PLUGIN", ""),
+            ("XDG_CACHE_HOME", cache.path().to_str().unwrap()),
+        ],
         Duration::from_secs(60),
     );
     assert!(run.success, "{}\n{}", run.stdout, run.stderr);

@@ -583,15 +583,19 @@ pub fn cpu_device_count() -> Result<Option<usize>> {
 }
 
 /// The CUDA plugin `scripts/fetch-cuda-plugin.sh` unpacked into xlafn's
-/// cache, if it is there.
+/// cache, if it is there: the CUDA 13 one, else the CUDA 12 one
+/// (`--cuda 12`).
 fn fetched_cuda_plugin() -> Option<std::ffi::OsString> {
     let cache = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
         Some(x) => std::path::PathBuf::from(x),
         None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache"),
     };
-    let plugin =
-        cache.join("xlafn/xla-cuda13-pjrt-0.0.1/xla_plugins/xla_cuda13_pjrt/xla_gpu_pjrt.so");
-    plugin.is_file().then(|| plugin.into_os_string())
+    ["13", "12"].iter().find_map(|v| {
+        let plugin = cache.join(format!(
+            "xlafn/xla-cuda{v}-pjrt-0.0.1/xla_plugins/xla_cuda{v}_pjrt/xla_gpu_pjrt.so"
+        ));
+        plugin.is_file().then(|| plugin.into_os_string())
+    })
 }
 
 /// The multi-process run this process joined, which the default client
@@ -670,8 +674,9 @@ fn make_default_client() -> Result<Arc<Client>> {
                 .ok_or_else(|| {
                     Error::Plugin(
                         "XLAFN_DEVICE=cuda but no CUDA PJRT plugin is named: set \
-                         XLAFN_CUDA_PLUGIN to the plugin's .so, or fetch the pinned one with \
-                         scripts/fetch-cuda-plugin.sh (xlafn does not fall back to the CPU)"
+                         XLAFN_CUDA_PLUGIN to the plugin's .so, or fetch the pinned one and its \
+                         CUDA libraries with scripts/fetch-cuda-plugin.sh --with-runtime (xlafn \
+                         does not fall back to the CPU)"
                             .into(),
                     )
                 })?;

@@ -36,6 +36,31 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// What a loader error about a missing library means for a CUDA plugin:
+/// the NVIDIA driver's libraries come from the machine, the CUDA toolkit's
+/// from pip wheels that the OpenXLA CUDA plugins need even to load.
+fn missing_library_hint(error: &str) -> &'static str {
+    let Some(lib) = error
+        .split(|c: char| c.is_whitespace() || c == ':')
+        .find(|w| w.starts_with("lib") && w.contains(".so"))
+    else {
+        return "";
+    };
+    if lib.starts_with("libcuda.so") || lib.starts_with("libnvidia-") {
+        " (a library of the NVIDIA driver: this machine has no NVIDIA driver, or the loader \
+         does not know where it is)"
+    } else if ["libcu", "libnvrtc", "libnvJitLink"]
+        .iter()
+        .any(|p| lib.starts_with(p))
+    {
+        " (a CUDA library the plugin links against: install the pinned ones beside it with \
+         scripts/fetch-cuda-plugin.sh --with-runtime, or load the plugin from where its CUDA \
+         libraries are installed)"
+    } else {
+        ""
+    }
+}
+
 /// The plugin built in at compile time (the pinned CPU wheel), unless
 /// `XLAFN_PJRT_PLUGIN` names another one at run time.
 pub fn default_plugin_path() -> PathBuf {
@@ -73,8 +98,13 @@ impl Plugin {
         }
         // SAFETY: loading a shared library runs its initialisers; PJRT plugins
         // are built to be dlopen'ed by frontends, and we never unload it.
-        let lib = unsafe { libloading::Library::new(path) }
-            .map_err(|e| Error::Plugin(format!("cannot load {}: {e}", path.display())))?;
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
+            Error::Plugin(format!(
+                "cannot load {}: {e}{}",
+                path.display(),
+                missing_library_hint(&e.to_string())
+            ))
+        })?;
         type GetApi = unsafe extern "C" fn() -> *const sys::PJRT_Api;
         // SAFETY: `GetPjrtApi` is the documented entry point of every PJRT
         // plugin, with exactly this signature.
@@ -289,5 +319,23 @@ fn quiet_plugin_logs() {
         // mutex, before any plugin thread exists; xlafn itself reads no
         // environment variable concurrently with it.
         unsafe { std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1") };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_library_hint;
+
+    #[test]
+    fn missing_library_hint_names_driver_or_runtime() {
+        let driver = "libcuda.so.1: cannot open shared object file: No such file or directory";
+        assert!(missing_library_hint(driver).contains("NVIDIA driver"));
+        let ptx = "libnvidia-ptxjitcompiler.so.1: cannot open shared object file";
+        assert!(missing_library_hint(ptx).contains("NVIDIA driver"));
+        let cupti = "libcupti.so.13: cannot open shared object file: No such file or directory";
+        assert!(missing_library_hint(cupti).contains("--with-runtime"));
+        assert!(missing_library_hint("libcudnn_ops.so.9: cannot open").contains("--with-runtime"));
+        assert_eq!(missing_library_hint("/x/p.so: invalid ELF header"), "");
+        assert_eq!(missing_library_hint("libfoo.so.1: cannot open"), "");
     }
 }
