@@ -77,8 +77,8 @@ fn eager_only(what: &str) -> Result<()> {
     Ok(())
 }
 
-fn io_error(what: &str, path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Value(format!("checkpoint: cannot {what} {}: {e}", path.display()))
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("checkpoint: cannot {what}"), path, e)
 }
 
 /// Saves the variables of `module` to the safetensors file `path`, each
@@ -160,8 +160,22 @@ const MAX_CHECKPOINT_BYTES: u64 = 1 << 40;
 /// A regular file's bytes; a FIFO or device would hang or never end, so
 /// it is refused (the same reader exports and the CLI use).
 fn read_file(path: &Path) -> Result<Vec<u8>> {
-    crate::export::read_regular_file(path, MAX_CHECKPOINT_BYTES)
-        .map_err(|e| io_error("read", path, e))
+    crate::export::read_regular_file(path, MAX_CHECKPOINT_BYTES).map_err(|e| match e {
+        // The I/O error stays the source, for callers to match its kind.
+        Error::Io {
+            doing,
+            path,
+            source,
+        } => Error::Io {
+            doing: format!("checkpoint: {doing}"),
+            path,
+            source,
+        },
+        other => Error::Value(format!(
+            "checkpoint: cannot read {}: {other}",
+            path.display()
+        )),
+    })
 }
 
 fn parse<'a>(bytes: &'a [u8], path: &Path) -> Result<SafeTensors<'a>> {
