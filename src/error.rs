@@ -249,6 +249,26 @@ pub enum Error {
     },
 }
 
+/// The one way the infallible constructors (`Tensor::ones`,
+/// `Variable::new`) panic: with the error's message, which says what to
+/// fix, located at the caller's line. They are `#[track_caller]` too, so
+/// the panic names the user's line rather than one inside xlafn (a closure
+/// passed to `unwrap_or_else` would lose it).
+pub(crate) trait OrPanic<T> {
+    /// The value, or a panic with the error's message.
+    fn or_panic(self) -> T;
+}
+
+impl<T> OrPanic<T> for Result<T> {
+    #[track_caller]
+    fn or_panic(self) -> T {
+        match self {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 /// A copy of an `io::Error` (which is not `Clone`) with the same kind and
 /// message, and the same OS error code when it has one.
 fn clone_io(e: &std::io::Error) -> std::io::Error {
