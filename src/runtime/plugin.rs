@@ -233,12 +233,19 @@ impl Plugin {
     }
 
     /// Converts a returned `PJRT_Error*` into a `Result`, destroying it.
-    /// Every PJRT call's error goes through here.
+    /// Every PJRT call's error goes through here, so this is where errors
+    /// are classed: a run-time check of the user's values that failed in
+    /// a running program (`check_numerics`) is the user's
+    /// `InvalidArgumentError` with the check's message, not an error of
+    /// XLA's; everything else keeps the plugin's code and message.
     pub(crate) fn check(&self, err: *mut sys::PJRT_Error, call: &'static str) -> Result<()> {
         if err.is_null() {
             return Ok(());
         }
         let (code, message) = self.read_error(err);
+        if let Some(e) = super::ffi::check_failure(&message) {
+            return Err(e);
+        }
         Err(Error::Xla {
             call,
             code,
