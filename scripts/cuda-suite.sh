@@ -22,7 +22,7 @@ if [ -n "${XLAFN_CUDA_PLUGIN:-}" ]; then
   plugin="$(scripts/find-cuda-plugin.sh)"
 else
   plugin="$(scripts/find-cuda-plugin.sh 2>/dev/null)" ||
-    plugin="$(scripts/fetch-cuda-plugin.sh | sed -n 's/^xlafn: CUDA plugin at //p')"
+    plugin="$(scripts/fetch-cuda-plugin.sh --with-runtime | sed -n 's/^xlafn: CUDA plugin at //p')"
 fi
 if [ -z "$plugin" ] || [ ! -f "$plugin" ]; then
   echo "xlafn: no CUDA PJRT plugin found; set XLAFN_CUDA_PLUGIN to one." >&2

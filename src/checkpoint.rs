@@ -88,8 +88,29 @@ fn eager_only(what: &str) -> Result<()> {
     Ok(())
 }
 
-fn io_error(what: &str, path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Value(format!("checkpoint: cannot {what} {}: {e}", path.display()))
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("checkpoint: cannot {what}"), path, e)
+}
+
+/// An error of the export layer's file helpers, said of the checkpoint:
+/// an I/O failure keeps its `io::Error` as the source (callers match its
+/// kind); any other (a FIFO refused, say) is a ValueError naming the file.
+fn file_error(what: &str, path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io {
+            doing,
+            path,
+            source,
+        } => Error::Io {
+            doing: format!("checkpoint: {doing}"),
+            path,
+            source,
+        },
+        other => Error::Value(format!(
+            "checkpoint: cannot {what} {}: {other}",
+            path.display()
+        )),
+    }
 }
 
 /// Saves the variables of `module` to the safetensors file `path`, each
@@ -143,7 +164,7 @@ pub fn save_named(variables: &[(String, Variable)], path: impl AsRef<Path>) -> R
         .collect::<Result<Vec<_>>>()?;
     let bytes = safetensors::serialize(views, None)
         .map_err(|e| Error::Value(format!("checkpoint: cannot encode: {e}")))?;
-    crate::export::replace_file(path, &bytes).map_err(|e| io_error("write", path, e))
+    crate::export::replace_file(path, &bytes).map_err(|e| file_error("write", path, e))
 }
 
 /// Every tensor of a safetensors file, by name (for inspecting pretrained
@@ -187,7 +208,7 @@ impl<'p> Checkpoint<'p> {
     /// announces, whose offsets must cover the rest of the file exactly.
     fn open(path: &'p Path) -> Result<Self> {
         let (file, len) =
-            crate::export::open_regular_file(path).map_err(|e| io_error("read", path, e))?;
+            crate::export::open_regular_file(path).map_err(|e| file_error("read", path, e))?;
         let invalid = |m: String| {
             Error::invalid(
                 "checkpoint",

@@ -7,6 +7,7 @@
 //! and callers can match on them rather than on text.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// Result alias used throughout xlafn.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -96,6 +97,28 @@ impl ErrorCode {
         }
     }
 
+    /// The code TensorFlow gives an I/O failure of this kind (its `errno`
+    /// mapping: a missing file is `NotFound`, a full disk
+    /// `ResourceExhausted`, a read-only file system `PermissionDenied`).
+    pub fn from_io_kind(kind: std::io::ErrorKind) -> Self {
+        use std::io::ErrorKind as K;
+        match kind {
+            K::NotFound => ErrorCode::NotFound,
+            K::PermissionDenied | K::ReadOnlyFilesystem => ErrorCode::PermissionDenied,
+            K::AlreadyExists => ErrorCode::AlreadyExists,
+            K::InvalidInput | K::InvalidData | K::InvalidFilename => ErrorCode::InvalidArgument,
+            K::IsADirectory | K::NotADirectory | K::DirectoryNotEmpty => {
+                ErrorCode::FailedPrecondition
+            }
+            K::StorageFull | K::QuotaExceeded | K::OutOfMemory => ErrorCode::ResourceExhausted,
+            K::FileTooLarge | K::UnexpectedEof => ErrorCode::OutOfRange,
+            K::TimedOut => ErrorCode::DeadlineExceeded,
+            K::Interrupted | K::WouldBlock => ErrorCode::Unavailable,
+            K::Unsupported => ErrorCode::Unimplemented,
+            _ => ErrorCode::Unknown,
+        }
+    }
+
     /// TensorFlow's name for errors of this code (`DeadlineExceededError`,
     /// `AlreadyExistsError`, ...), which starts their messages.
     pub fn error_class(self) -> &'static str {
@@ -129,7 +152,11 @@ impl fmt::Display for ErrorCode {
 
 /// Every failure xlafn reports. `Clone`, so that one failure can reach
 /// every caller waiting on the same work (a trace, a compile).
-#[derive(Clone, Debug, thiserror::Error)]
+///
+/// `#[non_exhaustive]`: new kinds of failure get their own variant (as
+/// file errors did), which must not break a caller's `match`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An op was given operands it cannot accept (shapes, dtypes, attributes).
     /// Raised when the op is added, eagerly or while tracing, never by XLA.
@@ -199,6 +226,102 @@ pub enum Error {
         /// What went wrong, naming the key, barrier or process involved.
         message: String,
     },
+
+    /// Reading or writing a file failed. The `io::Error` stays the
+    /// [`source`](std::error::Error::source), so a caller can match its
+    /// `kind()` (retry on `Interrupted`, create on `NotFound`) instead of
+    /// parsing text; the message starts with the TensorFlow class of that
+    /// kind (`NotFoundError:`, `PermissionDeniedError:`), as TensorFlow's
+    /// file errors do.
+    #[error(
+        "{}: {doing} {}: {source}",
+        ErrorCode::from_io_kind(source.kind()).error_class(),
+        path.display()
+    )]
+    Io {
+        /// What xlafn was doing with the file (`cannot read`, `cannot write`).
+        doing: String,
+        /// The file (or folder) involved.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The one way the infallible constructors (`Tensor::ones`,
+/// `Variable::new`) panic: with the error's message, which says what to
+/// fix, located at the caller's line. They are `#[track_caller]` too, so
+/// the panic names the user's line rather than one inside xlafn (a closure
+/// passed to `unwrap_or_else` would lose it).
+pub(crate) trait OrPanic<T> {
+    /// The value, or a panic with the error's message.
+    fn or_panic(self) -> T;
+}
+
+impl<T> OrPanic<T> for Result<T> {
+    #[track_caller]
+    fn or_panic(self) -> T {
+        match self {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// A copy of an `io::Error` (which is not `Clone`) with the same kind and
+/// message, and the same OS error code when it has one.
+fn clone_io(e: &std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+/// By hand because `io::Error` is not `Clone`: every other variant is
+/// copied field by field, an `Io` failure by [`clone_io`].
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        use Error::*;
+        match self {
+            InvalidArgument { op, message } => InvalidArgument {
+                op: op.clone(),
+                message: message.clone(),
+            },
+            Type(m) => Type(m.clone()),
+            Value(m) => Value(m.clone()),
+            FailedPrecondition(m) => FailedPrecondition(m.clone()),
+            UnsupportedDType { dtype, reason } => UnsupportedDType {
+                dtype: dtype.clone(),
+                reason: reason.clone(),
+            },
+            OutOfScope(m) => OutOfScope(m.clone()),
+            Recursion(m) => Recursion(m.clone()),
+            Xla {
+                call,
+                code,
+                message,
+            } => Xla {
+                call,
+                code: *code,
+                message: message.clone(),
+            },
+            Plugin(m) => Plugin(m.clone()),
+            Distributed { code, message } => Distributed {
+                code: *code,
+                message: message.clone(),
+            },
+            Io {
+                doing,
+                path,
+                source,
+            } => Io {
+                doing: doing.clone(),
+                path: path.clone(),
+                source: clone_io(source),
+            },
+        }
+    }
 }
 
 impl Error {
@@ -207,6 +330,16 @@ impl Error {
         Error::InvalidArgument {
             op: op.into(),
             message: message.into(),
+        }
+    }
+
+    /// The error for an I/O failure `doing` something (`cannot read`) with
+    /// `path`, keeping `source` for callers to match.
+    pub fn io(doing: impl Into<String>, path: &Path, source: std::io::Error) -> Self {
+        Error::Io {
+            doing: doing.into(),
+            path: path.to_path_buf(),
+            source,
         }
     }
 

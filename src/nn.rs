@@ -125,10 +125,11 @@ impl BatchNorm {
     pub fn call(&self, x: &Tensor, training: bool) -> Result<Tensor> {
         let rank = x.shape().rank().ok_or_else(|| {
             Error::invalid(
-                "batch_norm",
+                "BatchNorm",
                 format!("needs a known rank, got {}", x.tensor_type()),
             )
         })?;
+        self.check_channels(x, rank)?;
         let (mean, var) = if training {
             let axes: Vec<i64> = (0..rank as i64 - 1).collect();
             let (mean, var) = x.moments(&axes, false)?;
@@ -154,6 +155,29 @@ impl BatchNorm {
             .rsqrt()?
             .mul(&self.gamma.try_read()?)?;
         x.sub(&mean)?.mul(&scale)?.add(&self.beta.try_read()?)
+    }
+
+    /// Errors unless `x`'s last axis has the channels the layer was built
+    /// for. Checked first, by the layer's name: otherwise the mismatch
+    /// surfaces deep inside as `add: incompatible shapes for broadcasting`
+    /// (moving statistics against the batch's), naming neither.
+    fn check_channels(&self, x: &Tensor, rank: usize) -> Result<()> {
+        let channels = self.gamma.dims().first().copied().unwrap_or(0);
+        let last = x.shape().dims().and_then(|d| d.last().copied());
+        let error = |got: String| {
+            Error::invalid(
+                "BatchNorm",
+                format!(
+                    "built for {channels} channels (axis -1), called on input {} with {got}",
+                    x.tensor_type()
+                ),
+            )
+        };
+        match last {
+            _ if rank == 0 => Err(error("no axis".into())),
+            Some(Some(c)) if c != channels => Err(error(c.to_string())),
+            _ => Ok(()),
+        }
     }
 
     /// The trainable variables (gamma, beta).

@@ -17,7 +17,7 @@
 //! concurrent `assign_add`s never lose updates.
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Error, OrPanic, Result};
 pub use crate::function::trace_type::VariableSpec;
 use crate::ir::TensorType;
 use crate::runtime::Buffer;
@@ -239,8 +239,9 @@ impl std::fmt::Debug for Variable {
 impl Variable {
     /// A variable holding `initial`. Panics on errors; see
     /// [`Variable::try_new`].
+    #[track_caller]
     pub fn new(initial: Tensor) -> Variable {
-        Self::try_new(initial).unwrap_or_else(|e| panic!("{e}"))
+        Self::try_new(initial).or_panic()
     }
 
     /// A variable holding `initial`, an eager tensor or, on the first call
@@ -375,8 +376,9 @@ impl Variable {
     /// The current value. Eagerly a tensor of the value now (later
     /// assignments do not change it); while tracing, the value this trace
     /// last assigned, or the variable's value when the call starts.
+    #[track_caller]
     pub fn read(&self) -> Tensor {
-        self.try_read().unwrap_or_else(|e| panic!("{e}"))
+        self.try_read().or_panic()
     }
 
     /// `read`, reporting errors instead of panicking.

@@ -65,6 +65,19 @@ fn the_first_op_producing_nan_or_inf_is_named() {
         text.contains("op 'div'") && text.contains("function 'risky'") && text.contains("Inf"),
         "{text}"
     );
+    // The user's InvalidArgumentError, as eagerly, with the check's own
+    // message: not `XLA Internal error in PJRT_LoadedExecutable_Execute`.
+    assert!(
+        matches!(&e, Error::InvalidArgument { op, .. } if op == "check_numerics"),
+        "{e:?}"
+    );
+    assert!(
+        text.starts_with("InvalidArgumentError: check_numerics: op 'div'")
+            && !text.contains("XLA")
+            && !text.contains("Internal")
+            && !text.contains("xlafn check failed"),
+        "{text}"
+    );
     assert!(
         text.contains(&format!("tests/check_numerics.rs:{div_line}:")),
         "names line {div_line}: {text}"
@@ -91,7 +104,8 @@ fn the_first_op_producing_nan_or_inf_is_named() {
         .build(|x: Tensor| x.sqrt());
     let text = sharded.call((&xs,)).unwrap_err().to_string();
     assert!(
-        text.contains("op 'sqrt'") && text.contains("function 'sharded_sqrt'"),
+        text.starts_with("InvalidArgumentError: check_numerics: op 'sqrt'")
+            && text.contains("function 'sharded_sqrt'"),
         "{text}"
     );
 

@@ -203,6 +203,49 @@ fn while_loop_relaxes_a_growing_loop_value_only_if_shapes_allow() {
     assert!(e.to_string().contains("dtype"), "{e}");
 }
 
+/// A loop value that grows is refused naming the loop value, its shapes
+/// before and after one iteration, and the fix, as TensorFlow's error for
+/// a loop variable without `shape_invariants` does (it read `the shape of
+/// f32(None, 3) is not fully known`); for_range, built on while_loop, too.
+#[test]
+fn a_growing_loop_value_is_an_error_naming_it_and_its_shapes() {
+    let grows = |text: &str| {
+        text.starts_with(
+            "InvalidArgumentError: while_loop: loop value 1 has shape (1, 3) before \
+             the loop, but shape (2, 3) after one iteration",
+        ) && text.contains("TensorArray")
+            && !text.contains("not fully known")
+    };
+    let f = function(|n: Tensor, x: Tensor| {
+        while_loop(
+            |(i, _): &(Tensor, Tensor)| i.lt(&n),
+            |(i, x): (Tensor, Tensor)| -> Result<(Tensor, Tensor)> {
+                let row = x.slice(&[0, 0], &[1, 3])?;
+                Ok((i + 1, Tensor::concat(&[x, row], 0)?))
+            },
+            (Tensor::scalar(0i32), x),
+        )
+    });
+    let x = Tensor::from_vec(vec![1f32, 2., 3.], &[1, 3]).unwrap();
+    let e = f.call((Tensor::scalar(3i32), &x)).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+    assert!(grows(&e.to_string()), "{e}");
+    let g = function(|x: Tensor| {
+        for_range(0, 3, 1, (Tensor::scalar(0i32), x), |_, (i, x)| {
+            let row = x.slice(&[0, 0], &[1, 3])?;
+            Ok::<_, Error>((i, Tensor::concat(&[x, row], 0)?))
+        })
+    });
+    let e = g.call((&x,)).unwrap_err();
+    assert!(grows(&e.to_string()), "{e}");
+    // A body that keeps the shape still compiles and runs.
+    let h = function(|x: Tensor| for_range(0, 3, 1, x, |_, x| x * 2.0));
+    assert_eq!(
+        h.call((&x,)).unwrap().to_vec::<f32>().unwrap(),
+        vec![8., 16., 24.]
+    );
+}
+
 #[test]
 fn nested_cond_inside_while_collatz_steps() {
     // Counts Collatz steps to reach 1, entirely on the device.

@@ -248,3 +248,78 @@ fn child_cuda_without_plugin() {
     let e = xlafn::devices().unwrap_err().to_string();
     assert!(e.contains("XLAFN_DEVICE=cuda"), "{e}");
 }
+
+/// A broken CUDA setup (`XLAFN_DEVICE=cuda` with `XLAFN_CUDA_PLUGIN`
+/// naming a missing file, or a file that is not a plugin): the first
+/// fallible call returns the typed error, and the infallible
+/// constructors panic at the caller's line with a message naming the
+/// variable that named the file (not `XLAFN_PJRT_PLUGIN`) and the
+/// setting that runs on the CPU instead.
+#[test]
+fn a_broken_cuda_setup_names_the_variable_to_fix() {
+    let dir = std::env::temp_dir().join(format!("xlafn-broken-cuda-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing.so");
+    let not_a_plugin = dir.join("not_a_plugin.so");
+    std::fs::write(&not_a_plugin, "this is text, not a shared library\n").unwrap();
+    for (plugin, why) in [(&missing, "no such file"), (&not_a_plugin, "cannot load")] {
+        let run = child::run_child(
+            "child_with_a_broken_cuda_plugin",
+            &[
+                ("XLAFN_DEVICE", "cuda"),
+                ("XLAFN_CUDA_PLUGIN", plugin.to_str().unwrap()),
+                ("XLAFN_EXPECTED_WHY", why),
+            ],
+            Duration::from_secs(60),
+        );
+        assert!(
+            run.success,
+            "{}: {}\n{}",
+            plugin.display(),
+            run.stdout,
+            run.stderr
+        );
+        assert!(run.stdout.contains("1 passed"), "{}", run.stdout);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn child_with_a_broken_cuda_plugin() {
+    if !child::is_child("child_with_a_broken_cuda_plugin") {
+        return;
+    }
+    let plugin = std::env::var("XLAFN_CUDA_PLUGIN").unwrap();
+    let why = std::env::var("XLAFN_EXPECTED_WHY").unwrap();
+    let says_what_to_fix = |m: &str| {
+        m.contains(&plugin)
+            && m.contains(&why)
+            && m.contains("XLAFN_CUDA_PLUGIN names this file")
+            && m.contains("XLAFN_DEVICE=cpu")
+            && !m.contains("XLAFN_PJRT_PLUGIN")
+    };
+    // The first fallible call: the typed error.
+    let e = Tensor::from_vec(vec![1f32], &[1]).unwrap_err();
+    assert!(matches!(&e, Error::Plugin(m) if says_what_to_fix(m)), "{e}");
+    assert!(says_what_to_fix(&xlafn::devices().unwrap_err().to_string()));
+    // The infallible constructors: a panic saying the same, located at
+    // the line that called them.
+    let location = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let seen = location.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        *seen.lock().unwrap() = info.location().map(|l| l.to_string()).unwrap_or_default();
+    }));
+    let line = line!() + 1;
+    let panic = std::panic::catch_unwind(|| Tensor::ones(&[2], DType::F32)).unwrap_err();
+    let _ = std::panic::take_hook();
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(says_what_to_fix(&message), "{message}");
+    let location = location.lock().unwrap().clone();
+    assert!(
+        location.starts_with(&format!("tests/devices.rs:{line}:")),
+        "the panic names the caller's line {line}, not xlafn's: {location}"
+    );
+    let panic = std::panic::catch_unwind(|| Tensor::scalar(1f32)).unwrap_err();
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(says_what_to_fix(&message), "{message}");
+}

@@ -65,7 +65,8 @@ fn child_highest() {
         return;
     }
     let (text, _) = products();
-    let marked = "precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+    let marked =
+        "precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
     // Every product asks for it (the convolution of one input feature is
     // lowered as a product over patches, so both may be dots).
     let products: Vec<&str> = text

@@ -132,6 +132,40 @@ fn batch_norm_training_and_inference() {
     }
 }
 
+/// A BatchNorm called on another channel count says so by the layer's
+/// name, in training and inference, eagerly and traced (it said only
+/// `add: incompatible shapes for broadcasting`); its variables stay as
+/// they were.
+#[test]
+fn batch_norm_on_the_wrong_channel_count_names_the_layer() {
+    let bn = nn::BatchNorm::new(3, DType::F32).unwrap();
+    let x = Tensor::fill(&[2, 4], 1.0, DType::F32).unwrap();
+    let want = "InvalidArgumentError: BatchNorm: built for 3 channels (axis -1), called on input \
+                f32(2, 4) with 4";
+    for training in [true, false] {
+        let e = bn.call(&x, training).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument { op, .. } if op == "BatchNorm"),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), want);
+    }
+    let step = function({
+        let bn = bn.clone();
+        move |x: Tensor| bn.call(&x, true)
+    });
+    assert_eq!(step.call((&x,)).unwrap_err().to_string(), want);
+    assert_eq!(bn.moving_mean.read().to_vec::<f32>().unwrap(), vec![0.0; 3]);
+    let e = bn.call(&Tensor::scalar(1f32), false).unwrap_err();
+    assert!(
+        e.to_string().contains("called on input f32() with no axis"),
+        "{e}"
+    );
+    // The right count still works, with any leading axes.
+    let ok = Tensor::fill(&[2, 5, 3], 1.0, DType::F32).unwrap();
+    assert_eq!(bn.call(&ok, false).unwrap().dims(), vec![2, 5, 3]);
+}
+
 #[test]
 fn embedding_lookup_gathers_rows() {
     let table = Tensor::from_vec((0..12).map(|v| v as f32).collect(), &[4, 3]).unwrap();

@@ -484,6 +484,67 @@ fn conv2d_transpose_is_the_input_gradient_of_conv2d() {
     );
 }
 
+/// An `output_shape` the input cannot come from is refused, as TensorFlow
+/// refuses it: the conv2d of `output_shape` with the same strides, padding
+/// and dilations must give the input's shape (it returned a result of that
+/// shape, a silent wrong answer). Every shape that does fit still works.
+#[test]
+fn conv2d_transpose_checks_its_output_shape_against_the_input() {
+    let g = Tensor::fill(&[2, 4, 4, 8], 1.0, DType::F32).unwrap();
+    let k = Tensor::fill(&[3, 3, 16, 8], 1.0, DType::F32).unwrap();
+    let e = g
+        .conv2d_transpose(&k, [2, 9, 9, 16], [2, 2], Padding::Same, [1, 1])
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument { op, .. } if op == "conv2d_transpose"),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "InvalidArgumentError: conv2d_transpose: output_shape [2, 9, 9, 16] does not fit the \
+         input f32(2, 4, 4, 8): a conv2d of output_shape with strides [2, 2], SAME padding and \
+         dilations [1, 1] gives f32(2, 5, 5, 8), not the input's shape (TensorFlow: size of \
+         out_backprop doesn't match computed)"
+    );
+    // SAME: ceil(out / 2) == 4 for out 7 and 8 only.
+    for out in [7, 8] {
+        let y = g
+            .conv2d_transpose(&k, [2, out, out, 16], [2, 2], Padding::Same, [1, 1])
+            .unwrap();
+        assert_eq!(y.dims(), vec![2, out, out, 16]);
+    }
+    for out in [6, 9] {
+        assert!(
+            g.conv2d_transpose(&k, [2, out, out, 16], [2, 2], Padding::Same, [1, 1])
+                .is_err(),
+            "{out}"
+        );
+    }
+    // VALID: ceil((out - 3 + 1) / 2) == 4 for out 9 and 10; with dilation
+    // 2 the kernel spans 5, so out 11 and 12.
+    let valid = |out: i64, dilation: i64| {
+        g.conv2d_transpose(
+            &k,
+            [2, out, out, 16],
+            [2, 2],
+            Padding::Valid,
+            [dilation, dilation],
+        )
+    };
+    for (out, dilation) in [(9, 1), (10, 1), (11, 2), (12, 2)] {
+        assert_eq!(valid(out, dilation).unwrap().dims()[1], out);
+    }
+    for (out, dilation) in [(8, 1), (11, 1), (10, 2), (13, 2)] {
+        let e = valid(out, dilation).unwrap_err().to_string();
+        assert!(e.contains("out_backprop"), "{out} {dilation}: {e}");
+    }
+    // Another batch size is refused too.
+    assert!(
+        g.conv2d_transpose(&k, [3, 8, 8, 16], [2, 2], Padding::Same, [1, 1])
+            .is_err()
+    );
+}
+
 #[test]
 fn mismatched_operands_are_errors() {
     let x = Tensor::fill(&[1, 5, 5, 3], 1.0, DType::F32).unwrap();

@@ -363,7 +363,19 @@ fn gather_clamps_out_of_range_indices_and_checks_types() {
     let empty = Tensor::from_vec(Vec::<i32>::new(), &[0]).unwrap();
     assert_eq!(x.gather(&empty, 0).unwrap().dims(), vec![0]);
     let fidx = Tensor::vector(&[0f32]).unwrap();
-    assert_invalid(x.gather(&fidx, 0), "gather", "int32 or int64");
+    // The message names the indices and the dtypes they may have (it read
+    // `expects int32 or int64 indices, and any params; got indices of
+    // operands, got f32`).
+    assert_invalid(
+        x.gather(&fidx, 0),
+        "gather",
+        "indices must be an integer dtype (int32 or int64), got f32",
+    );
+    assert_invalid(
+        x.take_along_axis(&fidx, 0),
+        "take_along_axis",
+        "indices must be an integer dtype (int32 or int64), got f32",
+    );
     assert_invalid(x.gather(&idx, 1), "gather", "axis 1 is out of range");
     let nothing = Tensor::from_vec(Vec::<f32>::new(), &[2, 0]).unwrap();
     assert_invalid(nothing.gather(&idx, 1), "gather", "axis 1 of size 0");
@@ -428,7 +440,7 @@ fn one_hot_matches_hand_computed_rows() {
     assert_invalid(
         f.one_hot(2, 1.0, 0.0, DType::F32),
         "one_hot",
-        "integer indices",
+        "indices must be an integer dtype, got f32",
     );
     let i = Tensor::vector(&[1i32]).unwrap();
     assert_invalid(

@@ -1,6 +1,9 @@
 //! The PJRT layer: clients, buffers of every dtype, compile errors, argument
 //! checks that the plugin itself does not make, and leaks.
 
+#[path = "common/child.rs"]
+mod child;
+
 use xlafn::prelude::*;
 use xlafn::runtime::{ArraySpec, Buffer, Client, CompileOptions, Executable, OptionValue};
 
@@ -130,13 +133,43 @@ fn the_cpu_plugin_refuses_options_that_would_abort_it() {
     assert_eq!(Client::from_plugin(&path, &two).unwrap().devices().len(), 2);
 }
 
+/// A path the caller passed is reported as theirs; one that
+/// `XLAFN_PJRT_PLUGIN` named, as that variable's (the variable to change).
 #[test]
 fn a_missing_plugin_is_a_clear_error() {
     let e = Client::from_plugin(std::path::Path::new("/nonexistent/plugin.so"), &[]).unwrap_err();
     assert!(
-        matches!(e, Error::Plugin(ref m) if m.contains("XLAFN_PJRT_PLUGIN")),
+        matches!(e, Error::Plugin(ref m) if m.contains("no PJRT plugin at /nonexistent/plugin.so: there is no such file")
+            && !m.contains("XLAFN_")),
         "{e}"
     );
+    let run = child::run_child(
+        "child_with_a_missing_pjrt_plugin",
+        &[
+            ("XLAFN_PJRT_PLUGIN", "/nonexistent/cpu_plugin.so"),
+            ("XLAFN_DEVICE", "cpu"),
+        ],
+        std::time::Duration::from_secs(60),
+    );
+    assert!(run.success, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("1 passed"), "{}", run.stdout);
+}
+
+#[test]
+fn child_with_a_missing_pjrt_plugin() {
+    if !child::is_child("child_with_a_missing_pjrt_plugin") {
+        return;
+    }
+    for e in [
+        Client::cpu().unwrap_err(),
+        Tensor::from_vec(vec![1f32], &[1]).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&e, Error::Plugin(m) if m.contains("/nonexistent/cpu_plugin.so")
+                && m.contains("XLAFN_PJRT_PLUGIN names this file")),
+            "{e}"
+        );
+    }
 }
 
 /// Runs only where a CUDA PJRT plugin is named by `XLAFN_CUDA_PLUGIN` at

@@ -436,3 +436,73 @@ fn npz_members_of_one_name_are_refused() {
         }
     }
 }
+
+/// The kind of the I/O failure behind `e`: its `source()` must be the
+/// `std::io::Error` itself, not text flattened into another error.
+fn io_kind(e: &Error) -> std::io::ErrorKind {
+    let source = std::error::Error::source(e).unwrap_or_else(|| panic!("no source: {e}"));
+    source
+        .downcast_ref::<std::io::Error>()
+        .unwrap_or_else(|| panic!("the source is not an io::Error: {e}"))
+        .kind()
+}
+
+/// A missing file is an `Error::Io` keeping the `io::Error` as its source,
+/// so a caller can match `ErrorKind::NotFound` (also on a clone, which a
+/// shared failure is); the message starts with TensorFlow's class for the
+/// kind, `NotFoundError`, and names what was done and the path.
+#[test]
+fn a_missing_file_keeps_its_io_error_as_the_source() {
+    let dir = temp_dir("missing");
+    let npy_path = dir.join("absent.npy");
+    let not_found = |e: Error, path: &Path| {
+        assert_eq!(io_kind(&e), std::io::ErrorKind::NotFound, "{e}");
+        assert_eq!(io_kind(&e.clone()), std::io::ErrorKind::NotFound, "{e}");
+        assert!(
+            matches!(&e, Error::Io { path: p, .. } if p == path),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with("NotFoundError: ") && text.contains(&path.display().to_string()),
+            "{text}"
+        );
+        text
+    };
+    let text = not_found(xlafn::io::read_npy(&npy_path).unwrap_err(), &npy_path);
+    assert!(text.contains("cannot read"), "{text}");
+    not_found(
+        xlafn::io::read_npz(dir.join("absent.npz")).unwrap_err(),
+        &dir.join("absent.npz"),
+    );
+    // An export folder that is not there: its manifest is missing.
+    let e = match xlafn::export::load(dir.join("no-export")) {
+        Err(e) => e,
+        Ok(_) => panic!("loaded a missing export"),
+    };
+    not_found(e, &dir.join("no-export").join("xlafn_export.json"));
+    // A checkpoint keeps the kind too, its message saying what it was.
+    let ckpt = dir.join("absent.safetensors");
+    let text = not_found(xlafn::checkpoint::read(&ckpt).unwrap_err(), &ckpt);
+    assert!(text.contains("checkpoint: cannot read"), "{text}");
+    // Writing into a folder that does not exist.
+    let nested = dir.join("no-folder").join("x.npy");
+    let t = Tensor::vector(&[1f32]).unwrap();
+    let e = xlafn::io::write_npy(&nested, &t).unwrap_err();
+    assert_eq!(io_kind(&e), std::io::ErrorKind::NotFound, "{e}");
+    assert!(
+        e.to_string().starts_with("NotFoundError: cannot write"),
+        "{e}"
+    );
+    // Refusing to replace a file is TensorFlow's AlreadyExistsError.
+    let there = dir.join("there.npy");
+    xlafn::io::write_npy(&there, &t).unwrap();
+    let e = xlafn::export::write_new_file(&there, b"x").unwrap_err();
+    assert_eq!(io_kind(&e), std::io::ErrorKind::AlreadyExists, "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("AlreadyExistsError: cannot write")
+            && e.to_string().contains("xlafn writes only new files"),
+        "{e}"
+    );
+}

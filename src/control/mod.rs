@@ -219,9 +219,13 @@ fn check_branches(then_flat: &[Tensor], else_flat: &[Tensor]) -> Result<()> {
 /// while `cond_fn(&state)` is true, and returns the final state.
 ///
 /// The state is any nested structure of tensors (tuples, `Vec`s, ...).
-/// Traced, the loop runs on the device; a loop value whose shape the body
-/// changes is relaxed to unknown dimensions (TensorFlow's shape
-/// invariants), but its dtype may not change. Eagerly, it is a Rust loop.
+/// Traced, the loop runs on the device. A loop value must keep its dtype
+/// and its shape: XLA compiles static shapes, so a body that changes a
+/// known size (a value that grows) is an `InvalidArgumentError` naming the
+/// loop value and both shapes, as TensorFlow's is for a loop variable
+/// without `shape_invariants`. Only a dimension the body makes unknown is
+/// relaxed, and must come out right when the program is compiled.
+/// Eagerly, it is a Rust loop.
 ///
 /// ```
 /// use xlafn::prelude::*;
@@ -245,18 +249,21 @@ where
     RC: IntoOutput<Out = Tensor>,
     RB: IntoOutput<Out = S>,
 {
-    counted_while_loop(cond_fn, body_fn, init, None)
+    counted_while_loop(cond_fn, body_fn, init, None, 0)
 }
 
 /// [`while_loop`] with the number of iterations when it is known at trace
 /// time (a `for_range` over host-known bounds). The count is a hint for
 /// the loop's gradient only: it sizes the buffer of forward states so the
-/// backward pass needs no counting loop.
+/// backward pass needs no counting loop. The first `hidden_values` loop
+/// values are xlafn's own (a `for_range`'s counter), which errors skip
+/// when they number the user's.
 fn counted_while_loop<S, RC, RB>(
     mut cond_fn: impl FnMut(&S) -> RC,
     mut body_fn: impl FnMut(S) -> RB,
     init: S,
     trip_count: Option<i64>,
+    hidden_values: usize,
 ) -> Result<S>
 where
     S: Output,
@@ -316,6 +323,7 @@ where
         record: None,
         loop_types,
         trip_count,
+        hidden_values,
     };
     op.record = recording_slots(&inputs, &op);
     let mut outs = apply(op, &inputs)?.into_iter();
@@ -454,6 +462,7 @@ where
         },
         (start, init),
         trips,
+        1,
     )?;
     Ok(state)
 }

@@ -19,9 +19,10 @@ use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// The error for an I/O failure on `path`.
-pub(crate) fn io(path: &Path, e: std::io::Error) -> Error {
-    Error::Value(format!("{}: {e}", path.display()))
+/// The error for an I/O failure `doing` something with `path`: an
+/// [`Error::Io`] that keeps `e`, so callers can match its kind.
+pub(crate) fn io(doing: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(doing, path, e)
 }
 
 /// Errors unless `name` is a file name export could have written:
@@ -65,11 +66,11 @@ pub(crate) fn open_regular(path: &Path, follow: bool) -> Result<(File, u64)> {
                 "{}: is a symbolic link; export files must be regular files inside the folder",
                 path.display()
             )),
-            _ => io(path, e),
+            _ => io("cannot read", path, e),
         })?;
     // `File::metadata` is an fstat of the open descriptor: it describes the
     // file we will read, not whatever the name points at by now.
-    let meta = file.metadata().map_err(|e| io(path, e))?;
+    let meta = file.metadata().map_err(|e| io("cannot read", path, e))?;
     if !meta.is_file() {
         return Err(Error::Value(format!(
             "{}: is not a regular file",
@@ -85,7 +86,7 @@ fn read_bounded(path: &Path, file: File, limit: u64) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| io(path, e))?;
+        .map_err(|e| io("cannot read", path, e))?;
     Ok(bytes)
 }
 
@@ -131,22 +132,30 @@ pub(crate) fn read_limited(path: &Path, limit: u64, follow: bool) -> Result<Vec<
 /// Writes `bytes` to a new file at `path`; an existing file (or a symlink)
 /// there is an error, never overwritten or followed.
 pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
-    create_new(path)?.write_all(bytes).map_err(|e| io(path, e))
+    create_new(path, path)?
+        .write_all(bytes)
+        .map_err(|e| io("cannot write", path, e))
 }
 
-/// Creates the new file `path` for writing; anything already there (a
-/// file, a symlink, even a dangling one) is an error, never followed.
-fn create_new(path: &Path) -> Result<File> {
+/// Creates the new file `at` (an existing file or symlink there is an
+/// error), reporting a failure as one to write `path`.
+fn create_new(at: &Path, path: &Path) -> Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(path)
+        .open(at)
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => Error::Value(format!(
-                "{}: already exists; xlafn writes only new files (choose an empty folder)",
-                path.display()
-            )),
-            _ => io(path, e),
+            // Still an `AlreadyExists` I/O error (TensorFlow's
+            // `AlreadyExistsError`), worded to say why nothing is replaced.
+            std::io::ErrorKind::AlreadyExists => io(
+                "cannot write",
+                at,
+                std::io::Error::new(
+                    e.kind(),
+                    "already exists; xlafn writes only new files (choose an empty folder)",
+                ),
+            ),
+            _ => io("cannot write", path, e),
         })
 }
 
@@ -169,16 +178,16 @@ pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     temp_name.push(name);
     temp_name.push(format!(".{}.tmp", unpredictable_suffix()));
     let temp = path.with_file_name(temp_name);
-    let mut file = create_new(&temp)?;
+    // Errors name the file the caller asked for, not the temporary one.
+    let mut file = create_new(&temp, path)?;
     let written = file
         .write_all(bytes)
         .and_then(|()| file.sync_all())
-        .map_err(|e| io(&temp, e))
-        .and_then(|()| std::fs::rename(&temp, path).map_err(|e| io(path, e)));
-    if written.is_err() {
+        .and_then(|()| std::fs::rename(&temp, path));
+    if let Err(e) = written {
         // The temporary file is this call's own (`create_new` made it).
         let _ = std::fs::remove_file(&temp);
-        return written;
+        return Err(io("cannot write", path, e));
     }
     // The rename itself is durable once the folder is synced; a folder
     // that cannot be opened or synced (some filesystems) loses nothing

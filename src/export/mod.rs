@@ -323,7 +323,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
         };
         let text =
             serde_json::to_string_pretty(&manifest).map_err(|e| Error::Value(e.to_string()))?;
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| io("cannot create the folder", dir, e))?;
         // The manifest and its digest last: a folder without them is an
         // unfinished export, refused by `load`.
         let digest = manifest::digest_line(text.as_bytes());

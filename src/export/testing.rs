@@ -7,14 +7,10 @@
 //! Not part of the API: it writes into the folder it is given without the
 //! care `export` takes, and exists only to make hostile folders.
 
-use super::files::check_name;
+use super::files::{check_name, io};
 use super::manifest::{DIGEST, MANIFEST, digest_line, sha256_hex};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
-
-fn io(path: &Path, e: std::io::Error) -> Error {
-    Error::Value(format!("{}: {e}", path.display()))
-}
 
 /// Signs `dir` again after its files were changed: the size and sha256 of
 /// every listed file that exists as a plain file in `dir` is set to what is
@@ -22,7 +18,8 @@ fn io(path: &Path, e: std::io::Error) -> Error {
 /// is not JSON any more is signed as it is, so the loader meets its bytes.
 pub fn resign(dir: &Path) -> Result<()> {
     let manifest_path = dir.join(MANIFEST);
-    let mut bytes = std::fs::read(&manifest_path).map_err(|e| io(&manifest_path, e))?;
+    let mut bytes =
+        std::fs::read(&manifest_path).map_err(|e| io("cannot read", &manifest_path, e))?;
     if let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(&bytes) {
         for list in ["programs", "constants", "variables"] {
             let Some(entries) = json.get_mut(list).and_then(|l| l.as_array_mut()) else {
@@ -36,10 +33,12 @@ pub fn resign(dir: &Path) -> Result<()> {
             sign_entry(dir, graph);
         }
         bytes = serde_json::to_vec_pretty(&json).map_err(|e| Error::Value(e.to_string()))?;
-        std::fs::write(&manifest_path, &bytes).map_err(|e| io(&manifest_path, e))?;
+        std::fs::write(&manifest_path, &bytes)
+            .map_err(|e| io("cannot write", &manifest_path, e))?;
     }
     let digest_path = dir.join(DIGEST);
-    std::fs::write(&digest_path, digest_line(&bytes)).map_err(|e| io(&digest_path, e))
+    std::fs::write(&digest_path, digest_line(&bytes))
+        .map_err(|e| io("cannot write", &digest_path, e))
 }
 
 /// Sets the size and sha256 of one listed file to what `dir` holds now.
@@ -65,7 +64,7 @@ fn sign_entry(dir: &Path, entry: &mut serde_json::Map<String, serde_json::Value>
 /// digest file (which `resign` rewrites), in name order.
 pub fn mutable_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| io(dir, e))?
+        .map_err(|e| io("cannot list", dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
         .filter(|p| p.file_name().is_some_and(|n| n != DIGEST))
@@ -87,18 +86,18 @@ pub fn mutate(dir: &Path, data: &[u8]) -> Result<()> {
     let mut chunks = data.chunks_exact(4);
     for edit in chunks.by_ref() {
         let path = &files[edit[0] as usize % files.len()];
-        let mut bytes = std::fs::read(path).map_err(|e| io(path, e))?;
+        let mut bytes = std::fs::read(path).map_err(|e| io("cannot read", path, e))?;
         if bytes.is_empty() {
             continue;
         }
         let at = (usize::from(u16::from_le_bytes([edit[1], edit[2]])) * bytes.len()) >> 16;
         bytes[at] = edit[3];
-        std::fs::write(path, &bytes).map_err(|e| io(path, e))?;
+        std::fs::write(path, &bytes).map_err(|e| io("cannot write", path, e))?;
     }
     if let [pick, ..] = chunks.remainder() {
         let path = &files[*pick as usize % files.len()];
-        let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
-        std::fs::write(path, &bytes[..bytes.len() / 2]).map_err(|e| io(path, e))?;
+        let bytes = std::fs::read(path).map_err(|e| io("cannot read", path, e))?;
+        std::fs::write(path, &bytes[..bytes.len() / 2]).map_err(|e| io("cannot write", path, e))?;
     }
     resign(dir)
 }

@@ -408,6 +408,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
                 body: decode_region(body, node_inputs, n, bind)?,
                 loop_types: loop_types.clone(),
                 trip_count: None,
+                hidden_values: 0,
                 record: *record,
             })
         }

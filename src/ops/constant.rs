@@ -8,7 +8,7 @@
 
 use super::{OpDef, expect_arity, normalize_axis};
 use crate::dtype::{ArraySpec, DType};
-use crate::error::{Error, Result};
+use crate::error::{Error, OrPanic, Result};
 use crate::ir::{Scalar, Shape, TensorType};
 use crate::lower::{Emitter, Val};
 use crate::tensor::{Tensor, apply1};
@@ -459,17 +459,18 @@ impl Tensor {
         apply1(op, &[])
     }
 
-    /// Zeros. Panics (with the error's message) only if the device fails
-    /// or `dims` has a negative entry, like `Tensor::scalar`; see `try_zeros`.
+    /// Zeros. Panics (with the error's message, at the caller's line) only
+    /// if the device fails or `dims` has a negative entry, like
+    /// `Tensor::scalar`; see `try_zeros`.
     #[track_caller]
     pub fn zeros(dims: &[i64], dtype: DType) -> Tensor {
-        Self::try_zeros(dims, dtype).unwrap_or_else(|e| panic!("{e}"))
+        Self::try_zeros(dims, dtype).or_panic()
     }
 
     /// Ones. Panics only where `zeros` does; see `try_ones`.
     #[track_caller]
     pub fn ones(dims: &[i64], dtype: DType) -> Tensor {
-        Self::try_ones(dims, dtype).unwrap_or_else(|e| panic!("{e}"))
+        Self::try_ones(dims, dtype).or_panic()
     }
 
     /// Zeros, reporting errors.

@@ -104,6 +104,39 @@ fn join(op: &str, a: &TensorType, b: &TensorType) -> Result<TensorType> {
     ))
 }
 
+/// Errors when the body gives loop value `name` a shape other than the one
+/// it entered with (another rank, or another size in a dimension known in
+/// both). XLA compiles a loop only for values that keep their shape, so
+/// such a loop could never run; without this check the relaxed shape
+/// surfaces later as `the shape of f32(None, 3) is not fully known`,
+/// naming neither the loop value nor the fix. TensorFlow raises the same
+/// for a loop variable without `shape_invariants`. Checked here, where the
+/// loop's types are inferred, it fires at trace time for shapes known then
+/// and when the program is compiled for the others.
+fn check_keeps_shape(name: &str, before: &TensorType, after: &TensorType) -> Result<()> {
+    let (Some(a), Some(b)) = (before.shape.dims(), after.shape.dims()) else {
+        return Ok(());
+    };
+    let differs = a.len() != b.len()
+        || a.iter()
+            .zip(b)
+            .any(|(x, y)| matches!((x, y), (Some(x), Some(y)) if x != y));
+    if !differs {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "while_loop",
+        format!(
+            "{name} has shape {} before the loop, but shape {} after one iteration. \
+             XLA compiles only loops whose values keep their shape, so there are no shape \
+             invariants to let it vary: give the value its final shape before the loop (e.g. \
+             zeros of the largest size, filled with dynamic_update_slice), or write the pieces \
+             into a TensorArray",
+            before.shape, after.shape
+        ),
+    ))
+}
+
 fn check_same_concrete(op: &str, what: &str, got: &[Val], want: &[ArraySpec]) -> Result<()> {
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         if g.ty != *w {
@@ -256,6 +289,11 @@ pub struct While {
     /// identity and exports do not carry it (a loaded loop's gradient
     /// counts on the device instead of trusting a file).
     pub trip_count: Option<i64>,
+    /// How many leading loop values xlafn added before the user's (1 for
+    /// a `for_range`'s counter), so that errors number the user's own
+    /// values from 0. Like `trip_count`, not part of the op's identity and
+    /// not carried by exports (a loaded loop numbers all its values).
+    pub hidden_values: usize,
     /// Set when the loop was traced under a recording gradient tape: the
     /// number of slots of a buffer, per loop value, into which each
     /// iteration writes the state that entered it (the last slot taking
@@ -421,6 +459,13 @@ impl OpDef for While {
             .body
             .graph
             .infer_results(&self.body.param_types(init, inputs))?;
+        for (i, (before, after)) in init.iter().zip(&next).enumerate() {
+            let name = match i.checked_sub(self.hidden_values) {
+                Some(user) => format!("loop value {user}"),
+                None => "the loop's counter".to_string(),
+            };
+            check_keeps_shape(&name, before, after)?;
+        }
         // The loop values keep the initial types when the body preserves them.
         let mut types = init
             .iter()

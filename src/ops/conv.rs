@@ -444,6 +444,52 @@ impl Conv {
     }
 }
 
+/// Errors unless `x` could be the output of the forward convolution of an
+/// input of `output_shape` (`like`): TensorFlow's rule for
+/// `conv2d_transpose` (SAME: `ceil(out / stride) == in`; VALID:
+/// `ceil((out - dilated kernel + 1) / stride) == in`), checked by inferring
+/// that convolution's shape. Any other `output_shape` would silently give
+/// a result of a shape the input cannot come from.
+fn check_transpose_output(
+    x: &Tensor,
+    forward: &Conv,
+    like: &Tensor,
+    filters: &Tensor,
+    padding: &Padding,
+    output_shape: [i64; 4],
+) -> Result<()> {
+    let computed = forward.infer(&[like.tensor_type(), filters.tensor_type()])?;
+    let shape = x.shape();
+    let (Some(want), Some(got)) = (computed[0].shape.dims(), shape.dims()) else {
+        return Ok(());
+    };
+    let fits = want.len() == got.len()
+        && want
+            .iter()
+            .zip(got)
+            .all(|(w, g)| w.is_none() || g.is_none() || w == g);
+    if fits {
+        return Ok(());
+    }
+    let padding = match padding {
+        Padding::Same => "SAME".to_string(),
+        Padding::Valid => "VALID".to_string(),
+        Padding::Explicit(p) => format!("explicit {p:?}"),
+    };
+    Err(Error::invalid(
+        "conv2d_transpose",
+        format!(
+            "output_shape {output_shape:?} does not fit the input {}: a conv2d of output_shape \
+             with strides {:?}, {padding} padding and dilations {:?} gives {}, not the input's \
+             shape (TensorFlow: size of out_backprop doesn't match computed)",
+            x.tensor_type(),
+            forward.strides,
+            forward.rhs_dilation,
+            computed[0]
+        ),
+    ))
+}
+
 /// Padding of a convolution's spatial dimensions.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Padding {
@@ -725,6 +771,7 @@ impl Tensor {
             reverse_kernel: false,
         };
         let like = Tensor::fill(&output_shape, 0.0, self.dtype())?;
+        check_transpose_output(self, &forward, &like, filters, &padding, output_shape)?;
         forward.input_gradient(self, &like, filters)
     }
 

@@ -262,6 +262,28 @@ pub(crate) fn check_dtype(op: &str, dtype: DType, ok: bool, wanted: &str) -> Res
     Ok(())
 }
 
+/// Errors unless an op's index operand has an integer `dtype`: int32 or
+/// int64 for ops that lower to XLA's gather and scatter (`int32_or_int64`),
+/// any integer otherwise. Its own check, not [`check_dtype`]'s, so the
+/// message names the indices and the dtypes they may have.
+pub(crate) fn check_index_dtype(op: &str, dtype: DType, int32_or_int64: bool) -> Result<()> {
+    dtype.check_compilable()?;
+    let (ok, which) = match int32_or_int64 {
+        true => (
+            matches!(dtype, DType::I32 | DType::I64),
+            " (int32 or int64)",
+        ),
+        false => (dtype.is_int(), ""),
+    };
+    if !ok {
+        return Err(Error::invalid(
+            op,
+            format!("indices must be an integer dtype{which}, got {dtype}"),
+        ));
+    }
+    Ok(())
+}
+
 /// `f32(2, 3), f32(3,)` for error messages.
 pub(crate) fn describe(inputs: &[TensorType]) -> String {
     inputs

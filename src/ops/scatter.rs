@@ -12,20 +12,15 @@
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
 use super::reduce::lowest;
-use super::{OpDef, check_dtype, describe, expect_arity};
-use crate::dtype::{ArraySpec, DType};
+use super::{OpDef, check_dtype, check_index_dtype, describe, expect_arity};
+use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::{Dim, Scalar, Shape, TensorType};
 use crate::lower::{Emitter, GatherDims, ScatterDims, Val};
 use crate::tensor::{Tensor, apply1};
 
 fn check_indices(op: &str, indices: &TensorType) -> Result<()> {
-    check_dtype(
-        op,
-        indices.dtype,
-        matches!(indices.dtype, DType::I32 | DType::I64),
-        "int32 or int64 indices; got indices of",
-    )
+    check_index_dtype(op, indices.dtype, true)
 }
 
 /// `K`, the length of each index row, and the batch dims before it.

@@ -10,7 +10,7 @@
 //! that need the missing size wait until the concrete shape is lowered.
 
 use super::grad_or_zeros;
-use super::{OpDef, check_dtype, describe, expect_arity, normalize_axis, same_dtype};
+use super::{OpDef, check_index_dtype, describe, expect_arity, normalize_axis, same_dtype};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
 use crate::ir::{Dim, Scalar, Shape, TensorType};
@@ -577,13 +577,7 @@ impl OpDef for Gather {
         expect_arity("gather", inputs, 2)?;
         let (params, indices) = (&inputs[0], &inputs[1]);
         params.dtype.check_compilable()?;
-        let int = matches!(indices.dtype, DType::I32 | DType::I64);
-        check_dtype(
-            "gather",
-            indices.dtype,
-            int,
-            "int32 or int64 indices, and any params; got indices of",
-        )?;
+        check_index_dtype("gather", indices.dtype, true)?;
         let Some(p) = params.shape.dims() else {
             return Ok(unknown_rank(params.dtype));
         };
@@ -695,7 +689,7 @@ impl OpDef for OneHot {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity("one_hot", inputs, 1)?;
         let x = &inputs[0];
-        check_dtype("one_hot", x.dtype, x.dtype.is_int(), "integer indices, got")?;
+        check_index_dtype("one_hot", x.dtype, false)?;
         self.dtype.check_compilable()?;
         if self.depth < 0 {
             return Err(Error::invalid(

@@ -10,8 +10,8 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
-use super::{OpDef, check_dtype, describe, expect_arity};
-use crate::dtype::{ArraySpec, DType};
+use super::{OpDef, check_index_dtype, describe, expect_arity};
+use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::{Scalar, TensorType};
 use crate::lower::{Emitter, GatherDims, ScatterDims, Val};
@@ -34,12 +34,7 @@ pub struct AddAlongAxis {
 
 /// The shared shape rule: `x` and `idx` of one rank, equal off `axis`.
 fn check_along(op: &str, axis: usize, x: &TensorType, idx: &TensorType) -> Result<Vec<i64>> {
-    check_dtype(
-        op,
-        idx.dtype,
-        matches!(idx.dtype, DType::I32 | DType::I64),
-        "int32 or int64 indices; got indices of",
-    )?;
+    check_index_dtype(op, idx.dtype, true)?;
     let (Some(xd), Some(id)) = (x.shape.as_known(), idx.shape.as_known()) else {
         return Err(Error::invalid(
             op,

@@ -12,7 +12,7 @@
 //! the client is destroyed.
 
 use super::kv_callbacks::{KeyValueStore, StoreHandle};
-use super::plugin::{Plugin, default_plugin_path};
+use super::plugin::{Plugin, PluginChoice};
 use super::sys;
 use crate::error::{Error, ErrorCode, Result};
 use std::ffi::c_char;
@@ -166,7 +166,8 @@ impl Client {
     /// A CPU client from the default plugin (the pinned wheel or
     /// `XLAFN_PJRT_PLUGIN`).
     pub fn cpu() -> Result<Arc<Client>> {
-        Self::from_plugin(&default_plugin_path(), &[])
+        let choice = PluginChoice::cpu();
+        Self::from_plugin(&choice.path, &[]).map_err(|e| choice.explain(e))
     }
 
     /// A CUDA client from a CUDA PJRT plugin `.so`. Load it where it was
@@ -585,7 +586,7 @@ pub fn cpu_device_count() -> Result<Option<usize>> {
 /// The CUDA plugin `scripts/fetch-cuda-plugin.sh` unpacked into xlafn's
 /// cache, if it is there: the CUDA 13 one, else the CUDA 12 one
 /// (`--cuda 12`).
-fn fetched_cuda_plugin() -> Option<std::ffi::OsString> {
+fn fetched_cuda_plugin() -> Option<std::path::PathBuf> {
     let cache = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
         Some(x) => std::path::PathBuf::from(x),
         None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache"),
@@ -594,8 +595,39 @@ fn fetched_cuda_plugin() -> Option<std::ffi::OsString> {
         let plugin = cache.join(format!(
             "xlafn/xla-cuda{v}-pjrt-0.0.1/xla_plugins/xla_cuda{v}_pjrt/xla_gpu_pjrt.so"
         ));
-        plugin.is_file().then(|| plugin.into_os_string())
+        plugin.is_file().then_some(plugin)
     })
+}
+
+/// The CUDA plugin `XLAFN_DEVICE=cuda` uses: `XLAFN_CUDA_PLUGIN`, else
+/// the fetched one; each failure to use it says which of the two to fix,
+/// and that `XLAFN_DEVICE=cpu` runs on the CPU instead.
+fn cuda_plugin_choice() -> Result<PluginChoice> {
+    const CPU: &str = "or set XLAFN_DEVICE=cpu (or unset it) to run on the CPU";
+    if let Some(p) = std::env::var_os("XLAFN_CUDA_PLUGIN").filter(|p| !p.is_empty()) {
+        return Ok(PluginChoice {
+            path: p.into(),
+            fix: format!(
+                "XLAFN_CUDA_PLUGIN names this file: set it to a CUDA PJRT plugin .so \
+                 (scripts/fetch-cuda-plugin.sh fetches the pinned one), {CPU}"
+            ),
+        });
+    }
+    match fetched_cuda_plugin() {
+        Some(path) => Ok(PluginChoice {
+            path,
+            fix: format!(
+                "this is the plugin scripts/fetch-cuda-plugin.sh fetched: fetch it again, or \
+                 set XLAFN_CUDA_PLUGIN to a CUDA PJRT plugin .so, {CPU}"
+            ),
+        }),
+        None => Err(Error::Plugin(format!(
+            "XLAFN_DEVICE=cuda but no CUDA PJRT plugin is named: set XLAFN_CUDA_PLUGIN to the \
+             plugin's .so, or fetch the pinned one and its CUDA \
+             libraries with scripts/fetch-cuda-plugin.sh --with-runtime (xlafn does not fall back \
+             to the CPU), {CPU}"
+        ))),
+    }
 }
 
 /// The multi-process run this process joined, which the default client
@@ -665,41 +697,31 @@ fn make_default_client() -> Result<Arc<Client>> {
                 .map(|n| ("cpu_device_count".to_string(), OptionValue::Int(n as i64)))
                 .into_iter()
                 .collect();
-            Client::from_plugin(&default_plugin_path(), &options)
+            let choice = PluginChoice::cpu();
+            Client::from_plugin(&choice.path, &options).map_err(|e| choice.explain(e))
         }
         "cuda" | "gpu" => {
-            let plugin = std::env::var_os("XLAFN_CUDA_PLUGIN")
-                .filter(|p| !p.is_empty())
-                .or_else(fetched_cuda_plugin)
-                .ok_or_else(|| {
-                    Error::Plugin(
-                        "XLAFN_DEVICE=cuda but no CUDA PJRT plugin is named: set \
-                         XLAFN_CUDA_PLUGIN to the plugin's .so, or fetch the pinned one and its \
-                         CUDA libraries with scripts/fetch-cuda-plugin.sh --with-runtime (xlafn \
-                         does not fall back to the CPU)"
-                            .into(),
-                    )
-                })?;
+            let choice = cuda_plugin_choice()?;
             let client = match run {
                 Some((node_id, num_nodes, store)) => Client::distributed(
-                    Path::new(&plugin),
+                    &choice.path,
                     &Client::cuda_options(),
                     node_id,
                     num_nodes,
                     store,
                 ),
-                None => Client::cuda(Path::new(&plugin)),
+                None => Client::cuda(&choice.path),
             };
             client.map_err(|e| {
                 let reason = match e {
                     Error::Plugin(m) => m,
                     other => other.to_string(),
                 };
-                Error::Plugin(format!(
+                choice.explain(Error::Plugin(format!(
                     "XLAFN_DEVICE=cuda: the CUDA plugin {} is not usable (xlafn does not fall \
                      back to the CPU): {reason}",
-                    Path::new(&plugin).display()
-                ))
+                    choice.path.display()
+                )))
             })
         }
         other => Err(Error::Value(format!(

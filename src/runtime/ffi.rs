@@ -27,7 +27,7 @@
 use super::plugin::Plugin;
 use super::sys;
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -171,12 +171,49 @@ pub fn live_host_callbacks() -> usize {
     REGISTRY.read().map(|r| r.len()).unwrap_or(0)
 }
 
-fn lookup(id: i64) -> Option<Arc<HostCallbackFn>> {
+/// The callback registered under `id`, and whether it is one of xlafn's
+/// own run-time checks (see [`CHECK_FAILED`]).
+fn lookup(id: i64) -> Option<(Arc<HostCallbackFn>, bool)> {
     REGISTRY
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .get(&id)
-        .map(|e| e.f.clone())
+        .map(|e| (e.f.clone(), e.kind.is_check()))
+}
+
+impl CallbackKind {
+    /// Is this a run-time check on the user's values (`check_numerics`, a
+    /// `for_range` step that must not be zero), whose failure is the user's
+    /// `InvalidArgumentError` rather than a failure of the program?
+    fn is_check(&self) -> bool {
+        matches!(
+            self,
+            CallbackKind::CheckNumerics { .. } | CallbackKind::NonZero { .. }
+        )
+    }
+}
+
+/// Brackets the message of a failed run-time check inside the error the
+/// callback hands XLA, which reports it wrapped in text of its own and,
+/// whatever code the callback gave, as an error of the execution. The
+/// runtime finds the brackets ([`check_failure`]) and returns the check's
+/// `InvalidArgumentError` with its own message, as an eager check does,
+/// instead of `XLA Internal error in PJRT_LoadedExecutable_Execute: ...`.
+const CHECK_FAILED: &str = "[[xlafn check failed: ";
+/// The end of the bracket [`CHECK_FAILED`] opens.
+const CHECK_FAILED_END: &str = " ]]";
+
+/// The `InvalidArgumentError` of a run-time check whose failure the
+/// plugin reports in `message` (see [`CHECK_FAILED`]), if it is one. The
+/// check's message is `op: what went wrong` (an older export's may start
+/// with the class name, which is dropped).
+pub(crate) fn check_failure(message: &str) -> Option<Error> {
+    let start = message.find(CHECK_FAILED)? + CHECK_FAILED.len();
+    let end = start + message[start..].find(CHECK_FAILED_END)?;
+    let text = &message[start..end];
+    let text = text.strip_prefix("InvalidArgumentError: ").unwrap_or(text);
+    let (op, what) = text.split_once(": ").unwrap_or(("host check", text));
+    Some(Error::invalid(op, what))
 }
 
 thread_local! {
@@ -470,7 +507,14 @@ unsafe extern "C" fn handler(frame: *mut CallFrame) -> *mut c_void {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_callback(frame)));
     let message = match outcome {
         Ok(Ok(())) => return std::ptr::null_mut(),
-        Ok(Err(m)) => m,
+        Ok(Err(Failure::Check(m))) => {
+            return make_error(
+                frame,
+                &format!("{CHECK_FAILED}{m}{CHECK_FAILED_END}"),
+                ErrorCode::InvalidArgument,
+            );
+        }
+        Ok(Err(Failure::Other(m))) => m,
         Err(panic) => {
             let what = panic
                 .downcast_ref::<String>()
@@ -479,7 +523,26 @@ unsafe extern "C" fn handler(frame: *mut CallFrame) -> *mut c_void {
             format!("host callback panicked: {}", what.unwrap_or_default())
         }
     };
-    make_error(frame, &message)
+    make_error(frame, &message, ErrorCode::Internal)
+}
+
+/// Why a callback failed: a run-time check on the user's values (its
+/// message), or anything else (a callback's own error, a malformed call).
+enum Failure {
+    Check(String),
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(m: String) -> Failure {
+        Failure::Other(m)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(m: &str) -> Failure {
+        Failure::Other(m.to_string())
+    }
 }
 
 /// Answers XLA's registration-time query: the FFI API version we speak
@@ -505,9 +568,9 @@ fn answer_metadata_query(frame: &mut CallFrame) -> bool {
     true
 }
 
-fn run_callback(frame: &mut CallFrame) -> std::result::Result<(), String> {
+fn run_callback(frame: &mut CallFrame) -> std::result::Result<(), Failure> {
     let id = callback_id(&frame.attrs).ok_or("custom call without a callback_id attribute")?;
-    let callback = lookup(id).ok_or_else(|| {
+    let (callback, is_check) = lookup(id).ok_or_else(|| {
         format!(
             "no host callback with id {id} is registered in this process (a program may only \
              call the callbacks registered for it, and they end with it)"
@@ -517,9 +580,14 @@ fn run_callback(frame: &mut CallFrame) -> std::result::Result<(), String> {
     let scope = execution_call_scope(frame);
     let results = {
         let _inside = InsideCallback::enter();
-        super::call_scope::with_call_scope(scope, || callback(&args))?
+        super::call_scope::with_call_scope(scope, || callback(&args)).map_err(
+            |m| match is_check {
+                true => Failure::Check(m),
+                false => Failure::Other(m),
+            },
+        )?
     };
-    write_results(&frame.rets, &results)
+    Ok(write_results(&frame.rets, &results)?)
 }
 
 /// The call scope of the execution running this callback, from its
@@ -643,13 +711,13 @@ fn write_results(rets: &List, results: &[HostArray]) -> std::result::Result<(), 
     Ok(())
 }
 
-fn make_error(frame: &CallFrame, message: &str) -> *mut c_void {
+fn make_error(frame: &CallFrame, message: &str, code: ErrorCode) -> *mut c_void {
     let text = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
     let mut args = ErrorCreateArgs {
         struct_size: std::mem::size_of::<ErrorCreateArgs>(),
         extension_start: std::ptr::null_mut(),
         message: text.as_ptr(),
-        errc: 13,
+        errc: code.raw(),
     };
     // SAFETY: `api` is XLA's FFI API table, valid during the call; the
     // message is copied by XLA before we return.

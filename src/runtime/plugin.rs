@@ -64,9 +64,48 @@ fn missing_library_hint(error: &str) -> &'static str {
 /// The plugin built in at compile time (the pinned CPU wheel), unless
 /// `XLAFN_PJRT_PLUGIN` names another one at run time.
 pub fn default_plugin_path() -> PathBuf {
-    match std::env::var_os("XLAFN_PJRT_PLUGIN") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => PathBuf::from(env!("XLAFN_DEFAULT_PJRT_PLUGIN")),
+    PluginChoice::cpu().path
+}
+
+/// A plugin path and the setting that chose it. Loading errors say only
+/// what is wrong with the file, since `Plugin::load` cannot know who named
+/// it; the choice adds which setting to change ([`PluginChoice::explain`]),
+/// so a bad `XLAFN_CUDA_PLUGIN` is not reported as if `XLAFN_PJRT_PLUGIN`
+/// were wrong.
+#[derive(Clone, Debug)]
+pub(crate) struct PluginChoice {
+    /// The plugin file.
+    pub(crate) path: PathBuf,
+    /// Which setting named `path`, and how to change it.
+    pub(crate) fix: String,
+}
+
+impl PluginChoice {
+    /// The CPU plugin: `XLAFN_PJRT_PLUGIN`, else the one built in.
+    pub(crate) fn cpu() -> PluginChoice {
+        match std::env::var_os("XLAFN_PJRT_PLUGIN") {
+            Some(p) if !p.is_empty() => PluginChoice {
+                path: PathBuf::from(p),
+                fix: "XLAFN_PJRT_PLUGIN names this file: set it to a PJRT plugin .so, or unset \
+                      it to use the CPU plugin xlafn was built with"
+                    .into(),
+            },
+            _ => PluginChoice {
+                path: PathBuf::from(env!("XLAFN_DEFAULT_PJRT_PLUGIN")),
+                fix: "this is the CPU plugin xlafn was built with: rebuild so build.rs fetches \
+                      the pinned wheel again, or set XLAFN_PJRT_PLUGIN to a PJRT plugin .so"
+                    .into(),
+            },
+        }
+    }
+
+    /// `e`, a failure to load or start the chosen plugin, with the setting
+    /// to change added to its message.
+    pub(crate) fn explain(&self, e: Error) -> Error {
+        match e {
+            Error::Plugin(m) => Error::Plugin(format!("{m}. {}", self.fix)),
+            other => other,
+        }
     }
 }
 
@@ -91,8 +130,7 @@ impl Plugin {
     fn open(path: &Path) -> Result<Plugin> {
         if !path.is_file() {
             return Err(Error::Plugin(format!(
-                "no PJRT plugin at {}; set XLAFN_PJRT_PLUGIN to a plugin .so, or rebuild so \
-                 build.rs fetches the pinned wheel",
+                "no PJRT plugin at {}: there is no such file",
                 path.display()
             )));
         }
@@ -100,7 +138,7 @@ impl Plugin {
         // are built to be dlopen'ed by frontends, and we never unload it.
         let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
             Error::Plugin(format!(
-                "cannot load {}: {e}{}",
+                "cannot load {} as a PJRT plugin (a shared library): {e}{}",
                 path.display(),
                 missing_library_hint(&e.to_string())
             ))
@@ -221,12 +259,19 @@ impl Plugin {
     }
 
     /// Converts a returned `PJRT_Error*` into a `Result`, destroying it.
-    /// Every PJRT call's error goes through here.
+    /// Every PJRT call's error goes through here, so this is where errors
+    /// are classed: a run-time check of the user's values that failed in
+    /// a running program (`check_numerics`) is the user's
+    /// `InvalidArgumentError` with the check's message, not an error of
+    /// XLA's; everything else keeps the plugin's code and message.
     pub(crate) fn check(&self, err: *mut sys::PJRT_Error, call: &'static str) -> Result<()> {
         if err.is_null() {
             return Ok(());
         }
         let (code, message) = self.read_error(err);
+        if let Some(e) = super::ffi::check_failure(&message) {
+            return Err(e);
+        }
         Err(Error::Xla {
             call,
             code,

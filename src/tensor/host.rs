@@ -3,7 +3,7 @@
 
 use super::Tensor;
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Error, OrPanic, Result};
 use crate::ir::Scalar;
 use crate::runtime::{Buffer, Client, Element};
 
@@ -74,8 +74,9 @@ impl Tensor {
 
     /// A scalar tensor. Panics only if no device can be opened (the same
     /// condition under which every eager op fails); see `try_scalar`.
+    #[track_caller]
     pub fn scalar<T: Element>(value: T) -> Tensor {
-        Self::try_scalar(value).unwrap_or_else(|e| panic!("{e}"))
+        Self::try_scalar(value).or_panic()
     }
 
     /// A scalar tensor, reporting device errors.

@@ -13,7 +13,7 @@
 //! any `Into<Scalar>`.
 
 use super::{Tensor, scalar_as};
-use crate::error::Result;
+use crate::error::{OrPanic, Result};
 use crate::ir::Scalar;
 use std::ops::{Add, Div, Mul, Neg, Rem, Sub};
 
@@ -26,10 +26,12 @@ fn or_panic(r: Result<Tensor>) -> Tensor {
     match r {
         Ok(t) => t,
         Err(e) if crate::trace::record_error(&e) => {
-            Tensor::fill(&[], Scalar::I64(0), crate::dtype::DType::F32)
-                .unwrap_or_else(|_| panic!("{e}"))
+            match Tensor::fill(&[], Scalar::I64(0), crate::dtype::DType::F32) {
+                Ok(placeholder) => placeholder,
+                Err(_) => Err(e).or_panic(),
+            }
         }
-        Err(e) => panic!("{e}"),
+        Err(e) => Err(e).or_panic(),
     }
 }
 

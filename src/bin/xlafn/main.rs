@@ -440,7 +440,7 @@ fn shape_of(a: &HostArray) -> String {
 /// Writes every result into `dir` (`run` checked beforehand that none of
 /// the files exists, unless `overwrite`).
 fn save(dir: &Path, results: &[Printed], overwrite: bool) -> Result<Vec<Option<PathBuf>>> {
-    std::fs::create_dir_all(dir).map_err(|e| in_file(dir, Error::Value(e.to_string())))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create the folder", dir, e))?;
     let paths: Vec<PathBuf> = results.iter().map(|r| dir.join(&r.file)).collect();
     for (r, path) in results.iter().zip(&paths) {
         let bytes = npy::encode(&r.array)?;
