@@ -47,6 +47,35 @@ fn compile_execute_and_read_back() {
     assert_eq!(out[0].device_dims().unwrap(), vec![4]);
 }
 
+/// A compile option the plugin does not know (a newer XLA removed
+/// `xla_cpu_use_fusion_emitters`, which xlafn sends the pinned one): among
+/// xlafn's own optional tuning flags it is dropped and the compile retried,
+/// then left out for that plugin; given as the caller's flag it stays the
+/// plugin's error naming it.
+#[test]
+fn optional_compile_options_a_plugin_does_not_know_are_dropped() {
+    let c = Client::default_client().unwrap();
+    let unknown = "xla_cpu_option_of_another_xla";
+    let params = || vec![ArraySpec::new(DType::F32, &[4])];
+    let mut optional = CompileOptions::default();
+    optional.add_optional_flags([(unknown, "true"), ("xla_cpu_enable_fast_math", "false")]);
+    for _ in 0..2 {
+        let exe = Executable::compile(&c, ADD_ONE, params(), &optional).unwrap();
+        let x = Buffer::from_slice(&c, c.default_device(), &[1f32, 2., 3., 4.], &[4]).unwrap();
+        let out = exe.execute(&[&x]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2., 3., 4., 5.]);
+    }
+    let mut strict = CompileOptions::default();
+    strict.add_flags([(unknown, "true")]);
+    let e = Executable::compile(&c, ADD_ONE, params(), &strict)
+        .expect_err("an unknown flag of the caller's fails");
+    assert!(
+        e.to_string()
+            .contains(&format!("No such compile option: '{unknown}'")),
+        "{e}"
+    );
+}
+
 #[test]
 fn execute_refuses_wrong_dtype_or_shape_that_pjrt_would_accept() {
     let c = Client::default_client().unwrap();

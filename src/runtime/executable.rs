@@ -93,31 +93,30 @@ impl Executable {
         options.check()?;
         super::program_limits::check_program(client, mlir)?;
         let plugin = client.plugin();
-        let program = sys::PJRT_Program {
-            struct_size: sys::PJRT_Program_STRUCT_SIZE as usize,
-            code: mlir.as_ptr() as *mut c_char,
-            code_size: mlir.len(),
-            format: MLIR_FORMAT.as_ptr().cast::<c_char>(),
-            format_size: MLIR_FORMAT.len(),
-            ..Default::default()
+        // xlafn's own tuning flags that this plugin refused before are
+        // left out; one it refuses now is dropped and the compile retried.
+        let mut options = plugin.known_options(options);
+        let raw = loop {
+            let error = match compile_raw(client, mlir, &options) {
+                Ok(raw) => break raw,
+                Err(e) => e,
+            };
+            let refused = unknown_option(&error)
+                .filter(|name| options.optional_flags.iter().any(|n| n == name));
+            let Some(name) = refused else {
+                return Err(error);
+            };
+            tracing::info!(
+                target: "xlafn::compile",
+                plugin = %plugin.path().display(),
+                "the plugin does not know compile option {name}; compiling without it"
+            );
+            plugin.forget_option(&name);
+            options = options.without_flag(&name);
         };
-        let encoded = options.encode();
-        let mut args = sys::PJRT_Client_Compile_Args {
-            struct_size: sys::PJRT_Client_Compile_Args_STRUCT_SIZE as usize,
-            client: client.raw(),
-            program: &program,
-            compile_options: encoded.as_ptr().cast::<c_char>(),
-            compile_options_size: encoded.len(),
-            ..Default::default()
-        };
-        let f = plugin.func(plugin.api().PJRT_Client_Compile, "PJRT_Client_Compile")?;
-        // SAFETY: `program` points at `mlir`, which outlives the call (the
-        // plugin does not write through `code` when compiling); the options
-        // are a non-empty, valid CompileOptionsProto.
-        plugin.check(unsafe { f(&mut args) }, "PJRT_Client_Compile")?;
         let mut exe = Executable {
             client: client.clone(),
-            raw: args.executable,
+            raw,
             devices: Vec::new(),
             params,
             outputs: Vec::new(),
@@ -128,7 +127,7 @@ impl Executable {
         };
         exe.devices = exe.query_devices()?;
         exe.outputs = exe.query_outputs()?;
-        exe.one_at_a_time = runs_one_at_a_time(options, mlir);
+        exe.one_at_a_time = runs_one_at_a_time(&options, mlir);
         Ok(exe)
     }
 
@@ -767,4 +766,46 @@ impl SmallList {
             SmallList::Heap(v) => v,
         }
     }
+}
+
+/// One `PJRT_Client_Compile` of `mlir` with `options`.
+fn compile_raw(
+    client: &Arc<Client>,
+    mlir: &str,
+    options: &CompileOptions,
+) -> Result<*mut sys::PJRT_LoadedExecutable> {
+    let plugin = client.plugin();
+    let program = sys::PJRT_Program {
+        struct_size: sys::PJRT_Program_STRUCT_SIZE as usize,
+        code: mlir.as_ptr() as *mut c_char,
+        code_size: mlir.len(),
+        format: MLIR_FORMAT.as_ptr().cast::<c_char>(),
+        format_size: MLIR_FORMAT.len(),
+        ..Default::default()
+    };
+    let encoded = options.encode();
+    let mut args = sys::PJRT_Client_Compile_Args {
+        struct_size: sys::PJRT_Client_Compile_Args_STRUCT_SIZE as usize,
+        client: client.raw(),
+        program: &program,
+        compile_options: encoded.as_ptr().cast::<c_char>(),
+        compile_options_size: encoded.len(),
+        ..Default::default()
+    };
+    let f = plugin.func(plugin.api().PJRT_Client_Compile, "PJRT_Client_Compile")?;
+    // SAFETY: `program` points at `mlir`, which outlives the call (the
+    // plugin does not write through `code` when compiling); the options
+    // are a non-empty, valid CompileOptionsProto.
+    plugin.check(unsafe { f(&mut args) }, "PJRT_Client_Compile")?;
+    Ok(args.executable)
+}
+
+/// The compile option an XLA error says the plugin does not know
+/// (`No such compile option: 'name'`), if that is the error.
+fn unknown_option(error: &Error) -> Option<String> {
+    let Error::Xla { message, .. } = error else {
+        return None;
+    };
+    let rest = message.split("No such compile option: '").nth(1)?;
+    Some(rest.split('\'').next()?.to_string())
 }

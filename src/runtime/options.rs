@@ -111,6 +111,11 @@ pub struct CompileOptions {
     pub int_flags: Vec<(String, i64)>,
     /// Boolean XLA flags.
     pub bool_flags: Vec<(String, bool)>,
+    /// The flags among these that are xlafn's own tuning, not the user's:
+    /// a plugin that does not know one (a newer XLA removed
+    /// `xla_cpu_use_fusion_emitters`) compiles without it instead of
+    /// failing (`Executable::compile`).
+    pub optional_flags: Vec<String>,
 }
 
 impl CompileOptions {
@@ -120,9 +125,7 @@ impl CompileOptions {
     pub fn for_platform(platform: super::Platform) -> CompileOptions {
         let mut options = CompileOptions::default();
         if platform == super::Platform::Cpu && cpu_has_avx512() {
-            options
-                .int_flags
-                .push(("xla_cpu_prefer_vector_width".into(), 512));
+            options.add_optional_flags([("xla_cpu_prefer_vector_width", "512")]);
         }
         options.add_flags(user_flags());
         options
@@ -159,11 +162,32 @@ impl CompileOptions {
             ));
         }
         let user = user_flags();
-        options.add_flags(
+        options.add_optional_flags(
             chosen
                 .into_iter()
                 .filter(|(n, _)| !user.iter().any(|(u, _)| u == n)),
         );
+        options
+    }
+
+    /// [`add_flags`](Self::add_flags) for xlafn's own tuning: flags a
+    /// plugin may not know, dropped for it instead of failing the compile.
+    pub fn add_optional_flags<'a>(&mut self, flags: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        for (name, value) in flags {
+            self.add_flags([(name, value)]);
+            if !self.optional_flags.iter().any(|n| n == name) {
+                self.optional_flags.push(name.to_string());
+            }
+        }
+    }
+
+    /// These options without flag `name`.
+    pub(crate) fn without_flag(&self, name: &str) -> CompileOptions {
+        let mut options = self.clone();
+        options.int_flags.retain(|(n, _)| n != name);
+        options.bool_flags.retain(|(n, _)| n != name);
+        options.string_flags.retain(|(n, _)| n != name);
+        options.optional_flags.retain(|n| n != name);
         options
     }
 
@@ -172,6 +196,8 @@ impl CompileOptions {
     /// last value.
     pub fn add_flags<'a>(&mut self, flags: impl IntoIterator<Item = (&'a str, &'a str)>) {
         for (name, value) in flags {
+            // Given here, the flag is the caller's choice, not optional.
+            self.optional_flags.retain(|n| n != name);
             self.int_flags.retain(|(n, _)| n != name);
             self.bool_flags.retain(|(n, _)| n != name);
             self.string_flags.retain(|(n, _)| n != name);

@@ -15,6 +15,9 @@ use std::sync::{Mutex, OnceLock};
 pub struct Plugin {
     api: &'static sys::PJRT_Api,
     path: PathBuf,
+    /// xlafn's optional compile flags this plugin said it does not know
+    /// (its XLA is newer or older than the pinned one's).
+    unknown_options: Mutex<Vec<String>>,
 }
 
 // SAFETY: `PJRT_Api` is an immutable table of function pointers that the
@@ -163,6 +166,7 @@ impl Plugin {
         Ok(Plugin {
             api,
             path: path.to_path_buf(),
+            unknown_options: Mutex::default(),
         })
     }
 
@@ -228,6 +232,29 @@ impl Plugin {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// `options` without the optional flags this plugin refused before.
+    pub(crate) fn known_options(&self, options: &super::CompileOptions) -> super::CompileOptions {
+        let unknown = self
+            .unknown_options
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        unknown
+            .iter()
+            .filter(|name| options.optional_flags.contains(name))
+            .fold(options.clone(), |o, name| o.without_flag(name))
+    }
+
+    /// Remembers that this plugin does not know compile option `name`.
+    pub(crate) fn forget_option(&self, name: &str) {
+        let mut unknown = self
+            .unknown_options
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !unknown.iter().any(|n| n == name) {
+            unknown.push(name.to_string());
+        }
     }
 
     /// The plugin's PJRT C API version (major, minor).
