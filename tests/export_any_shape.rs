@@ -139,14 +139,26 @@ fn exported(tag: &str) -> (scratch::ScratchDir, serde_json::Value) {
 }
 
 fn tampered(dir: &Path, graph: &serde_json::Value) -> Error {
-    std::fs::write(dir.join("graph.json"), serde_json::to_vec(graph).unwrap()).unwrap();
-    xlafn::export::testing::resign(dir).unwrap();
+    tampered_call(dir, graph, &Tensor::vector(&[1f32, 2., 3.]).unwrap())
+}
+
+/// Writes `graph` into the export at `dir`, re-signs it, and loads and
+/// calls it with `x`: the error either gives.
+fn tampered_call(dir: &Path, graph: &serde_json::Value, x: &Tensor) -> Error {
+    write_graph(dir, graph);
     match xlafn::load(dir) {
-        Ok(loaded) => loaded
-            .call(&[&Tensor::vector(&[1f32, 2., 3.]).unwrap()])
-            .expect_err("a tampered graph ran"),
+        Ok(loaded) => loaded.call(&[x]).expect_err("a tampered graph ran"),
         Err(e) => e,
     }
+}
+
+fn write_graph(dir: &Path, graph: &serde_json::Value) {
+    std::fs::write(dir.join("graph.json"), serde_json::to_vec(graph).unwrap()).unwrap();
+    xlafn::export::testing::resign(dir).unwrap();
+}
+
+fn read_graph(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("graph.json")).unwrap()).unwrap()
 }
 
 /// A change to a saved graph.
@@ -225,4 +237,65 @@ fn tampered_graphs_are_refused() {
     }
     let e = tampered(&dir, &g);
     assert!(e.to_string().contains("captures an input"), "{e}");
+}
+
+/// A function of `x: f32[None]` returning `sum(x)` (declared `f32[]`) and
+/// adding 1 to a variable `v: f32[2]`, exported for `[2]` only.
+fn exported_with_update(tag: &str) -> (scratch::ScratchDir, serde_json::Value) {
+    let v = Variable::new(Tensor::vector(&[1f32, 2.]).unwrap());
+    let f = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None], DType::F32)])
+        .build(move |x: Tensor| -> Result<Tensor> {
+            v.assign_add(&Tensor::vector(&[1f32, 1.])?)?;
+            x.reduce_sum(&[], false)
+        });
+    let cf = f
+        .get_concrete_function((TensorSpec::new(&[None], DType::F32),))
+        .unwrap();
+    let dir = temp_dir(tag);
+    cf.export(&dir, &[vec![vec![2]]]).unwrap();
+    let graph = read_graph(&dir);
+    (dir, graph)
+}
+
+/// Programs compiled from a saved graph are checked against the manifest
+/// as listed programs are (`check_signature`): a re-signed graph whose
+/// update of an `f32[2]` variable is `f32[4]` turned it into four values,
+/// and one returning `f32[3]` for a declared `f32[]` output was believed.
+#[test]
+fn specialized_programs_must_match_the_manifests_outputs_and_updates() {
+    let (dir, graph) = exported_with_update("contract");
+    let x4 = Tensor::vector(&[1f32, 2., 3., 4.]).unwrap();
+    // Untouched, batch 4 compiles from the graph and runs.
+    let loaded = xlafn::load(&dir).unwrap();
+    assert_eq!(loaded.call(&[&x4]).unwrap()[0].item::<f32>().unwrap(), 10.);
+    assert_eq!(
+        loaded.variables()[0].read().to_vec::<f32>().unwrap(),
+        [2., 3.]
+    );
+
+    // The output is the input itself: f32[4] where the manifest says f32[].
+    let mut g = graph.clone();
+    g["results"][0] = 0.into();
+    let e = tampered_call(&dir, &g, &x4).to_string();
+    assert!(
+        e.contains("result 0 of @main is f32[4]") && e.contains("the manifest says f32()"),
+        "{e}"
+    );
+    assert!(e.contains("graph.json") && e.contains("[[4]]"), "{e}");
+
+    // The variable's update is the input: f32[4] for an f32[2] variable.
+    let mut g = graph.clone();
+    g["results"][1] = 0.into();
+    write_graph(&dir, &g);
+    let loaded = xlafn::load(&dir).unwrap();
+    let e = loaded.call(&[&x4]).unwrap_err().to_string();
+    assert!(
+        e.contains("result 1 of @main is f32[4] but updates variable 0 of type f32[2]"),
+        "{e}"
+    );
+    assert_eq!(loaded.variables()[0].read().dims(), vec![2], "unchanged");
+    // The listed shape still runs its own (checked) program.
+    let x2 = Tensor::vector(&[1f32, 2.]).unwrap();
+    assert_eq!(loaded.call(&[&x2]).unwrap()[0].item::<f32>().unwrap(), 3.);
 }

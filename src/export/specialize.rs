@@ -3,16 +3,19 @@
 //! shape on first use, as a SavedModel serves any batch size its
 //! signature allows, and keeps that program for later calls.
 //!
-//! The graph was rebuilt through each op's shape rule when read; here it
-//! is checked against the manifest's declared inputs, outputs and
-//! variables once, then lowered like any traced function.
+//! The graph was rebuilt through each op's shape rule when read; here its
+//! dtypes are checked against the manifest once, then each specialized
+//! program is lowered like any traced function and checked exactly as a
+//! listed one is (`program_check`, then `check_signature` against the
+//! manifest's outputs and variable updates) before it reaches XLA: the
+//! graph is as untrusted as the programs beside it.
 
 use super::manifest::{CaptureJson, UpdateJson};
-use super::program_check;
-use crate::dtype::{ArraySpec, DType};
+use super::{Contract, check_signature, program_check};
+use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::function::{calls_host, program_traits};
-use crate::ir::{Graph, Shape, TensorType};
+use crate::ir::{Graph, TensorType};
 use crate::lower;
 use crate::runtime::{Client, CompileOptions, Executable};
 use std::sync::{Arc, Mutex};
@@ -23,21 +26,10 @@ type Compiled = (Vec<Vec<i64>>, Arc<Executable>);
 /// Compiled programs for shapes the export did not list.
 pub(super) struct Specializer {
     graph: Arc<Graph>,
-    input_dtypes: Vec<DType>,
-    capture_specs: Vec<ArraySpec>,
+    contract: Contract,
     /// (parameter, result) pairs of variables read and updated in place.
     aliases: Vec<(usize, usize)>,
     compiled: Mutex<Vec<Compiled>>,
-}
-
-/// What the graph must agree with: the manifest's declarations.
-pub(super) struct Declared<'a> {
-    pub inputs: &'a [(DType, Shape)],
-    pub outputs: &'a [(DType, Shape)],
-    pub capture_specs: &'a [ArraySpec],
-    pub captures: &'a [CaptureJson],
-    pub updates: &'a [UpdateJson],
-    pub variable_dtypes: &'a [DType],
 }
 
 fn mismatch(what: impl std::fmt::Display) -> Error {
@@ -47,15 +39,17 @@ fn mismatch(what: impl std::fmt::Display) -> Error {
 }
 
 impl Specializer {
-    /// Checks `graph` against the declarations and keeps it.
-    pub(super) fn new(graph: Graph, d: &Declared) -> Result<Specializer> {
-        let mut params: Vec<TensorType> = d
+    /// Checks `graph`'s parameters and result dtypes against the
+    /// manifest's declarations and keeps it; shapes are checked per
+    /// specialization, where they are known.
+    pub(super) fn new(graph: Graph, c: Contract) -> Result<Specializer> {
+        let mut params: Vec<TensorType> = c
             .inputs
             .iter()
             .map(|(dtype, shape)| TensorType::new(*dtype, shape.clone()))
             .collect();
         params.extend(
-            d.capture_specs
+            c.capture_specs
                 .iter()
                 .map(|s| TensorType::known(s.dtype, &s.dims)),
         );
@@ -67,17 +61,17 @@ impl Specializer {
             )));
         }
         let results = graph.infer_results(&params)?;
-        if results.len() != d.outputs.len() + d.updates.len() {
+        if results.len() != c.outputs.len() + c.updates.len() {
             return Err(mismatch(format!("{} results", results.len())));
         }
-        for (i, (r, (dtype, _))) in results.iter().zip(d.outputs).enumerate() {
+        for (i, (r, (dtype, _))) in results.iter().zip(&c.outputs).enumerate() {
             if r.dtype != *dtype {
                 return Err(mismatch(format!("output {i} is {r}, declared {dtype}")));
             }
         }
-        for u in d.updates {
+        for u in &c.updates {
             let r = &results[u.result];
-            if Some(&r.dtype) != d.variable_dtypes.get(u.variable) {
+            if r.dtype != c.variable_specs[u.variable].dtype {
                 return Err(mismatch(format!(
                     "the update of variable {} is {r}",
                     u.variable
@@ -87,12 +81,11 @@ impl Specializer {
         let aliases = if calls_host(&graph) {
             Vec::new()
         } else {
-            variable_aliases(d.inputs.len(), d.captures, d.updates)
+            variable_aliases(c.inputs.len(), &c.captures, &c.updates)
         };
         Ok(Specializer {
             graph: Arc::new(graph),
-            input_dtypes: d.inputs.iter().map(|(dtype, _)| *dtype).collect(),
-            capture_specs: d.capture_specs.to_vec(),
+            contract: c,
             aliases,
             compiled: Mutex::new(Vec::new()),
         })
@@ -106,14 +99,17 @@ impl Specializer {
             return Ok(exe.clone());
         }
         let mut specs: Vec<ArraySpec> = self
-            .input_dtypes
+            .contract
+            .inputs
             .iter()
             .zip(dims)
-            .map(|(dtype, d)| ArraySpec::new(*dtype, d))
+            .map(|((dtype, _), d)| ArraySpec::new(*dtype, d))
             .collect();
-        specs.extend(self.capture_specs.iter().cloned());
+        specs.extend(self.contract.capture_specs.iter().cloned());
         let lowered = lower::lower_with_slots(&self.graph, &specs, &self.aliases, |_| false)?;
-        program_check::check_program("the specialized program", &lowered.text)?;
+        let name = format!("the program specialized from graph.json for input shapes {dims:?}");
+        let sig = program_check::check_program(&name, &lowered.text)?;
+        check_signature(&name, &sig, &specs, &self.contract)?;
         let client = Client::default_client()?;
         let options = CompileOptions::for_program(client.platform(), program_traits(&lowered.size));
         let exe = Arc::new(Executable::compile_cached(
