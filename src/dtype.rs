@@ -234,6 +234,7 @@ impl fmt::Display for DType {
 /// A fully known array type: dtype and dimensions. What the runtime checks
 /// buffers against and what lowering types every StableHLO value with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ArraySpec {
     /// The element type.
     pub dtype: DType,

@@ -37,6 +37,7 @@ fn unknown_rank(dtype: DType) -> Vec<TensorType> {
 /// Reinterprets the elements (row-major) with new dimensions; at most one
 /// of them may be -1, meaning "whatever makes the element count match".
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Reshape {
     pub dims: Vec<i64>,
 }
@@ -138,6 +139,7 @@ impl OpDef for Reshape {
 /// Permutes dimensions: result dimension `i` is operand dimension
 /// `perm[i]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Transpose {
     pub perm: Vec<i64>,
 }
@@ -206,6 +208,7 @@ impl OpDef for Transpose {
 
 /// Joins tensors along an existing axis; every other dimension must match.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Concat {
     pub axis: i64,
 }
@@ -302,6 +305,7 @@ impl OpDef for Concat {
 /// `tf.slice`: `size[i]` elements from `begin[i]` in every dimension; a
 /// size of -1 takes everything to the end.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Slice {
     pub begin: Vec<i64>,
     pub size: Vec<i64>,
@@ -402,6 +406,7 @@ impl OpDef for Slice {
 /// are no masks: pass `i64::MIN`/`i64::MAX` for an omitted bound (with a
 /// negative stride, `i64::MIN` as `end` reaches index 0).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StridedSlice {
     pub begin: Vec<i64>,
     pub end: Vec<i64>,
@@ -564,6 +569,7 @@ impl OpDef for StridedSlice {
 /// on CPU and returns zeros on GPU: checking would need a device-to-host
 /// round trip or a data-dependent error, which XLA programs cannot raise.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Gather {
     pub axis: i64,
 }
@@ -680,6 +686,7 @@ impl OpDef for Gather {
 /// holding `on_value` at each index and `off_value` elsewhere. Indices
 /// outside `0..depth` (negative ones included) give an all-off row.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OneHot {
     pub depth: i64,
     pub on_value: Scalar,
@@ -697,6 +704,8 @@ impl OpDef for OneHot {
         let x = &inputs[0];
         check_dtype("one_hot", x.dtype, x.dtype.is_int(), "integer indices, got")?;
         self.dtype.check_compilable()?;
+        super::check_attr_value("one_hot", "on_value", self.on_value, self.dtype)?;
+        super::check_attr_value("one_hot", "off_value", self.off_value, self.dtype)?;
         if self.depth < 0 {
             return Err(Error::invalid(
                 "one_hot",
