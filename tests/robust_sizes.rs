@@ -186,3 +186,40 @@ in_child!(
     let y = chain(10).call((&x,)).unwrap();
     assert_eq!(y.to_vec::<f32>().unwrap()[0], 10.);
 });
+
+in_child!(
+    /// 20 chained `concat(v, v)` compiled for over 120 s (XLA's time grows
+    /// exponentially with the depth when a concat names one value again);
+    /// repeated operands are lowered as a tiling, which compiles at once
+    /// and computes the same values, along any axis and beside other
+    /// operands.
+    repeated_concat_operands_compile_quickly / repeated_concat_child,
+    &[("XLAFN_COMPILE_CACHE", "off")],
+    {
+    let v = Tensor::vector(&[1f32, 2.]).unwrap();
+    let f = function(|v: Tensor| doubled(v, 20));
+    let start = std::time::Instant::now();
+    let y = f.call((&v,)).unwrap().to_vec::<f32>().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
+    assert_eq!(y.len(), 1 << 21);
+    assert!(y.chunks(2).all(|p| p == [1., 2.]));
+
+    let m = Tensor::from_vec(vec![1i32, 2, 3, 4], &[2, 2]).unwrap();
+    let b = Tensor::from_vec(vec![9i32, 8], &[2, 1]).unwrap();
+    let cols = Tensor::concat(&[m.clone(), m.clone(), b.clone(), m.clone()], 1).unwrap();
+    assert_eq!(cols.dims(), vec![2, 7]);
+    assert_eq!(
+        cols.to_vec::<i32>().unwrap(),
+        [1, 2, 1, 2, 9, 1, 2, 3, 4, 3, 4, 8, 3, 4]
+    );
+    let traced = function(|m: Tensor, b: Tensor| Tensor::concat(&[b.clone(), m.clone(), m], 1));
+    assert_eq!(
+        traced.call((&m, &b)).unwrap().to_vec::<i32>().unwrap(),
+        [9, 1, 2, 1, 2, 8, 3, 4, 3, 4]
+    );
+    let rows = Tensor::concat(&[m.clone(), m.clone(), m.clone()], 0).unwrap();
+    assert_eq!(rows.dims(), vec![6, 2]);
+    assert_eq!(rows.to_vec::<i32>().unwrap(), [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4]);
+    let one = Tensor::concat(std::slice::from_ref(&m), 0).unwrap();
+    assert_eq!(one.to_vec::<i32>().unwrap(), [1, 2, 3, 4]);
+});

@@ -269,11 +269,38 @@ impl OpDef for Concat {
         Ok(typed(dtype, out))
     }
 
+    /// Consecutive copies of one value are written as one tiling
+    /// (`broadcast_in_dim` to a new dimension, then `reshape`), not as a
+    /// `concatenate` naming the value again and again: XLA's CPU compiler
+    /// takes time exponential in the depth of chained `concat(x, x)` (12
+    /// levels took 20 s, 20 over 120 s), and the tiling compiles at once.
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], _outputs: &[ArraySpec]) -> Result<Vec<Val>> {
         let rank = inputs[0].ty.rank();
         let axis = normalize_axis("concat", self.axis, rank)?;
-        let refs: Vec<&Val> = inputs.iter().collect();
-        Ok(vec![cx.concatenate(&refs, axis as i64)])
+        let mut parts: Vec<Val> = Vec::new();
+        let mut k = 0;
+        while k < inputs.len() {
+            let x = &inputs[k];
+            let copies = inputs[k..].iter().take_while(|v| v.name == x.name).count();
+            k += copies;
+            if copies == 1 {
+                parts.push(x.clone());
+                continue;
+            }
+            let mut wide = x.ty.dims.clone();
+            wide.insert(axis, copies as i64);
+            let map: Vec<i64> = (0..rank as i64)
+                .map(|d| if d < axis as i64 { d } else { d + 1 })
+                .collect();
+            let tiled = cx.broadcast_in_dim(x, &map, &wide);
+            let mut dims = x.ty.dims.clone();
+            dims[axis] *= copies as i64;
+            parts.push(cx.reshape(&tiled, &dims));
+        }
+        Ok(vec![match parts.as_slice() {
+            [one] => one.clone(),
+            _ => cx.concatenate(&parts.iter().collect::<Vec<_>>(), axis as i64),
+        }])
     }
 
     fn vjp(
