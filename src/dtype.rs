@@ -234,6 +234,7 @@ impl fmt::Display for DType {
 /// A fully known array type: dtype and dimensions. What the runtime checks
 /// buffers against and what lowering types every StableHLO value with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ArraySpec {
     /// The element type.
     pub dtype: DType,
@@ -273,6 +274,14 @@ impl ArraySpec {
     /// [`check_array_size`]).
     pub fn check_size(&self) -> Result<()> {
         check_array_size(self.dtype, &self.dims)
+    }
+
+    /// The bytes its elements take (saturating; 0 when a dimension is 0).
+    pub fn byte_size(&self) -> u64 {
+        let width = self.dtype.size_in_bytes().unwrap_or(1) as u64;
+        self.dims
+            .iter()
+            .fold(width, |n, &d| n.saturating_mul(d.max(0) as u64))
     }
 
     /// The same dims with another dtype.
@@ -317,9 +326,150 @@ pub fn check_array_size(dtype: DType, dims: &[i64]) -> Result<()> {
     Ok(())
 }
 
+/// The memory a program's arrays may need, by default, when the machine's
+/// physical memory cannot be read (`/proc/meminfo` on Linux).
+pub const DEFAULT_PROGRAM_MEMORY_BYTES: u64 = 64 << 30;
+
+/// How many times the memory bound the arrays of one program may add up
+/// to (see [`check_program_memory`]).
+pub const PROGRAM_MEMORY_FACTOR: u64 = 16;
+
+/// The memory a program's arrays are measured against:
+/// `XLAFN_PROGRAM_MEMORY_BYTES` (bytes, with an optional `K`, `M`, `G` or
+/// `T` suffix, powers of 1024), else the machine's physical memory, else
+/// [`DEFAULT_PROGRAM_MEMORY_BYTES`]. Read once per process; a value that
+/// is not a positive size is ignored with a warning.
+pub fn program_memory_bytes() -> u64 {
+    static BYTES: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+        let default = physical_memory().unwrap_or(DEFAULT_PROGRAM_MEMORY_BYTES);
+        let Ok(raw) = std::env::var("XLAFN_PROGRAM_MEMORY_BYTES") else {
+            return default;
+        };
+        match parse_byte_size(&raw) {
+            Some(n) if n > 0 => n,
+            _ => {
+                tracing::warn!(
+                    "XLAFN_PROGRAM_MEMORY_BYTES={raw:?} is not a positive size (bytes, optionally \
+                     with a K, M, G or T suffix); keeping {default} bytes"
+                );
+                default
+            }
+        }
+    });
+    *BYTES
+}
+
+/// The machine's physical memory (`MemTotal`), where it can be read.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line
+        .trim_start_matches("MemTotal:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Errors unless a program's arrays can fit in memory: its largest array
+/// (`largest` bytes) within [`program_memory_bytes`] M, and all its arrays
+/// together (`total` bytes: every parameter and every op's result, each
+/// region's body counted once) within [`PROGRAM_MEMORY_FACTOR`] times M.
+///
+/// Why: [`check_array_size`] bounds each array by what XLA can index, far
+/// beyond any machine, and a program can stay under it while needing more
+/// memory than exists: 38 chained `concat(v, v)` compiled, then aborted
+/// the process inside XLA when an allocation failed (a C++ exception Rust
+/// cannot catch). An array larger than the memory can never be allocated.
+/// The total counts every array as if XLA fused and freed nothing; buffer
+/// reuse and fusion make the real peak a fraction of it, hence the factor,
+/// which keeps ordinary programs far from the bound while a program whose
+/// arrays grow without end meets it. This is the one memory rule: every
+/// lowered program (traced functions, eager ops, programs specialized from
+/// a loaded export's graph) is checked by `lower` before it reaches XLA,
+/// and an export's listed programs by `export::program_check`.
+pub fn check_program_memory(largest: u64, total: u64) -> Result<()> {
+    let memory = program_memory_bytes();
+    let limit = memory.saturating_mul(PROGRAM_MEMORY_FACTOR);
+    if largest > memory {
+        return Err(Error::Value(format!(
+            "the program needs an array of {largest} bytes ({}), more than the {memory} bytes \
+             ({}) of memory a program may use (XLAFN_PROGRAM_MEMORY_BYTES, by default this \
+             machine's physical memory)",
+            human_bytes(largest),
+            human_bytes(memory)
+        )));
+    }
+    if total > limit {
+        return Err(Error::Value(format!(
+            "the program's arrays need {total} bytes ({}) together, more than \
+             {PROGRAM_MEMORY_FACTOR} times the {memory} bytes ({}) of memory a program may use \
+             (XLAFN_PROGRAM_MEMORY_BYTES, by default this machine's physical memory)",
+            human_bytes(total),
+            human_bytes(memory)
+        )));
+    }
+    Ok(())
+}
+
+/// `bytes` in the largest binary unit that keeps it at least 1 (`1.5 GiB`).
+fn human_bytes(bytes: u64) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", units[unit])
+}
+
+/// A size in bytes with an optional `K`, `M`, `G` or `T` suffix (powers of
+/// 1024), as the `XLAFN_*_BYTES` variables take; `None` unless it is one.
+pub(crate) fn parse_byte_size(raw: &str) -> Option<u64> {
+    let raw = raw.trim();
+    let (digits, shift) = match raw.char_indices().last()? {
+        (i, 'K' | 'k') => (&raw[..i], 10),
+        (i, 'M' | 'm') => (&raw[..i], 20),
+        (i, 'G' | 'g') => (&raw[..i], 30),
+        (i, 'T' | 't') => (&raw[..i], 40),
+        _ => (raw, 0),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1u64 << shift)
+}
+
 impl fmt::Display for ArraySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dims: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
         write!(f, "{}[{}]", self.dtype, dims.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes_take_suffixes_and_refuse_overflow() {
+        assert_eq!(parse_byte_size("4096"), Some(4096));
+        assert_eq!(parse_byte_size(" 3m "), Some(3 << 20));
+        assert_eq!(parse_byte_size("2T"), Some(2 << 40));
+        assert_eq!(parse_byte_size("-1"), None);
+        assert_eq!(parse_byte_size("99999999999T"), None);
+    }
+
+    #[test]
+    fn program_memory_bounds_the_largest_array_and_the_sum() {
+        let m = program_memory_bytes();
+        assert!(m > 0);
+        assert!(check_program_memory(m, m * PROGRAM_MEMORY_FACTOR).is_ok());
+        let one = check_program_memory(m + 1, m + 1).unwrap_err().to_string();
+        assert!(one.contains("needs an array of"), "{one}");
+        let sum = check_program_memory(1, m * PROGRAM_MEMORY_FACTOR + 1)
+            .unwrap_err()
+            .to_string();
+        assert!(sum.contains("together, more than 16 times"), "{sum}");
     }
 }

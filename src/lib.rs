@@ -20,6 +20,7 @@ pub mod autodiff;
 /// Unstable internals, not part of the public API: The run-time side of `#[xlafn::function]`'s AutoGraph rewrite (called by generated code).
 #[doc(hidden)]
 pub mod autograph;
+pub(crate) mod bounded_cache;
 pub mod checkpoint;
 pub mod control;
 pub mod debug;

@@ -200,6 +200,50 @@ fn huge_types_in_programs_are_refused_before_xla() {
     });
 }
 
+/// Listed programs meet the memory bound every lowered program does
+/// (`dtype::check_program_memory`): types within XLA's size limit that no
+/// machine holds, one array or many, are refused before XLA allocates.
+#[test]
+fn programs_that_cannot_fit_in_memory_are_refused_before_xla() {
+    isolated(
+        "programs_that_cannot_fit_in_memory_are_refused_before_xla",
+        120,
+        || {
+            let dir = temp_dir("memory");
+            add_export(&dir);
+            let huge = "tensor<1099511627776xf32>"; // 4 TiB
+            insert_op(
+                &dir,
+                &format!(
+                    "%big = \"stablehlo.constant\"() {{value = dense<0x00000000> : {huge}}} : () -> {huge}"
+                ),
+            );
+            let e = load_err(&dir);
+            assert!(
+                e.contains("program_0.mlir: cannot compile the program")
+                    && e.contains("needs an array of 4398046511104 bytes"),
+                "{e}"
+            );
+            // Many arrays, none alone over the bound, together over 16 times it.
+            let dir = temp_dir("memory-sum");
+            add_export(&dir);
+            let memory = xlafn::dtype::program_memory_bytes();
+            let elements = memory / 4 / 2;
+            let ty = format!("tensor<{elements}xf32>");
+            let lines: Vec<String> = (0..40)
+                .map(|k| {
+                    format!(
+                        "%m{k} = \"stablehlo.constant\"() {{value = dense<0x00000000> : {ty}}} : () -> {ty}"
+                    )
+                })
+                .collect();
+            insert_op(&dir, &lines.join("\n  "));
+            let e = load_err(&dir);
+            assert!(e.contains("together, more than 16 times"), "{e}");
+        },
+    );
+}
+
 #[test]
 fn custom_calls_to_xla_targets_are_refused() {
     isolated("custom_calls_to_xla_targets_are_refused", 120, || {

@@ -1,5 +1,6 @@
-//! Shapes too large for XLA and XLA flags known to abort it: each is a
-//! typed error before anything reaches the plugin. These used to abort the
+//! Shapes too large for XLA, programs whose arrays cannot fit in memory,
+//! and XLA flags known to abort it: each is a typed error before anything
+//! reaches the plugin. These used to abort the
 //! process ("Rust cannot catch foreign exceptions"), so each case runs in a
 //! child process (see `common/child.rs`).
 
@@ -130,4 +131,123 @@ in_child!(
     for (got, want) in y.iter().zip([0f32, 2., 4.].map(f32::exp)) {
         assert!((got - want).abs() <= 1e-5 * want, "{y:?}");
     }
+});
+
+/// `v` doubled `n` times by `concat(x, x)`: each array stays far under the
+/// per-array bound, but 38 of them need terabytes.
+fn doubled(v: Tensor, n: usize) -> Result<Tensor> {
+    let mut x = v;
+    for _ in 0..n {
+        x = Tensor::concat(&[x.clone(), x], 0)?;
+    }
+    Ok(x)
+}
+
+in_child!(
+    /// 38 chained `concat(v, v)` aborted the process inside XLA when its
+    /// memory ran out; now refused before compiling, traced or loaded
+    /// from an export's graph.
+    programs_whose_arrays_cannot_fit_are_refused / memory_child, &[], {
+    let v = Tensor::vector(&[1f32, 2.]).unwrap();
+    let f = function(|v: Tensor| doubled(v, 38));
+    let e = f.call((&v,)).unwrap_err().to_string();
+    assert!(
+        e.contains("cannot compile the program") && e.contains("of memory a program may use"),
+        "{e}"
+    );
+    assert!(e.contains("XLAFN_PROGRAM_MEMORY_BYTES"), "{e}");
+    // Eager: one op whose result is larger than the machine.
+    assert_err(Tensor::try_zeros(&[1 << 40], DType::F32), "of memory a program may use");
+
+    // The same chain in a re-signed export's graph: the program compiled
+    // for a shape it did not list goes through the same check.
+    let once = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None], DType::F32)])
+        .build(|v: Tensor| doubled(v, 1));
+    let cf = once
+        .get_concrete_function((TensorSpec::new(&[None], DType::F32),))
+        .unwrap();
+    let scratch = scratch::scratch_dir("robust-sizes-memory");
+    let dir = scratch.join("export");
+    cf.export(&dir, &[vec![vec![2]]]).unwrap();
+    let path = dir.join("graph.json");
+    let mut graph: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let nodes = graph["nodes"].as_array_mut().unwrap();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    for k in 1..38u32 {
+        let mut node = nodes[0].clone();
+        node["inputs"] = serde_json::json!([k, k]);
+        nodes.push(node);
+    }
+    graph["results"] = serde_json::json!([38]);
+    std::fs::write(&path, serde_json::to_vec(&graph).unwrap()).unwrap();
+    xlafn::export::testing::resign(&dir).unwrap();
+    let loaded = xlafn::load(&dir).unwrap();
+    let e = loaded.call(&[&Tensor::vector(&[1f32, 2., 3.]).unwrap()]).unwrap_err();
+    assert!(e.to_string().contains("of memory a program may use"), "{e}");
+});
+
+in_child!(
+    /// `XLAFN_PROGRAM_MEMORY_BYTES` sets the memory programs are measured
+    /// against: an array over it is refused, and so are arrays adding up
+    /// to over 16 times it; smaller programs run.
+    the_memory_bound_is_configurable / memory_bound_child,
+    &[("XLAFN_PROGRAM_MEMORY_BYTES", "1M")],
+    {
+    assert_err(Tensor::try_zeros(&[1 << 19], DType::F32), "more than the 1048576 bytes");
+    assert_eq!(Tensor::try_zeros(&[1 << 17], DType::F32).unwrap().dims(), vec![1 << 17]);
+    // Each step makes two 512 KiB arrays (the splat 1.0 and the sum): 40
+    // steps (40 MiB) are over 16 MiB, 10 (10.5 MiB) are not.
+    let chain = |n: usize| {
+        function(move |x: Tensor| {
+            let mut y = x;
+            for _ in 0..n {
+                y = y.add_scalar(1.0)?;
+            }
+            Ok(y)
+        })
+    };
+    let x = Tensor::try_zeros(&[1 << 17], DType::F32).unwrap();
+    let e = chain(40).call((&x,)).unwrap_err().to_string();
+    assert!(e.contains("together, more than 16 times the 1048576 bytes"), "{e}");
+    let y = chain(10).call((&x,)).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap()[0], 10.);
+});
+
+in_child!(
+    /// 20 chained `concat(v, v)` compiled for over 120 s (XLA's time grows
+    /// exponentially with the depth when a concat names one value again);
+    /// repeated operands are lowered as a tiling, which compiles at once
+    /// and computes the same values, along any axis and beside other
+    /// operands.
+    repeated_concat_operands_compile_quickly / repeated_concat_child,
+    &[("XLAFN_COMPILE_CACHE", "off")],
+    {
+    let v = Tensor::vector(&[1f32, 2.]).unwrap();
+    let f = function(|v: Tensor| doubled(v, 20));
+    let start = std::time::Instant::now();
+    let y = f.call((&v,)).unwrap().to_vec::<f32>().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
+    assert_eq!(y.len(), 1 << 21);
+    assert!(y.chunks(2).all(|p| p == [1., 2.]));
+
+    let m = Tensor::from_vec(vec![1i32, 2, 3, 4], &[2, 2]).unwrap();
+    let b = Tensor::from_vec(vec![9i32, 8], &[2, 1]).unwrap();
+    let cols = Tensor::concat(&[m.clone(), m.clone(), b.clone(), m.clone()], 1).unwrap();
+    assert_eq!(cols.dims(), vec![2, 7]);
+    assert_eq!(
+        cols.to_vec::<i32>().unwrap(),
+        [1, 2, 1, 2, 9, 1, 2, 3, 4, 3, 4, 8, 3, 4]
+    );
+    let traced = function(|m: Tensor, b: Tensor| Tensor::concat(&[b.clone(), m.clone(), m], 1));
+    assert_eq!(
+        traced.call((&m, &b)).unwrap().to_vec::<i32>().unwrap(),
+        [9, 1, 2, 1, 2, 8, 3, 4, 3, 4]
+    );
+    let rows = Tensor::concat(&[m.clone(), m.clone(), m.clone()], 0).unwrap();
+    assert_eq!(rows.dims(), vec![6, 2]);
+    assert_eq!(rows.to_vec::<i32>().unwrap(), [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4]);
+    let one = Tensor::concat(std::slice::from_ref(&m), 0).unwrap();
+    assert_eq!(one.to_vec::<i32>().unwrap(), [1, 2, 3, 4]);
 });

@@ -383,19 +383,29 @@ fn load_tensor(dir: &Path, f: &TensorFileJson) -> Result<Tensor> {
     Tensor::from_host_bytes(a.dtype, &a.dims, &a.bytes)
 }
 
+/// What the manifest declares about every program of an export, listed
+/// or compiled later from its graph (`specialize`): each is checked
+/// against it by [`check_signature`] before it is compiled.
+#[derive(Clone)]
+struct Contract {
+    inputs: Vec<(DType, Shape)>,
+    outputs: Vec<(DType, Shape)>,
+    /// The type of each captured value, in parameter order after the inputs.
+    capture_specs: Vec<ArraySpec>,
+    captures: Vec<CaptureJson>,
+    updates: Vec<UpdateJson>,
+    /// The type of each variable (what its update must be).
+    variable_specs: Vec<ArraySpec>,
+}
+
 /// Errors unless a program's `@main` signature is the one the manifest
-/// implies: XLA's execute checks only byte sizes, so a program whose
-/// parameter is `f32` where the manifest says `i32` (or `[3, 1]` where it
-/// says `[3]`) would run and reinterpret the bits.
-fn check_signature(
-    p: &ProgramJson,
-    sig: &Signature,
-    params: &[ArraySpec],
-    m: &Manifest,
-    outputs: &[(DType, Shape)],
-    variables: &[Variable],
-) -> Result<()> {
-    let bad = |what: String| Error::Value(format!("export: {}: {what}", p.file));
+/// implies (`file` names the program): XLA's execute checks only byte
+/// sizes, so a program whose parameter is `f32` where the manifest says
+/// `i32` (or `[3, 1]` where it says `[3]`) would run and reinterpret the
+/// bits, and one whose update result is `f32[4]` for an `f32[2]` variable
+/// would silently make it four values.
+fn check_signature(file: &str, sig: &Signature, params: &[ArraySpec], c: &Contract) -> Result<()> {
+    let bad = |what: String| Error::Value(format!("export: {file}: {what}"));
     if sig.params.len() != params.len() {
         return Err(bad(format!(
             "@main takes {} parameters; the manifest has {} inputs and captures",
@@ -403,7 +413,7 @@ fn check_signature(
             params.len()
         )));
     }
-    let inputs = m.inputs.len();
+    let inputs = c.inputs.len();
     for (i, ((got, alias), want)) in sig.params.iter().zip(params).enumerate() {
         if got != want {
             return Err(bad(format!(
@@ -411,8 +421,8 @@ fn check_signature(
             )));
         }
         if let Some(r) = alias {
-            let updated = match i.checked_sub(inputs).and_then(|c| m.captures.get(c)) {
-                Some(CaptureJson::Variable { index }) => m
+            let updated = match i.checked_sub(inputs).and_then(|k| c.captures.get(k)) {
+                Some(CaptureJson::Variable { index }) => c
                     .updates
                     .iter()
                     .any(|u| u.variable == *index && u.result == *r),
@@ -425,25 +435,24 @@ fn check_signature(
             }
         }
     }
-    if sig.results.len() != outputs.len() + m.updates.len() {
+    if sig.results.len() != c.outputs.len() + c.updates.len() {
         return Err(bad(format!(
             "@main has {} results; the manifest has {} outputs and {} updates",
             sig.results.len(),
-            outputs.len(),
-            m.updates.len()
+            c.outputs.len(),
+            c.updates.len()
         )));
     }
-    for (i, (got, (dtype, shape))) in sig.results.iter().zip(outputs).enumerate() {
+    for (i, (got, (dtype, shape))) in sig.results.iter().zip(&c.outputs).enumerate() {
         if got.dtype != *dtype || !crate::ir::shape_is_subtype(&Shape::known(&got.dims), shape) {
             return Err(bad(format!(
                 "result {i} of @main is {got}; the manifest says {dtype}{shape}"
             )));
         }
     }
-    for u in &m.updates {
-        let v = &variables[u.variable];
-        let want = ArraySpec::new(v.dtype(), v.dims());
-        if sig.results[u.result] != want {
+    for u in &c.updates {
+        let want = &c.variable_specs[u.variable];
+        if sig.results[u.result] != *want {
             return Err(bad(format!(
                 "result {} of @main is {} but updates variable {} of type {want}",
                 u.result, sig.results[u.result], u.variable
@@ -514,6 +523,17 @@ pub fn load_with_callbacks(
             }
         })
         .collect();
+    let contract = Contract {
+        inputs: input_specs.clone(),
+        outputs: output_specs,
+        capture_specs: capture_specs.clone(),
+        captures: m.captures.clone(),
+        updates: m.updates.clone(),
+        variable_specs: variables
+            .iter()
+            .map(|v| ArraySpec::new(v.dtype(), v.dims()))
+            .collect(),
+    };
     let client = Client::default_client()?;
     let bound = callbacks::Bound::bind(&m.callbacks, callbacks)?;
     let mut programs = Vec::new();
@@ -527,7 +547,7 @@ pub fn load_with_callbacks(
         let text = String::from_utf8(read_signed(dir, &p.file, p.size, &p.sha256)?)
             .map_err(|_| Error::Value(format!("export: {} is not text", p.file)))?;
         let sig = program_check::check_program(&p.file, &text)?;
-        check_signature(p, &sig, &params, &m, &output_specs, &variables)?;
+        check_signature(&p.file, &sig, &params, &contract)?;
         let text = bound.rewrite(&text, &p.file)?;
         let traits = ProgramTraits {
             light: p.light,
@@ -548,16 +568,7 @@ pub fn load_with_callbacks(
                 .map_err(|e| {
                     Error::Value(format!("export: {} is not a valid graph: {e}", g.file))
                 })?;
-            let variable_dtypes: Vec<DType> = variables.iter().map(Variable::dtype).collect();
-            let declared = specialize::Declared {
-                inputs: &input_specs,
-                outputs: &output_specs,
-                capture_specs: &capture_specs,
-                captures: &m.captures,
-                updates: &m.updates,
-                variable_dtypes: &variable_dtypes,
-            };
-            Some(specialize::Specializer::new(graph, &declared)?)
+            Some(specialize::Specializer::new(graph, contract)?)
         }
         None => None,
     };

@@ -12,13 +12,14 @@
 //! ops in MLIR's generic form), not an MLIR parser. It accepts only the
 //! words that writer prints: op names, custom-call targets, attribute names
 //! and enum cases are on allow-lists; every `tensor<...>` type goes through
-//! `dtype::check_array_size`; bracket nesting and the text's length are
+//! `dtype::check_array_size`, and its op results together go through
+//! `dtype::check_program_memory`; bracket nesting and the text's length are
 //! bounded; and the `@main` signature is returned so the loader can match it
 //! against the manifest. Anything else is refused with an error that names
 //! it, so a new op added to the emitter fails the export tests loudly
 //! rather than slipping past the check.
 
-use crate::dtype::{ArraySpec, DType, check_array_size};
+use crate::dtype::{ArraySpec, DType, check_array_size, check_program_memory};
 use crate::error::{Error, Result};
 use crate::runtime::HOST_CALLBACK_TARGET;
 
@@ -603,19 +604,49 @@ enum Pending {
     Version,
 }
 
-/// The state of the check over `@main`'s body: open brackets and a
-/// pending custom-call attribute.
+/// The state of the check over `@main`'s body: open brackets, a pending
+/// custom-call attribute, and the bytes of the op results read so far.
 struct Body {
     stack: Vec<&'static str>,
     pending: Pending,
+    results: Results,
+    largest_bytes: u64,
+    total_bytes: u64,
+}
+
+/// Where the tokenizer is in an op's result types (`-> tensor<..>` or
+/// `-> (tensor<..>, ...)`), which the memory check adds up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Results {
+    Outside,
+    Arrow,
+    List,
 }
 
 impl Body {
+    fn add_array(&mut self, t: &ArraySpec) {
+        let bytes = t.byte_size();
+        self.largest_bytes = self.largest_bytes.max(bytes);
+        self.total_bytes = self.total_bytes.saturating_add(bytes);
+    }
+
     /// Checks one token of the body; the error text names it.
     fn token(&mut self, tok: &Tok<'_>) -> std::result::Result<(), String> {
         if self.stack.is_empty() {
             return Err(format!("{tok} after the end of @main"));
         }
+        self.results = match (self.results, tok) {
+            (_, Tok::Punct("->")) => Results::Arrow,
+            (Results::Arrow, Tok::Punct("(")) | (Results::List, Tok::Punct(",")) => Results::List,
+            (Results::Arrow | Results::List, Tok::Tensor(t)) => {
+                self.add_array(t);
+                match self.results {
+                    Results::List => Results::List,
+                    _ => Results::Outside,
+                }
+            }
+            _ => Results::Outside,
+        };
         self.pending = match (self.pending, tok) {
             (Pending::None, _) => Pending::None,
             (Pending::TargetEquals, Tok::Punct("=")) => Pending::Target,
@@ -695,13 +726,25 @@ pub fn check_program(file: &str, text: &str) -> Result<Signature> {
     let mut body = Body {
         stack: vec!["}"],
         pending: Pending::None,
+        results: Results::Outside,
+        largest_bytes: 0,
+        total_bytes: 0,
     };
+    for (p, _) in &signature.params {
+        body.add_array(p);
+    }
     while let Some(tok) = lexer.next()? {
         body.token(&tok).map_err(|what| lexer.err(what))?;
     }
     if !body.stack.is_empty() || body.pending != Pending::None {
         return Err(lexer.err("the text ends before @main is closed"));
     }
+    // The memory rule every lowered program meets (`lower`), for programs
+    // read from a file: their parameters and op results added up.
+    check_program_memory(body.largest_bytes, body.total_bytes).map_err(|e| match e {
+        Error::Value(m) => Error::Value(format!("export: {file}: cannot compile the program: {m}")),
+        e => e,
+    })?;
     Ok(signature)
 }
 

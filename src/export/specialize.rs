@@ -3,41 +3,56 @@
 //! shape on first use, as a SavedModel serves any batch size its
 //! signature allows, and keeps that program for later calls.
 //!
-//! The graph was rebuilt through each op's shape rule when read; here it
-//! is checked against the manifest's declared inputs, outputs and
-//! variables once, then lowered like any traced function.
+//! The graph was rebuilt through each op's shape rule when read; here its
+//! dtypes are checked against the manifest once, then each specialized
+//! program is lowered like any traced function and checked exactly as a
+//! listed one is (`program_check`, then `check_signature` against the
+//! manifest's outputs and variable updates) before it reaches XLA: the
+//! graph is as untrusted as the programs beside it.
+//!
+//! The programs kept are bounded (`bounded_cache`, as the eager op cache):
+//! a server fed every batch size from 1 to 2000 kept 2000 executables
+//! (+349 MiB); beyond `XLAFN_EXPORT_SHAPE_CACHE_ENTRIES` the least recently
+//! used is dropped and compiled again if its shape comes back.
 
 use super::manifest::{CaptureJson, UpdateJson};
-use super::program_check;
-use crate::dtype::{ArraySpec, DType};
+use super::{Contract, check_signature, program_check};
+use crate::bounded_cache::{BoundedCache, capacity_from_env};
+use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::function::{calls_host, program_traits};
-use crate::ir::{Graph, Shape, TensorType};
+use crate::ir::{Graph, TensorType};
 use crate::lower;
 use crate::runtime::{Client, CompileOptions, Executable};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
-/// A program and the input shapes it was compiled for.
-type Compiled = (Vec<Vec<i64>>, Arc<Executable>);
+/// How many specialized programs a loaded function keeps by default
+/// (about 180 KiB each on the CPU plugin: some 11 MiB per function).
+pub const DEFAULT_SHAPE_CACHE_ENTRIES: usize = 64;
+
+/// The bound: `XLAFN_EXPORT_SHAPE_CACHE_ENTRIES` (a positive integer),
+/// read once, else [`DEFAULT_SHAPE_CACHE_ENTRIES`].
+fn capacity() -> usize {
+    static CAPACITY: LazyLock<usize> = LazyLock::new(|| {
+        capacity_from_env(
+            "XLAFN_EXPORT_SHAPE_CACHE_ENTRIES",
+            DEFAULT_SHAPE_CACHE_ENTRIES,
+        )
+    });
+    *CAPACITY
+}
 
 /// Compiled programs for shapes the export did not list.
 pub(super) struct Specializer {
     graph: Arc<Graph>,
-    input_dtypes: Vec<DType>,
-    capture_specs: Vec<ArraySpec>,
+    contract: Contract,
     /// (parameter, result) pairs of variables read and updated in place.
     aliases: Vec<(usize, usize)>,
-    compiled: Mutex<Vec<Compiled>>,
-}
-
-/// What the graph must agree with: the manifest's declarations.
-pub(super) struct Declared<'a> {
-    pub inputs: &'a [(DType, Shape)],
-    pub outputs: &'a [(DType, Shape)],
-    pub capture_specs: &'a [ArraySpec],
-    pub captures: &'a [CaptureJson],
-    pub updates: &'a [UpdateJson],
-    pub variable_dtypes: &'a [DType],
+    /// Programs by input shapes.
+    compiled: BoundedCache<Vec<Vec<i64>>, Arc<Executable>>,
+    /// Held while compiling: concurrent first calls of one shape compile
+    /// it once.
+    compiling: Mutex<()>,
 }
 
 fn mismatch(what: impl std::fmt::Display) -> Error {
@@ -47,15 +62,17 @@ fn mismatch(what: impl std::fmt::Display) -> Error {
 }
 
 impl Specializer {
-    /// Checks `graph` against the declarations and keeps it.
-    pub(super) fn new(graph: Graph, d: &Declared) -> Result<Specializer> {
-        let mut params: Vec<TensorType> = d
+    /// Checks `graph`'s parameters and result dtypes against the
+    /// manifest's declarations and keeps it; shapes are checked per
+    /// specialization, where they are known.
+    pub(super) fn new(graph: Graph, c: Contract) -> Result<Specializer> {
+        let mut params: Vec<TensorType> = c
             .inputs
             .iter()
             .map(|(dtype, shape)| TensorType::new(*dtype, shape.clone()))
             .collect();
         params.extend(
-            d.capture_specs
+            c.capture_specs
                 .iter()
                 .map(|s| TensorType::known(s.dtype, &s.dims)),
         );
@@ -67,17 +84,17 @@ impl Specializer {
             )));
         }
         let results = graph.infer_results(&params)?;
-        if results.len() != d.outputs.len() + d.updates.len() {
+        if results.len() != c.outputs.len() + c.updates.len() {
             return Err(mismatch(format!("{} results", results.len())));
         }
-        for (i, (r, (dtype, _))) in results.iter().zip(d.outputs).enumerate() {
+        for (i, (r, (dtype, _))) in results.iter().zip(&c.outputs).enumerate() {
             if r.dtype != *dtype {
                 return Err(mismatch(format!("output {i} is {r}, declared {dtype}")));
             }
         }
-        for u in d.updates {
+        for u in &c.updates {
             let r = &results[u.result];
-            if Some(&r.dtype) != d.variable_dtypes.get(u.variable) {
+            if r.dtype != c.variable_specs[u.variable].dtype {
                 return Err(mismatch(format!(
                     "the update of variable {} is {r}",
                     u.variable
@@ -87,33 +104,40 @@ impl Specializer {
         let aliases = if calls_host(&graph) {
             Vec::new()
         } else {
-            variable_aliases(d.inputs.len(), d.captures, d.updates)
+            variable_aliases(c.inputs.len(), &c.captures, &c.updates)
         };
         Ok(Specializer {
             graph: Arc::new(graph),
-            input_dtypes: d.inputs.iter().map(|(dtype, _)| *dtype).collect(),
-            capture_specs: d.capture_specs.to_vec(),
+            contract: c,
             aliases,
-            compiled: Mutex::new(Vec::new()),
+            compiled: BoundedCache::new(),
+            compiling: Mutex::new(()),
         })
     }
 
     /// The program for input shapes `dims` (already checked against the
     /// declared inputs), compiled on first use.
     pub(super) fn program_for(&self, dims: &[Vec<i64>]) -> Result<Arc<Executable>> {
-        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, exe)) = compiled.iter().find(|(s, _)| s == dims) {
-            return Ok(exe.clone());
+        let key = dims.to_vec();
+        if let Some(exe) = self.compiled.get(&key) {
+            return Ok(exe);
+        }
+        let _compiling = self.compiling.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(exe) = self.compiled.get(&key) {
+            return Ok(exe);
         }
         let mut specs: Vec<ArraySpec> = self
-            .input_dtypes
+            .contract
+            .inputs
             .iter()
             .zip(dims)
-            .map(|(dtype, d)| ArraySpec::new(*dtype, d))
+            .map(|((dtype, _), d)| ArraySpec::new(*dtype, d))
             .collect();
-        specs.extend(self.capture_specs.iter().cloned());
+        specs.extend(self.contract.capture_specs.iter().cloned());
         let lowered = lower::lower_with_slots(&self.graph, &specs, &self.aliases, |_| false)?;
-        program_check::check_program("the specialized program", &lowered.text)?;
+        let name = format!("the program specialized from graph.json for input shapes {dims:?}");
+        let sig = program_check::check_program(&name, &lowered.text)?;
+        check_signature(&name, &sig, &specs, &self.contract)?;
         let client = Client::default_client()?;
         let options = CompileOptions::for_program(client.platform(), program_traits(&lowered.size));
         let exe = Arc::new(Executable::compile_cached(
@@ -122,14 +146,12 @@ impl Specializer {
             specs,
             &options,
         )?);
-        compiled.push((dims.to_vec(), exe.clone()));
-        Ok(exe)
+        Ok(self.compiled.insert(key, exe, capacity()))
     }
 
-    /// The shapes compiled so far.
+    /// The shapes compiled and kept, in the order they were compiled.
     pub(super) fn shapes(&self) -> Vec<Vec<Vec<i64>>> {
-        let compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-        compiled.iter().map(|(s, _)| s.clone()).collect()
+        self.compiled.keys()
     }
 }
 

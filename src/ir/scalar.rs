@@ -96,14 +96,26 @@ impl Scalar {
     }
 
     /// Converts a host value given by the user to `dtype`, refusing what
-    /// the dtype cannot hold, as TensorFlow does (`tf.constant([1],
-    /// tf.uint8) + 1000` is a TypeError, not 233): integers take only
-    /// whole values in their range (no NaN), bools only 0 and 1. Floats
-    /// take every number; one beyond the dtype's range becomes infinite,
-    /// as NumPy's conversion does.
+    /// the dtype cannot hold (see [`fits`](Self::fits)), as TensorFlow
+    /// does (`tf.constant([1], tf.uint8) + 1000` is a TypeError, not 233).
     pub fn convert_exact(self, dtype: DType) -> Result<Scalar> {
         dtype.check_compilable()?;
-        let fits = match (self, dtype.int_range()) {
+        if !self.fits(dtype) {
+            return Err(Error::Type(format!(
+                "Cannot convert {self} to EagerTensor of dtype {dtype}"
+            )));
+        }
+        Ok(self.cast(dtype))
+    }
+
+    /// Can `dtype` hold this value? Integers take only whole values in
+    /// their range (no NaN, no infinity), bools only 0 and 1. Floats take
+    /// every number; one beyond the dtype's range becomes infinite, as
+    /// NumPy's conversion does. Op attributes read from a saved graph are
+    /// held to this too (`ops::check_attr_value`): `cast` would quietly
+    /// turn an i32 constant of NaN into 0.
+    pub fn fits(self, dtype: DType) -> bool {
+        match (self, dtype.int_range()) {
             _ if dtype.is_inexact() => true,
             (Scalar::Bool(_), _) => true,
             (v, _) if dtype == DType::Bool => v.as_f64() == 0.0 || v.as_f64() == 1.0,
@@ -119,13 +131,7 @@ impl Scalar {
                 exact.is_some_and(|i| lo <= i && i <= hi)
             }
             _ => false,
-        };
-        if !fits {
-            return Err(Error::Type(format!(
-                "Cannot convert {self} to EagerTensor of dtype {dtype}"
-            )));
         }
-        Ok(self.cast(dtype))
     }
 
     /// Converts to the value `dtype` would hold (as `static_cast` does).

@@ -6,6 +6,7 @@ use std::fmt;
 
 /// The type of a tensor value: dtype plus shape.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TensorType {
     pub dtype: DType,
     pub shape: Shape,

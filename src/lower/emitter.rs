@@ -187,6 +187,12 @@ pub struct ProgramSize {
     pub has_loops: bool,
     /// Calls back into Rust (`print`, host callbacks).
     pub has_host_calls: bool,
+    /// The bytes of the largest parameter or op result.
+    pub largest_bytes: u64,
+    /// The bytes of every parameter and op result together (a region's
+    /// body counted once): what the program would hold if XLA fused and
+    /// freed nothing (`dtype::check_program_memory`).
+    pub total_bytes: u64,
 }
 
 impl ProgramSize {
@@ -289,19 +295,31 @@ impl Emitter {
     }
 
     /// The elements of one array (at least 1), noting the first type too
-    /// large for XLA.
+    /// large for XLA and adding its bytes to the program's.
     fn count(&mut self, ty: &ArraySpec) -> u64 {
         if self.oversized.is_none() {
             self.oversized = ty.check_size().err();
         }
+        let bytes = ty.byte_size();
+        self.size.largest_bytes = self.size.largest_bytes.max(bytes);
+        self.size.total_bytes = self.size.total_bytes.saturating_add(bytes);
         ty.dims
             .iter()
             .fold(1u64, |n, &d| n.saturating_mul(d.max(1) as u64))
     }
 
-    /// Errors if any array emitted so far is too large for XLA.
+    /// Errors if any array emitted so far is too large for XLA, or the
+    /// arrays cannot fit in memory (`dtype::check_program_memory`): the
+    /// one check every lowered program passes before it can reach XLA.
     pub fn check_sizes(&self) -> Result<()> {
-        match &self.oversized {
+        let oversized = match &self.oversized {
+            Some(e) => Some(e.clone()),
+            None => {
+                crate::dtype::check_program_memory(self.size.largest_bytes, self.size.total_bytes)
+                    .err()
+            }
+        };
+        match oversized {
             Some(Error::Value(m)) => Err(Error::Value(format!("cannot compile the program: {m}"))),
             Some(e) => Err(Error::Value(format!("cannot compile the program: {e}"))),
             None => Ok(()),

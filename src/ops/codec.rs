@@ -68,8 +68,13 @@ struct RegionJson {
 
 /// One op. Adding an op to the catalog fails to build until it is here
 /// (the matches below are exhaustive).
+///
+/// Every attribute struct denies unknown fields (as the variants here do):
+/// an export is untrusted, and a field this build does not know is either
+/// damage or an attribute it would silently ignore, computing something
+/// other than what was saved.
 #[derive(Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum OpJson {
     Unary(Unary),
     Binary(Binary),

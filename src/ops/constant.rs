@@ -6,7 +6,7 @@
 //! seed: calling `random_uniform` with a thousand seeds compiles once. The
 //! same seed always gives the same values on the same device kind.
 
-use super::{OpDef, expect_arity, normalize_axis};
+use super::{OpDef, check_attr_value, expect_arity, normalize_axis};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, OrPanic, Result};
 use crate::ir::{Scalar, Shape, TensorType};
@@ -34,6 +34,7 @@ fn spec(dtype: DType, dims: &[i64]) -> ArraySpec {
 /// `value` is stored already converted to `dtype`, so equal fills share one
 /// cached program.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Constant {
     pub value: Scalar,
     pub dims: Vec<i64>,
@@ -49,6 +50,7 @@ impl OpDef for Constant {
         expect_arity(self.name(), inputs, 0)?;
         check_dims(self.name(), &self.dims)?;
         self.dtype.check_compilable()?;
+        check_attr_value(self.name(), "value", self.value, self.dtype)?;
         Ok(vec![TensorType::known(self.dtype, &self.dims)])
     }
 
@@ -71,6 +73,7 @@ impl OpDef for Constant {
 /// fully known while tracing (a known shape is a plain `fill`): the input
 /// carries the shape, which becomes concrete when the program is lowered.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FillLike {
     pub value: Scalar,
 }
@@ -83,6 +86,7 @@ impl OpDef for FillLike {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity(self.name(), inputs, 1)?;
         inputs[0].dtype.check_compilable()?;
+        check_attr_value(self.name(), "value", self.value, inputs[0].dtype)?;
         Ok(vec![inputs[0].clone()])
     }
 
@@ -107,6 +111,7 @@ impl OpDef for FillLike {
 /// `start` and `delta` are stored converted to `dtype`; a negative `delta`
 /// on an unsigned dtype is kept signed and lowered as a subtraction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Iota {
     pub dims: Vec<i64>,
     pub axis: i64,
@@ -131,6 +136,13 @@ impl OpDef for Iota {
                 format!("dtype must be numeric, got {}", self.dtype),
             ));
         }
+        check_attr_value(name, "start", self.start, self.dtype)?;
+        // A negative step on an unsigned dtype is kept signed (`range`).
+        let delta_dtype = match (self.dtype.is_unsigned_int(), self.delta) {
+            (true, Scalar::I64(_)) => DType::I64,
+            _ => self.dtype,
+        };
+        check_attr_value(name, "delta", self.delta, delta_dtype)?;
         Ok(vec![TensorType::known(self.dtype, &self.dims)])
     }
 
@@ -259,6 +271,7 @@ fn affine(cx: &mut Emitter, x: &Val, scale: f64, offset: f64) -> Val {
 /// Uniform floats in `[minval, maxval)` (`tf.random.stateless_uniform`).
 /// The single input is the `u64[2]` Threefry state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RandomUniform {
     pub dims: Vec<i64>,
     pub dtype: DType,
@@ -269,6 +282,7 @@ pub struct RandomUniform {
 /// Raw random bits (`jax.random.bits`): `dims`-shaped unsigned integers
 /// (u32 or u64) from the `u64[2]` Threefry state; how keys are split.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RandomBits {
     pub dims: Vec<i64>,
     pub dtype: DType,
@@ -346,6 +360,7 @@ impl OpDef for RandomUniform {
 /// by the Box-Muller transform of two uniform draws, computed in f32 (f64
 /// for f64) and converted. The single input is the `u64[2]` state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RandomNormal {
     pub dims: Vec<i64>,
     pub dtype: DType,
@@ -609,5 +624,82 @@ impl Tensor {
             stddev: Scalar::F64(stddev),
         };
         apply1(op, &[&seed_state(seed)?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::pad::Pad;
+    use crate::ops::shape::OneHot;
+
+    fn refused(r: Result<Vec<TensorType>>, needle: &str) {
+        let e = r.expect_err("an attribute the dtype cannot hold was accepted");
+        assert!(e.to_string().contains(needle), "{needle:?} not in: {e}");
+    }
+
+    /// Ops read from a saved graph skip the public constructors' exact
+    /// conversion; their shape rules refuse what lowering would `cast`.
+    #[test]
+    fn scalar_attributes_must_fit_their_dtype() {
+        let fill = |value, dtype| Constant {
+            value,
+            dims: vec![2],
+            dtype,
+        };
+        refused(
+            fill(Scalar::F64(f64::NAN), DType::I32).infer(&[]),
+            "value NaN is not a i32 value",
+        );
+        refused(fill(Scalar::I64(300), DType::U8).infer(&[]), "value 300");
+        refused(fill(Scalar::I64(-1), DType::U32).infer(&[]), "value -1");
+        refused(
+            fill(Scalar::F64(2.0), DType::Bool).infer(&[]),
+            "not a bool value",
+        );
+        assert!(fill(Scalar::F64(f64::NAN), DType::F32).infer(&[]).is_ok());
+        assert!(fill(Scalar::U64(u64::MAX), DType::U64).infer(&[]).is_ok());
+
+        let x = TensorType::known(DType::I32, &[2]);
+        let like = FillLike {
+            value: Scalar::F64(f64::INFINITY),
+        };
+        refused(like.infer(std::slice::from_ref(&x)), "value inf");
+        let pad = Pad {
+            low: vec![1],
+            high: vec![0],
+            interior: vec![0],
+            value: Scalar::F64(0.5),
+        };
+        refused(pad.infer(std::slice::from_ref(&x)), "padding value");
+        let one_hot = OneHot {
+            depth: 3,
+            on_value: Scalar::F64(1.0),
+            off_value: Scalar::F64(f64::NAN),
+            dtype: DType::I8,
+        };
+        refused(one_hot.infer(std::slice::from_ref(&x)), "off_value NaN");
+
+        let iota = |start, delta, dtype| Iota {
+            dims: vec![3],
+            axis: 0,
+            dtype,
+            start,
+            delta,
+        };
+        refused(
+            iota(Scalar::F64(0.5), Scalar::I64(1), DType::I32).infer(&[]),
+            "start 0.5",
+        );
+        refused(
+            iota(Scalar::I64(0), Scalar::F64(f64::NAN), DType::I64).infer(&[]),
+            "delta NaN",
+        );
+        // `range` keeps a negative step on an unsigned dtype signed.
+        assert!(
+            iota(Scalar::U64(5), Scalar::I64(-1), DType::U8)
+                .infer(&[])
+                .is_ok()
+        );
     }
 }

@@ -27,6 +27,7 @@ use crate::tensor::{Tensor, apply1};
 /// and feature dimensions; for a kernel, its output and input feature
 /// dimensions. Then the spatial dimensions, in matching order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Layout {
     pub batch: i64,
     pub feature: i64,
@@ -90,6 +91,7 @@ impl Layout {
 
 /// The three layouts of a convolution.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ConvDims {
     pub lhs: Layout,
     pub rhs: Layout,
@@ -109,6 +111,7 @@ impl ConvDims {
 
 /// `conv_general_dilated` with every attribute explicit.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Conv {
     pub strides: Vec<i64>,
     pub padding: Vec<(i64, i64)>,

@@ -115,6 +115,7 @@ fn lower_half_diagonal(x: &Tensor) -> Result<Tensor> {
 /// (or upper) triangular, with ones on the diagonal when `unit_diagonal`.
 /// Inputs `[a, b]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TriangularSolve {
     pub left_side: bool,
     pub lower: bool,

@@ -15,6 +15,7 @@ use crate::tensor::{Tensor, apply1};
 /// The operand, whose shape must be compatible with `shape`; the result has
 /// the most specific shape of the two.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EnsureShape {
     pub shape: Shape,
 }

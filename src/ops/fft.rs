@@ -56,6 +56,7 @@ impl FftType {
 /// A transform of kind `kind` over the innermost `lengths.len()` (1 to 3)
 /// dimensions, whose (output, for `Irfft`) lengths are `lengths`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Fft {
     pub kind: FftType,
     pub lengths: Vec<i64>,

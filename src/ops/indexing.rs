@@ -48,6 +48,7 @@ fn check_indices(
 
 /// A window of fixed `sizes` at run-time start indices.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DynamicSlice {
     pub sizes: Vec<i64>,
 }

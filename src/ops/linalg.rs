@@ -36,6 +36,7 @@ use crate::tensor::{Tensor, apply1};
 /// `a @ b` over the last two dimensions, with each operand optionally
 /// transposed (its last two dimensions swapped) first.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MatMul {
     pub transpose_a: bool,
     pub transpose_b: bool,
@@ -320,6 +321,7 @@ impl Tensor {
 /// each in their original order, as StableHLO's `dot_general`. Dimension
 /// numbers are non-negative (the `Tensor` method normalises negative ones).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DotGeneral {
     pub lhs_contracting: Vec<i64>,
     pub rhs_contracting: Vec<i64>,

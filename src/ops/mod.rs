@@ -219,6 +219,28 @@ fn check_result_sizes(op: &str, outputs: &[TensorType]) -> Result<()> {
     Ok(())
 }
 
+/// Errors unless `value`, the attribute `what` of op `op`, is a value of
+/// `dtype` (`Scalar::fits`: integers whole, finite and in range). The
+/// public constructors convert exactly already; this is what holds a
+/// graph read from an export to the same rule, since lowering would
+/// `cast` an i32 fill of NaN to 0 without a word.
+pub(crate) fn check_attr_value(
+    op: &str,
+    what: &str,
+    value: crate::ir::Scalar,
+    dtype: DType,
+) -> Result<()> {
+    if !value.fits(dtype) {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "{what} {value} is not a {dtype} value (integers must be whole, finite and in range)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the operand count.
 pub(crate) fn expect_arity(op: &str, inputs: &[TensorType], n: usize) -> Result<()> {
     if inputs.len() != n {

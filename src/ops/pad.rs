@@ -27,6 +27,7 @@ fn typed(dtype: DType, dims: Vec<Dim>) -> Vec<TensorType> {
 /// edge instead; `interior` must be >= 0. A dimension of size `n` becomes
 /// `low + n + (n - 1) * interior + high` (just `low + high` when `n` is 0).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Pad {
     pub low: Vec<i64>,
     pub high: Vec<i64>,
@@ -136,6 +137,7 @@ impl OpDef for Pad {
 
 /// `tf.reverse`: the elements in reverse order along each of `axes`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Reverse {
     pub axes: Vec<i64>,
 }
@@ -202,6 +204,7 @@ impl OpDef for Reverse {
 /// `tf.broadcast_to`: NumPy broadcasting to `dims` (trailing dimensions
 /// aligned; each operand dimension must be 1 or the target's size).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BroadcastTo {
     pub dims: Vec<i64>,
 }

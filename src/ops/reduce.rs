@@ -137,6 +137,7 @@ impl ReduceKind {
 /// when `keepdims` is set. Axes are kept as the user wrote them (possibly
 /// negative) so the op can be inferred before the rank is known.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Reduce {
     pub kind: ReduceKind,
     pub axes: Vec<i64>,
@@ -346,6 +347,7 @@ pub enum ArgKind {
 /// The index (i64) of the largest or smallest element along `axis`; ties
 /// go to the smallest index and NaN wins (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ArgReduce {
     pub kind: ArgKind,
     pub axis: i64,
@@ -446,6 +448,7 @@ fn arg_step(cx: &mut Emitter, kind: ArgKind, float: bool, a: &[Val]) -> Vec<Val>
 /// logarithm `(x - max) - log(sum(exp(x - max)))` when `log` is set.
 /// Subtracting the max keeps `exp` from overflowing.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Softmax {
     pub axis: i64,
     pub log: bool,

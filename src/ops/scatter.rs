@@ -140,6 +140,7 @@ pub enum ScatterKind {
 /// `tf.tensor_scatter_nd_*`: `tensor` with `updates[b...]` combined into
 /// the positions `indices[b...]` name. Inputs `[tensor, indices, updates]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScatterNd {
     pub kind: ScatterKind,
 }

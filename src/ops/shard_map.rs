@@ -251,6 +251,7 @@ impl ShardMap {
 
 /// What a collective does along its mesh axes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum CollectiveKind {
     /// Sum over the axes' devices (`psum`).
     Sum,
@@ -274,6 +275,7 @@ pub enum CollectiveKind {
 /// A collective inside a `shard_map` body over `axes` of a mesh whose
 /// axes are `mesh_axes`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Collective {
     pub kind: CollectiveKind,
     pub axes: Vec<String>,

@@ -16,6 +16,7 @@ use crate::tensor::{Tensor, apply1};
 /// The operand, unchanged in value, laid out as `spec` over a mesh of
 /// `mesh_axes`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ShardingConstraint {
     pub mesh_axes: Vec<(String, usize)>,
     pub spec: Vec<Vec<String>>,

@@ -34,6 +34,7 @@ use crate::tensor::{Tensor, apply};
 /// `indices`, one more (i32) result: the position along `axis` each
 /// sorted element came from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Sort {
     pub axis: i64,
     pub descending: bool,

@@ -19,6 +19,7 @@ use crate::tensor::{Tensor, apply};
 /// Cuts the operand along `axis` into pieces of `sizes` (which sum to the
 /// axis' size).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Split {
     pub axis: i64,
     pub sizes: Vec<i64>,

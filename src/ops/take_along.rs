@@ -20,6 +20,7 @@ use crate::tensor::{Tensor, apply1};
 /// `out[..., i, ...] = x[..., idx[..., i, ...], ...]` along `axis`;
 /// inputs `[x, idx]`, `idx` shaped like `x` except along `axis`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TakeAlongAxis {
     pub axis: usize,
 }
@@ -28,6 +29,7 @@ pub struct TakeAlongAxis {
 /// along `axis`: the gradient of [`TakeAlongAxis`]. Inputs
 /// `[x, idx, updates]`, `updates` shaped like `idx`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AddAlongAxis {
     pub axis: usize,
 }

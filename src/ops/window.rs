@@ -47,6 +47,7 @@ impl WindowKind {
 
 /// The geometry of a window over every dimension of an array.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WindowDims {
     pub window: Vec<i64>,
     pub strides: Vec<i64>,
@@ -179,6 +180,7 @@ impl WindowDims {
 
 /// `reduce_window` with one of the [`WindowKind`] combiners.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReduceWindow {
     pub kind: WindowKind,
     pub dims: WindowDims,
@@ -313,6 +315,7 @@ impl ReduceWindow {
 /// to the element of `operand` its window picked. Inputs `[operand,
 /// source]`; the result has the operand's shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SelectAndScatterAdd {
     pub dims: WindowDims,
     pub pick_max: bool,

@@ -171,16 +171,7 @@ fn max_bytes_from_env() -> Result<u64, String> {
     })
 }
 
-fn parse_size(raw: &str) -> Option<u64> {
-    let raw = raw.trim();
-    let (digits, shift) = match raw.char_indices().last()? {
-        (i, 'K' | 'k') => (&raw[..i], 10),
-        (i, 'M' | 'm') => (&raw[..i], 20),
-        (i, 'G' | 'g') => (&raw[..i], 30),
-        _ => (raw, 0),
-    };
-    digits.parse::<u64>().ok()?.checked_mul(1u64 << shift)
-}
+use crate::dtype::parse_byte_size as parse_size;
 
 /// The plugin build's identity: the pinned wheel's sha256 for the plugin
 /// built in (with the file's size, so a replaced file is a miss), else a

@@ -5,6 +5,7 @@
 //! This is the only place outside `function` that wires lowering to the
 //! runtime; it sees ops only through `Graph::single_op` and `lower::lower`.
 
+use crate::bounded_cache::{BoundedCache, capacity_from_env};
 use crate::dtype::ArraySpec;
 use crate::error::Result;
 use crate::ir::{Graph, TensorType};
@@ -12,9 +13,8 @@ use crate::lower;
 use crate::ops::Op;
 use crate::runtime::{Buffer, Client, CompileOptions, Device, Executable, ProgramTraits};
 use crate::single_flight::SingleFlight;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, RwLock};
+use std::sync::{Arc, LazyLock};
 
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
@@ -27,23 +27,12 @@ struct Key {
     inputs: Vec<ArraySpec>,
 }
 
-/// A compiled op and when it was last used: the value of `CLOCK` at its
-/// last hit. The clock ticks only when an entry is added, so a hit writes
-/// only if the entry was not already used since the last miss (no shared
-/// write on the hot path); eviction, which happens only on a miss, drops
-/// the entry with the oldest tick: least recently used, to the resolution
-/// of one miss.
-struct Entry {
-    exe: Arc<Executable>,
-    last_used: AtomicU64,
-}
-
-static CACHE: LazyLock<RwLock<HashMap<Key, Entry>>> = LazyLock::new(Default::default);
-static CLOCK: AtomicU64 = AtomicU64::new(0);
+/// The compiled one-op programs (`bounded_cache`: least recently used out
+/// first beyond `capacity()`).
+static CACHE: LazyLock<BoundedCache<Key, Arc<Executable>>> = LazyLock::new(BoundedCache::new);
 static COMPILING: LazyLock<SingleFlight<Key, Arc<Executable>>> = LazyLock::new(SingleFlight::new);
 static HITS: AtomicU64 = AtomicU64::new(0);
 static COMPILES: AtomicU64 = AtomicU64::new(0);
-static EVICTIONS: AtomicU64 = AtomicU64::new(0);
 
 /// How many compiled ops the cache keeps by default. Each holds an
 /// executable (about 140 KiB of code and buffers on the CPU plugin), so
@@ -57,19 +46,7 @@ pub const DEFAULT_EAGER_CACHE_ENTRIES: usize = 1024;
 /// is ignored with a warning.
 fn capacity() -> usize {
     static CAPACITY: LazyLock<usize> = LazyLock::new(|| {
-        let Ok(raw) = std::env::var("XLAFN_EAGER_CACHE_ENTRIES") else {
-            return DEFAULT_EAGER_CACHE_ENTRIES;
-        };
-        match raw.trim().parse::<usize>() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                tracing::warn!(
-                    "XLAFN_EAGER_CACHE_ENTRIES={raw:?} is not a positive integer; keeping \
-                     {DEFAULT_EAGER_CACHE_ENTRIES} compiled ops"
-                );
-                DEFAULT_EAGER_CACHE_ENTRIES
-            }
-        }
+        capacity_from_env("XLAFN_EAGER_CACHE_ENTRIES", DEFAULT_EAGER_CACHE_ENTRIES)
     });
     *CAPACITY
 }
@@ -92,8 +69,8 @@ pub fn eager_cache_stats() -> EagerCacheStats {
     EagerCacheStats {
         hits: HITS.load(Ordering::Relaxed),
         compiles: COMPILES.load(Ordering::Relaxed),
-        entries: CACHE.read().map(|c| c.len()).unwrap_or(0),
-        evictions: EVICTIONS.load(Ordering::Relaxed),
+        entries: CACHE.len(),
+        evictions: CACHE.evictions(),
     }
 }
 
@@ -116,19 +93,19 @@ pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {
             .map(|b| ArraySpec::new(b.dtype(), b.dims()))
             .collect(),
     };
-    let exe = match lookup(&key) {
+    let exe = match CACHE.get(&key) {
         Some(exe) => {
             HITS.fetch_add(1, Ordering::Relaxed);
             exe
         }
         // Single flight: threads missing on one new op compile it once.
         None => COMPILING.run(key.clone(), "compiling an eager op", || {
-            if let Some(exe) = lookup(&key) {
+            if let Some(exe) = CACHE.get(&key) {
                 return Ok(exe);
             }
             let exe = Arc::new(compile(&client, placement.device, &key)?);
             COMPILES.fetch_add(1, Ordering::Relaxed);
-            Ok(insert(key.clone(), exe))
+            Ok(CACHE.insert(key.clone(), exe, capacity()))
         })?,
     };
     Ok(exe
@@ -136,46 +113,6 @@ pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {
         .into_iter()
         .map(|b| b.with_committed(placement.committed))
         .collect())
-}
-
-/// The cached program for `key`, marking it used.
-fn lookup(key: &Key) -> Option<Arc<Executable>> {
-    let cache = CACHE.read().unwrap_or_else(|e| e.into_inner());
-    let entry = cache.get(key)?;
-    let now = CLOCK.load(Ordering::Relaxed);
-    if entry.last_used.load(Ordering::Relaxed) != now {
-        entry.last_used.store(now, Ordering::Relaxed);
-    }
-    Some(entry.exe.clone())
-}
-
-/// Adds a compiled program (keeping one another thread added first),
-/// evicting the least recently used entries beyond the bound.
-fn insert(key: Key, exe: Arc<Executable>) -> Arc<Executable> {
-    let mut cache = CACHE.write().unwrap_or_else(|e| e.into_inner());
-    let now = CLOCK.fetch_add(1, Ordering::Relaxed) + 1;
-    if let Some(entry) = cache.get(&key) {
-        return entry.exe.clone();
-    }
-    while cache.len() >= capacity() {
-        let Some(oldest) = cache
-            .iter()
-            .min_by_key(|(_, e)| e.last_used.load(Ordering::Relaxed))
-            .map(|(k, _)| k.clone())
-        else {
-            break;
-        };
-        cache.remove(&oldest);
-        EVICTIONS.fetch_add(1, Ordering::Relaxed);
-    }
-    cache.insert(
-        key,
-        Entry {
-            exe: exe.clone(),
-            last_used: AtomicU64::new(now),
-        },
-    );
-    exe
 }
 
 fn compile(client: &Arc<Client>, device: Device, key: &Key) -> Result<Executable> {
