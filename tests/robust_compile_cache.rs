@@ -118,9 +118,17 @@ fn run_child(dir: &Path, ops: &str, env: &[(&str, &str)]) -> Outcome {
     }
 }
 
+/// A new folder for one use: unique per call, since tests running at
+/// once ask for the same name (two of them look up `entry_name("multiply")`,
+/// and one removed the folder the other was reading: seen on a GPU, where
+/// compiles are slower and the two overlapped).
 fn fresh_dir(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("xlafn-robust-cache-{name}-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "xlafn-robust-cache-{name}-{}-{call}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }

@@ -716,6 +716,10 @@ fn show_escapes_control_characters_from_the_manifest() {
 /// A crafted print message reached the terminal raw from `xlafn run`
 /// (escape sequences, forged output lines): it is escaped as `show`
 /// escapes names, newlines included.
+#[cfg_attr(
+    xlafn_device_cuda,
+    ignore = "CPU only: host callbacks (print, check_numerics) need the CPU plugin"
+)]
 #[test]
 fn run_escapes_print_messages_from_the_manifest() {
     let dir = temp_dir("escape-run");
