@@ -4,7 +4,11 @@
 //! statistics in variables, `embedding_lookup`, and `dropout` (key-based,
 //! from [`crate::random`]). `log_softmax`/`softmax` are `Tensor` methods.
 //!
+//! Keras' losses with `mean`/`sum`/`none` reductions are in [`losses`].
+//!
 //! Layer: a user-facing module over `tensor` ops and `variable`.
+
+pub mod losses;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
