@@ -1,5 +1,5 @@
-//! Layer: a user-facing module over `module`, `variable`, `tensor` and the
-//! `safetensors` crate. Checkpoints: a module's variables saved to and
+//! Layer: a user-facing module over `module`, `optimizers`, `variable`,
+//! `tensor` and the `safetensors` crate. Checkpoints: a module's variables saved to and
 //! restored from a safetensors file, each tensor under the variable's
 //! module path (`"layers.0.kernel"`), so a checkpoint restores into a fresh
 //! module of the same structure and pretrained weights written by other
@@ -18,10 +18,16 @@
 //! a crash never leaves half a checkpoint under the real name, a link
 //! planted at either name is never written through (one at the target is
 //! replaced), and concurrent saves never share a temporary file.
+//!
+//! [`save_training`] and [`restore_training`] also keep an optimizer's
+//! state (its step count and slot variables, named by
+//! [`Optimizer::state_variables`] under `optimizer.`), so a run stopped
+//! at step N and restored continues exactly as the uninterrupted run.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::module::Module;
+use crate::module::{Module, join};
+use crate::optimizers::Optimizer;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
 use safetensors::Dtype;
@@ -165,6 +171,63 @@ pub fn save_named(variables: &[(String, Variable)], path: impl AsRef<Path>) -> R
     let bytes = safetensors::serialize(views, None)
         .map_err(|e| Error::Value(format!("checkpoint: cannot encode: {e}")))?;
     crate::export::replace_file(path, &bytes).map_err(|e| file_error("write", path, e))
+}
+
+/// The model's variables and the optimizer's state for its trainable
+/// ones, the optimizer's under `optimizer.`.
+fn training_variables(
+    model: &(impl Module + ?Sized),
+    optimizer: &(impl Optimizer + ?Sized),
+    build: bool,
+) -> Result<Vec<(String, Variable)>> {
+    let mut variables = model.named_variables();
+    let trainable: Vec<(String, Variable)> = variables
+        .iter()
+        .filter(|(_, v)| v.trainable())
+        .cloned()
+        .collect();
+    for (name, v) in optimizer.state_variables(&trainable, build)? {
+        variables.push((join("optimizer", &name), v));
+    }
+    Ok(variables)
+}
+
+/// Saves a training run: the variables of `model` as [`save`] does, and
+/// the state of `optimizer` for the model's trainable variables (the
+/// step count `optimizer.iterations` and each slot under
+/// `optimizer.<slot>.<model path>`, `optimizer.momentum.layers.0.kernel`).
+/// [`restore_training`] into a fresh model and optimizer of the same
+/// configuration then continues the run bit for bit. Saving creates no
+/// variable (see [`Optimizer::state_variables`]).
+pub fn save_training(
+    model: &(impl Module + ?Sized),
+    optimizer: &(impl Optimizer + ?Sized),
+    path: impl AsRef<Path>,
+) -> Result<()> {
+    eager_only("saving")?;
+    save_named(&training_variables(model, optimizer, false)?, path)
+}
+
+/// Restores what [`save_training`] saved into `model` and `optimizer`
+/// (usually fresh ones): the optimizer is built for the model's trainable
+/// variables first (its slots and step count created, as `build` does),
+/// then every variable is checked and assigned as [`restore`] does. A
+/// name the file lacks (a slot this optimizer's configuration uses, say
+/// momentum the saved run had not) or has beyond them, or a dtype or
+/// shape that differs, is an error naming it, and then nothing is
+/// assigned (the slots built stay at their starting values).
+pub fn restore_training(
+    model: &(impl Module + ?Sized),
+    optimizer: &(impl Optimizer + ?Sized),
+    path: impl AsRef<Path>,
+) -> Result<()> {
+    eager_only("restoring")?;
+    restore_from(
+        &training_variables(model, optimizer, true)?,
+        path.as_ref(),
+        false,
+    )
+    .map(|_| ())
 }
 
 /// Every tensor of a safetensors file, by name (for inspecting pretrained

@@ -45,18 +45,27 @@ impl Adagrad {
 
     /// Creates the accumulators of `vars` and the step count now.
     pub fn build<V: std::borrow::Borrow<Variable>>(&self, vars: &[V]) -> Result<()> {
-        self.state.iterations_variable()?;
-        for v in vars {
-            let v = v.borrow();
-            self.accumulators.get(v)?;
-        }
-        Ok(())
+        self.state.build(&self.slot_tables(), vars)
+    }
+
+    /// The slot tables this configuration uses, with their names in a
+    /// checkpoint.
+    fn slot_tables(&self) -> Vec<(&'static str, &Slots)> {
+        vec![("accumulator", &self.accumulators)]
     }
 }
 
 common_options!(Adagrad);
 
 impl Optimizer for Adagrad {
+    fn state_variables(
+        &self,
+        vars: &[(String, Variable)],
+        build: bool,
+    ) -> Result<Vec<(String, Variable)>> {
+        self.state.state_variables(&self.slot_tables(), vars, build)
+    }
+
     fn apply_gradients(&self, grads_and_vars: &[(Option<Tensor>, &Variable)]) -> Result<()> {
         if !(0.0..).contains(&self.initial_accumulator) || !(0.0..).contains(&self.epsilon) {
             return Err(Error::invalid(

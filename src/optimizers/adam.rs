@@ -121,16 +121,17 @@ impl Adam {
     /// eagerly, as Keras' `optimizer.build`: a training step traced
     /// afterwards creates no variables, so it is traced once.
     pub fn build<V: std::borrow::Borrow<Variable>>(&self, vars: &[V]) -> Result<()> {
-        self.state.iterations_variable()?;
-        for v in vars {
-            let v = v.borrow();
-            self.m.get(v)?;
-            self.v.get(v)?;
-            if self.amsgrad {
-                self.v_max.get(v)?;
-            }
+        self.state.build(&self.slot_tables(), vars)
+    }
+
+    /// The slot tables this configuration uses, with their names in a
+    /// checkpoint.
+    fn slot_tables(&self) -> Vec<(&'static str, &Slots)> {
+        let mut tables = vec![("m", &self.m), ("v", &self.v)];
+        if self.amsgrad {
+            tables.push(("v_max", &self.v_max));
         }
-        Ok(())
+        tables
     }
 
     fn check(&self) -> Result<()> {
@@ -180,6 +181,14 @@ impl Adam {
 common_options!(Adam);
 
 impl Optimizer for Adam {
+    fn state_variables(
+        &self,
+        vars: &[(String, Variable)],
+        build: bool,
+    ) -> Result<Vec<(String, Variable)>> {
+        self.state.state_variables(&self.slot_tables(), vars, build)
+    }
+
     fn apply_gradients(&self, grads_and_vars: &[(Option<Tensor>, &Variable)]) -> Result<()> {
         self.check()?;
         let mut corrections = Vec::new();

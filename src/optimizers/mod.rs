@@ -19,6 +19,47 @@
 //! function would create variables on a later call, which is refused, as in
 //! the guide's "multiple optimizers" example; a schedule replaces the
 //! "new optimizer per learning rate" pattern.
+//!
+//! # Resumable training
+//!
+//! An optimizer's state (the step count, which places a schedule, and its
+//! slot variables) can be saved and restored so that a run stopped at
+//! step N continues exactly as the uninterrupted run would, bit for bit.
+//! [`Optimizer::state_variables`] names that state for a set of model
+//! variables given with their module paths: `iterations` (the step count)
+//! and `<slot>.<model path>` for each slot (`momentum.layers.0.kernel`;
+//! Adam's `m`, `v`, `v_max`; RMSprop's `mean_square`, `mean_grad`,
+//! `momentum`; Adagrad's `accumulator`). It is one mechanism every
+//! optimizer here gets from its shared step state, listing exactly the
+//! slots its configuration uses. `checkpoint::save_training` and
+//! `checkpoint::restore_training` store it beside a model's variables
+//! under `optimizer.`:
+//!
+//! ```
+//! use xlafn::prelude::*;
+//! use xlafn::{checkpoint, module::Module};
+//! #[derive(Module)]
+//! struct Line { w: Variable }
+//! let path = std::env::temp_dir().join(format!("line-{}.safetensors", std::process::id()));
+//! let (model, opt) = (Line { w: Variable::new(Tensor::scalar(3.0f32)) }, Sgd::with_momentum(0.1, 0.9));
+//! opt.minimize(&model.trainable_variables(), || model.w.read().square())?;
+//! checkpoint::save_training(&model, &opt, &path)?;
+//! // A fresh model and optimizer continue where the first left off.
+//! let (fresh, opt2) = (Line { w: Variable::new(Tensor::scalar(0.0f32)) }, Sgd::with_momentum(0.1, 0.9));
+//! checkpoint::restore_training(&fresh, &opt2, &path)?;
+//! opt.minimize(&model.trainable_variables(), || model.w.read().square())?;
+//! opt2.minimize(&fresh.trainable_variables(), || fresh.w.read().square())?;
+//! assert_eq!(fresh.w.read().item::<f32>()?, model.w.read().item::<f32>()?);
+//! # std::fs::remove_file(&path).ok();
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+//!
+//! Saving creates nothing: a slot not made yet (a variable never updated)
+//! is saved as the value it would start from, and a step count the
+//! optimizer does not keep (plain SGD at a fixed rate) as 0. Restoring
+//! builds the optimizer first, as `build` does (every slot for the given
+//! variables and the step count, eagerly, so a step traced afterwards
+//! creates no variables), then assigns the saved values.
 
 mod adagrad;
 mod adam;
@@ -78,6 +119,30 @@ pub trait Optimizer: Send + Sync {
             .collect();
         self.apply_gradients(&pairs)?;
         Ok(value)
+    }
+
+    /// The optimizer's state for the model variables `vars` (each with
+    /// its module path) as named variables: `iterations`, the step count,
+    /// then `<slot>.<path>` for each slot the optimizer keeps per variable
+    /// (see [the module docs](crate::optimizers#resumable-training)).
+    ///
+    /// With `build` false nothing is created: slots not made yet and a
+    /// step count not kept are returned as new variables holding their
+    /// starting values, for saving. With `build` true the slots and the
+    /// step count are created first (as `build` does), so that assigning
+    /// the returned variables restores the optimizer. Eager only.
+    ///
+    /// The built-in optimizers implement it; an optimizer of your own
+    /// that does not says so with an error.
+    fn state_variables(
+        &self,
+        vars: &[(String, Variable)],
+        build: bool,
+    ) -> Result<Vec<(String, Variable)>> {
+        let _ = (vars, build);
+        Err(Error::FailedPrecondition(
+            "this optimizer does not name its state (implement Optimizer::state_variables)".into(),
+        ))
     }
 }
 
@@ -234,6 +299,12 @@ impl Slots {
         }
     }
 
+    /// `v`'s slot if it was made.
+    fn existing(&self, v: &Variable) -> Option<Variable> {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.get(&v.slot_key()).cloned()
+    }
+
     fn get(&self, v: &Variable) -> Result<Variable> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = slots.get(&v.slot_key()) {
@@ -302,6 +373,53 @@ impl State {
         }
         let v = Variable::try_new(Tensor::try_scalar(0i64)?)?.named("iterations");
         Ok(self.iterations.get_or_init(|| v).clone())
+    }
+
+    /// `build` for every optimizer: the step count and, for each
+    /// variable, a slot in each of `tables` (the slots the optimizer's
+    /// configuration uses).
+    fn build<V: Borrow<Variable>>(&self, tables: &[(&str, &Slots)], vars: &[V]) -> Result<()> {
+        self.iterations_variable()?;
+        for v in vars {
+            for (_, slots) in tables {
+                slots.get(v.borrow())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Optimizer::state_variables`] for every optimizer, from the slot
+    /// tables its configuration uses, each with its name.
+    fn state_variables(
+        &self,
+        tables: &[(&str, &Slots)],
+        vars: &[(String, Variable)],
+        build: bool,
+    ) -> Result<Vec<(String, Variable)>> {
+        if crate::trace::is_tracing() {
+            return Err(Error::FailedPrecondition(
+                "optimizer: its state is named eagerly, not inside a traced function".into(),
+            ));
+        }
+        if build {
+            let model: Vec<&Variable> = vars.iter().map(|(_, v)| v).collect();
+            self.build(tables, &model)?;
+        }
+        let iterations = match self.iterations.get() {
+            Some(v) => v.clone(),
+            None => Variable::try_new(Tensor::try_scalar(0i64)?)?,
+        };
+        let mut out = vec![("iterations".to_string(), iterations)];
+        for (slot, slots) in tables {
+            for (path, v) in vars {
+                let value = match slots.existing(v) {
+                    Some(s) => s,
+                    None => variable_like(v, slots.fill)?,
+                };
+                out.push((crate::module::join(slot, path), value));
+            }
+        }
+        Ok(out)
     }
 
     fn iterations(&self) -> Result<i64> {

@@ -70,18 +70,20 @@ impl RmsProp {
 
     /// Creates the slot variables of `vars` and the step count now.
     pub fn build<V: std::borrow::Borrow<Variable>>(&self, vars: &[V]) -> Result<()> {
-        self.state.iterations_variable()?;
-        for v in vars {
-            let v = v.borrow();
-            self.mean_square.get(v)?;
-            if self.centered {
-                self.mean_grad.get(v)?;
-            }
-            if self.momentum != 0.0 {
-                self.velocity.get(v)?;
-            }
+        self.state.build(&self.slot_tables(), vars)
+    }
+
+    /// The slot tables this configuration uses, with their names in a
+    /// checkpoint.
+    fn slot_tables(&self) -> Vec<(&'static str, &Slots)> {
+        let mut tables = vec![("mean_square", &self.mean_square)];
+        if self.centered {
+            tables.push(("mean_grad", &self.mean_grad));
         }
-        Ok(())
+        if self.momentum != 0.0 {
+            tables.push(("momentum", &self.velocity));
+        }
+        tables
     }
 
     fn check(&self) -> Result<()> {
@@ -102,6 +104,14 @@ impl RmsProp {
 common_options!(RmsProp);
 
 impl Optimizer for RmsProp {
+    fn state_variables(
+        &self,
+        vars: &[(String, Variable)],
+        build: bool,
+    ) -> Result<Vec<(String, Variable)>> {
+        self.state.state_variables(&self.slot_tables(), vars, build)
+    }
+
     fn apply_gradients(&self, grads_and_vars: &[(Option<Tensor>, &Variable)]) -> Result<()> {
         self.check()?;
         self.state.apply(grads_and_vars, false, |u, _t| {

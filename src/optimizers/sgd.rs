@@ -64,14 +64,17 @@ impl Sgd {
     /// Creates the slot variables of `vars` and the step count now, eagerly
     /// (Keras' `optimizer.build`): a step traced afterwards creates none.
     pub fn build<V: std::borrow::Borrow<Variable>>(&self, vars: &[V]) -> Result<()> {
-        self.state.iterations_variable()?;
-        if self.momentum != 0.0 {
-            for v in vars {
-                let v = v.borrow();
-                self.velocity.get(v)?;
-            }
+        self.state.build(&self.slot_tables(), vars)
+    }
+
+    /// The slot tables this configuration uses, with their names in a
+    /// checkpoint.
+    fn slot_tables(&self) -> Vec<(&'static str, &Slots)> {
+        if self.momentum == 0.0 {
+            Vec::new()
+        } else {
+            vec![("momentum", &self.velocity)]
         }
-        Ok(())
     }
 
     fn check(&self) -> Result<()> {
@@ -94,6 +97,14 @@ impl Sgd {
 common_options!(Sgd);
 
 impl Optimizer for Sgd {
+    fn state_variables(
+        &self,
+        vars: &[(String, Variable)],
+        build: bool,
+    ) -> Result<Vec<(String, Variable)>> {
+        self.state.state_variables(&self.slot_tables(), vars, build)
+    }
+
     fn apply_gradients(&self, grads_and_vars: &[(Option<Tensor>, &Variable)]) -> Result<()> {
         self.check()?;
         self.state.apply(grads_and_vars, false, |u, _t| {
