@@ -37,4 +37,7 @@ scripts/setup.sh
 export XLAFN_DEVICE=cuda XLAFN_CUDA_PLUGIN="$plugin"
 # f32 products in f32, not TF32, so the tests' f32 references apply.
 export XLAFN_DEFAULT_MATMUL_PRECISION="${XLAFN_DEFAULT_MATMUL_PRECISION:-highest}"
+# Bitwise-repeatable runs (the resume tests compare bit for bit): XLA's
+# CUDA reductions may otherwise use atomics.
+export XLAFN_XLA_FLAGS="${XLAFN_XLA_FLAGS:-xla_gpu_exclude_nondeterministic_ops=true}"
 cargo test --no-fail-fast "$@"

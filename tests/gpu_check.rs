@@ -65,6 +65,8 @@ mod complex_dtype;
 mod initializers;
 #[path = "matmul_program.rs"]
 mod matmul_program;
+#[path = "matmul_precision.rs"]
+mod matmul_precision;
 #[path = "op_table.rs"]
 mod op_table;
 #[path = "ops_bitwise.rs"]
@@ -123,6 +125,10 @@ mod optimizer_options;
 mod optimizers;
 #[path = "real_models.rs"]
 mod real_models;
+#[path = "losses.rs"]
+mod losses;
+#[path = "resumable_training.rs"]
+mod resumable_training;
 
 // Exports (loaded here and run by the `xlafn` tool), the compile cache,
 // concurrency, buffers and hostile input.
