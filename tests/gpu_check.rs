@@ -63,10 +63,10 @@ mod variables_in_control_flow;
 mod complex_dtype;
 #[path = "initializers.rs"]
 mod initializers;
-#[path = "matmul_program.rs"]
-mod matmul_program;
 #[path = "matmul_precision.rs"]
 mod matmul_precision;
+#[path = "matmul_program.rs"]
+mod matmul_program;
 #[path = "op_table.rs"]
 mod op_table;
 #[path = "ops_bitwise.rs"]
@@ -115,6 +115,8 @@ mod custom_gradient;
 mod gradients;
 #[path = "loop_gradient_program.rs"]
 mod loop_gradient_program;
+#[path = "losses.rs"]
+mod losses;
 #[path = "modules_and_checkpoints.rs"]
 mod modules_and_checkpoints;
 #[path = "nn.rs"]
@@ -125,8 +127,6 @@ mod optimizer_options;
 mod optimizers;
 #[path = "real_models.rs"]
 mod real_models;
-#[path = "losses.rs"]
-mod losses;
 #[path = "resumable_training.rs"]
 mod resumable_training;
 
