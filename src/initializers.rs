@@ -174,3 +174,102 @@ pub fn ones(dims: &[i64], dtype: DType) -> Result<Tensor> {
 pub fn constant(dims: &[i64], value: f64, dtype: DType) -> Result<Tensor> {
     Tensor::fill(dims, value, dtype)
 }
+
+/// A custom initializer: `(key, dims, dtype)` to the initial value.
+pub type InitFn = std::sync::Arc<dyn Fn(&Tensor, &[i64], DType) -> Result<Tensor> + Send + Sync>;
+
+/// An initializer as a value, for layers that create their weights later
+/// (Keras' `kernel_initializer="glorot_uniform"`): the functions above,
+/// chosen by name, or any function of a key, a shape and a dtype.
+#[derive(Clone)]
+pub enum Initializer {
+    /// [`zeros`].
+    Zeros,
+    /// [`ones`].
+    Ones,
+    /// [`constant`].
+    Constant(f64),
+    /// [`glorot_uniform`] (Keras' default for kernels).
+    GlorotUniform,
+    /// [`glorot_normal`].
+    GlorotNormal,
+    /// [`he_uniform`].
+    HeUniform,
+    /// [`he_normal`].
+    HeNormal,
+    /// [`lecun_uniform`].
+    LecunUniform,
+    /// [`lecun_normal`].
+    LecunNormal,
+    /// Normal with mean 0 and this standard deviation (Keras'
+    /// `RandomNormal`; GPT-2's embeddings use 0.02).
+    Normal(f64),
+    /// Uniform in `[low, high)` (Keras' `RandomUniform`).
+    Uniform(f64, f64),
+    /// [`truncated_normal`] with mean 0 and this standard deviation.
+    TruncatedNormal(f64),
+    /// [`variance_scaling`] with this scale, fan and distribution
+    /// (`uniform`).
+    VarianceScaling(f64, FanMode, bool),
+    /// [`orthogonal`] with this gain.
+    Orthogonal(f64),
+    /// Any function of `(key, dims, dtype)`.
+    Custom(InitFn),
+}
+
+impl Initializer {
+    /// The initial value of a weight of `dims` and `dtype` drawn with
+    /// `key` (keyless initializers ignore it).
+    ///
+    /// ```
+    /// use xlafn::{initializers::Initializer, random, DType};
+    /// let w = Initializer::Constant(0.5).init(&random::key(0)?, &[2], DType::F32)?;
+    /// assert_eq!(w.to_vec::<f32>()?, vec![0.5, 0.5]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn init(&self, key: &Tensor, dims: &[i64], dtype: DType) -> Result<Tensor> {
+        match self {
+            Initializer::Zeros => zeros(dims, dtype),
+            Initializer::Ones => ones(dims, dtype),
+            Initializer::Constant(v) => constant(dims, *v, dtype),
+            Initializer::GlorotUniform => glorot_uniform(key, dims, dtype),
+            Initializer::GlorotNormal => glorot_normal(key, dims, dtype),
+            Initializer::HeUniform => he_uniform(key, dims, dtype),
+            Initializer::HeNormal => he_normal(key, dims, dtype),
+            Initializer::LecunUniform => lecun_uniform(key, dims, dtype),
+            Initializer::LecunNormal => lecun_normal(key, dims, dtype),
+            Initializer::Normal(stddev) => random::normal(key, dims, dtype, 0.0, *stddev),
+            Initializer::Uniform(low, high) => random::uniform(key, dims, dtype, *low, *high),
+            Initializer::TruncatedNormal(stddev) => {
+                truncated_normal(key, dims, dtype, 0.0, *stddev)
+            }
+            Initializer::VarianceScaling(scale, mode, uniform) => {
+                variance_scaling(key, dims, dtype, *scale, *mode, *uniform)
+            }
+            Initializer::Orthogonal(gain) => orthogonal(key, dims, dtype, *gain),
+            Initializer::Custom(f) => f(key, dims, dtype),
+        }
+    }
+}
+
+impl std::fmt::Debug for Initializer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Initializer::Constant(v) => write!(f, "Constant({v})"),
+            Initializer::Normal(s) => write!(f, "Normal({s})"),
+            Initializer::Uniform(l, h) => write!(f, "Uniform({l}, {h})"),
+            Initializer::TruncatedNormal(s) => write!(f, "TruncatedNormal({s})"),
+            Initializer::VarianceScaling(s, m, u) => write!(f, "VarianceScaling({s}, {m:?}, {u})"),
+            Initializer::Orthogonal(g) => write!(f, "Orthogonal({g})"),
+            Initializer::Custom(_) => write!(f, "Custom(..)"),
+            Initializer::Zeros => write!(f, "Zeros"),
+            Initializer::Ones => write!(f, "Ones"),
+            Initializer::GlorotUniform => write!(f, "GlorotUniform"),
+            Initializer::GlorotNormal => write!(f, "GlorotNormal"),
+            Initializer::HeUniform => write!(f, "HeUniform"),
+            Initializer::HeNormal => write!(f, "HeNormal"),
+            Initializer::LecunUniform => write!(f, "LecunUniform"),
+            Initializer::LecunNormal => write!(f, "LecunNormal"),
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //!
 //! Layer: a user-facing module over `tensor` ops and `variable`.
 
+pub mod layers;
 pub mod losses;
 
 use crate::dtype::DType;
