@@ -140,6 +140,7 @@ pub mod prelude {
     };
     pub use crate::ir::Shape;
     pub use crate::ops::callback::{host_callback, named_host_callback};
+    pub use crate::ops::conv::Padding;
     pub use crate::ops::custom_gradient::custom_gradient;
     pub use crate::ops::einsum::einsum;
     pub use crate::ops::elementwise::where_;

@@ -10,6 +10,11 @@
 //! plain numbers, strings, dtypes and `Tensor`s (constants, not state) hold
 //! no variables; any other field type needs `#[module(skip)]`.
 //!
+//! Paths are also names: listing a module's variables names each one by
+//! its path (unless named by hand), the path from the outermost module
+//! listed, so `tf.Module`'s `dense/kernel:0` reads `layers.0.kernel` in
+//! exports, `xlafn show`, logs and errors.
+//!
 //! ```
 //! use xlafn::prelude::*;
 //! use xlafn::module::Module;
@@ -28,6 +33,7 @@
 //! let names: Vec<String> = mlp.named_variables().into_iter().map(|(n, _)| n).collect();
 //! assert_eq!(names, ["layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"]);
 //! assert_eq!(mlp.trainable_variables().len(), 4);
+//! assert_eq!(mlp.layers[1].bias.name(), "layers.1.bias");
 //! ```
 
 use crate::dtype::DType;
@@ -48,11 +54,17 @@ pub trait Module {
 
     /// Every variable with its path, each variable once (a variable held
     /// in two places is listed under its first path, as `tf.Module` does).
+    ///
+    /// Listing also names each variable by its path
+    /// ([`Variable::name_by_path`]) unless it was named by hand, so the
+    /// paths reach exports, `xlafn show`, logs and errors: every method
+    /// below (and optimizers, checkpoints) lists through here.
     fn named_variables(&self) -> Vec<(String, Variable)> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         self.visit_variables("", &mut |name, v| {
             if seen.insert(v.id()) {
+                v.name_by_path(&name);
                 out.push((name, v.clone()));
             }
         });

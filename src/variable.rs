@@ -28,10 +28,58 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 static NEXT_VARIABLE: AtomicU64 = AtomicU64::new(1);
 
+/// Where a variable's name came from, which decides what may replace it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NameSource {
+    /// `Variable:<id>`, given at creation.
+    Automatic,
+    /// A path in a module tree (`Variable::name_by_path`).
+    Path,
+    /// Given by hand (`Variable::named`, or a restored export's name).
+    Given,
+}
+
+/// A variable's name, shared by its clones and changeable after creation.
+pub(crate) struct VariableName(Mutex<(Arc<str>, NameSource)>);
+
+impl VariableName {
+    fn automatic(id: u64) -> VariableName {
+        VariableName(Mutex::new((
+            Arc::from(format!("Variable:{id}")),
+            NameSource::Automatic,
+        )))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (Arc<str>, NameSource)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn given(name: String) -> VariableName {
+        VariableName(Mutex::new((Arc::from(name), NameSource::Given)))
+    }
+
+    pub(crate) fn get(&self) -> String {
+        self.lock().0.to_string()
+    }
+
+    fn set(&self, name: String, source: NameSource) {
+        *self.lock() = (Arc::from(name), source);
+    }
+}
+
+impl std::fmt::Display for VariableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = self.lock().0.clone();
+        f.write_str(&name)
+    }
+}
+
 /// The shared state behind a `Variable`.
 pub(crate) struct VariableInner {
     pub id: u64,
-    pub name: String,
+    /// Changes after creation: a module listing its variables names them
+    /// by their paths (see [`VariableName`]).
+    pub name: VariableName,
     pub dtype: DType,
     pub dims: Vec<i64>,
     /// An eager tensor: on one device, or sharded over a mesh.
@@ -279,7 +327,7 @@ impl Variable {
         let id = NEXT_VARIABLE.fetch_add(1, Ordering::Relaxed);
         let inner = Arc::new(VariableInner {
             id,
-            name: format!("Variable:{id}"),
+            name: VariableName::automatic(id),
             dtype: ty.dtype,
             dims,
             value: Mutex::new(value),
@@ -304,20 +352,46 @@ impl Variable {
         Tensor::try_scalar(0u8)
     }
 
-    /// Names the variable (for signatures and errors).
+    /// Names the variable (for signatures, exports, logs and errors). A
+    /// name given here is kept: module paths never replace it.
     pub fn named(self, name: impl Into<String>) -> Variable {
-        let inner = Arc::try_unwrap(self.inner).map(|mut i| {
-            i.name = name.into();
-            Arc::new(i)
-        });
-        Variable {
-            inner: inner.unwrap_or_else(|shared| shared),
-        }
+        self.inner.name.set(name.into(), NameSource::Given);
+        self
     }
 
-    /// The name given by [`Variable::named`], or `Variable:<id>`.
-    pub fn name(&self) -> &str {
-        &self.inner.name
+    /// The variable's name: one given by [`Variable::named`]; else its
+    /// path in the outermost module that has listed it
+    /// (`blocks.0.attn.query.kernel`, see [`Variable::name_by_path`]);
+    /// else `Variable:<id>`.
+    pub fn name(&self) -> String {
+        self.inner.name.get()
+    }
+
+    /// Names the variable by its `path` in a module tree, unless it has a
+    /// name given by hand. `Module::named_variables` calls it for every
+    /// variable it lists, so a model's variables carry their paths into
+    /// exports, `xlafn show`, logs and errors without `.named(..)`.
+    /// A path replaces an earlier path only when it extends it (`0.kernel`
+    /// listed from a sub-layer, then `blocks.0.kernel` from the whole
+    /// model): the name is the path from the outermost module, whichever
+    /// order the listings come in.
+    pub fn name_by_path(&self, path: &str) {
+        if path.is_empty() {
+            return;
+        }
+        let mut name = self.inner.name.lock();
+        let replace = match name.1 {
+            NameSource::Automatic => true,
+            NameSource::Path => {
+                path.len() > name.0.len()
+                    && path.ends_with(&*name.0)
+                    && path.as_bytes()[path.len() - name.0.len() - 1] == b'.'
+            }
+            NameSource::Given => false,
+        };
+        if replace {
+            *name = (Arc::from(path), NameSource::Path);
+        }
     }
 
     /// Marks the variable as not trained (`tf.Variable(trainable=False)`:
@@ -440,7 +514,7 @@ impl Variable {
         let placeholder = Self::placeholder()?;
         let inner = VariableInner {
             id,
-            name: format!("argument variable {slot}"),
+            name: VariableName::given(format!("argument variable {slot}")),
             dtype: like.dtype,
             dims: like.dims.clone(),
             value: Mutex::new(placeholder),

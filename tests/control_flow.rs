@@ -393,3 +393,43 @@ proptest! {
         }
     }
 }
+
+/// #28 item 9: loop bounds in the integer types Rust code has at hand
+/// (`i32`, `usize` lengths, `u32`) and `f32` factors convert as `i64` and
+/// `f64` do; a `u64` that no int64 holds is an error, not a wrap.
+#[test]
+fn for_range_takes_any_host_integer() {
+    let items = [1f32, 2.0, 3.0];
+    let n: usize = items.len();
+    let sum_to = |start: Tensor, limit: Tensor| -> i32 {
+        for_range(&start, &limit, 1, Tensor::scalar(0i32), |i, acc| {
+            acc.add(&i)
+        })
+        .unwrap()
+        .item::<i32>()
+        .unwrap()
+    };
+    let from_i32 = for_range(0i32, n as i32, 1i32, Tensor::scalar(0i32), |i, acc| {
+        acc.add(&i)
+    });
+    assert_eq!(from_i32.unwrap().item::<i32>().unwrap(), 3);
+    let from_usize = for_range(0usize, n, 1usize, Tensor::scalar(0i32), |i, acc| {
+        acc.add(&i)
+    });
+    assert_eq!(from_usize.unwrap().item::<i32>().unwrap(), 3);
+    let from_u32 = for_range(1u32, 4u32, 1u32, Tensor::scalar(0i32), |i, acc| acc.add(&i));
+    assert_eq!(from_u32.unwrap().item::<i32>().unwrap(), 6);
+    assert_eq!(sum_to(Tensor::scalar(0i32), Tensor::scalar(5i32)), 10);
+    let scaled = for_range(0, 2, 1, Tensor::scalar(1f32), |_, x| {
+        x.mul(&Tensor::scalar(0.5f32))
+    });
+    assert_eq!(scaled.unwrap().item::<f32>().unwrap(), 0.25);
+    let err = for_range(0, u64::MAX, 1, Tensor::scalar(0i32), |_, x| {
+        Ok::<_, Error>(x)
+    });
+    assert!(
+        err.unwrap_err()
+            .to_string()
+            .contains("does not fit in an int64")
+    );
+}

@@ -108,6 +108,62 @@ fn derive_names_every_variable_in_declaration_order() {
     assert_eq!(tied.named_variables()[0].0, "0");
 }
 
+/// #28 item 3: a listed variable is named by its path from the outermost
+/// module listed, whatever order the listings come in; a name given by
+/// hand stays; the paths reach exports and errors.
+#[test]
+fn listing_names_variables_by_their_paths() {
+    let m = model(1.0);
+    let kernel = m.layers[0].kernel.clone();
+    assert!(kernel.name().starts_with("Variable:"), "{}", kernel.name());
+    // A sub-module listed first names by the shorter path...
+    m.layers[0].named_variables();
+    assert_eq!(kernel.name(), "kernel");
+    // ...which the whole model's path extends and replaces,
+    m.named_variables();
+    assert_eq!(kernel.name(), "layers.0.kernel");
+    assert_eq!(m.heads["a"].1.name(), "heads.a.1");
+    // and a later listing of the sub-module does not shorten it again.
+    m.layers[0].trainable_variables();
+    assert_eq!(kernel.name(), "layers.0.kernel");
+
+    // A name given by hand is kept.
+    let given = Dense {
+        kernel: var(&[1.0; 6], &[2, 3]).named("mine"),
+        bias: None,
+    };
+    given.named_variables();
+    assert_eq!(given.kernel.name(), "mine");
+    // Also when given after a listing.
+    let d = dense(0.0, true);
+    d.named_variables();
+    let renamed = d.kernel.clone().named("encoder.w");
+    assert_eq!(d.kernel.name(), "encoder.w");
+    assert_eq!(renamed.name(), "encoder.w");
+
+    // The path reaches an export's variable files...
+    let step = {
+        let v = m.layers[0].kernel.clone();
+        function(move |x: Tensor| -> Result<Tensor> { x.matmul(&v.read()) })
+    };
+    let x = Tensor::from_vec(vec![1f32, 2.0], &[1, 2]).unwrap();
+    let dir = scratch::scratch_dir("names-export");
+    step.get_concrete_function((&x,))
+        .unwrap()
+        .export(&*dir, &[])
+        .unwrap();
+    let loaded = xlafn::load(&*dir).unwrap();
+    let names: Vec<String> = loaded.variables().iter().map(|v| v.name()).collect();
+    assert_eq!(names, ["layers.0.kernel"]);
+    // ...and errors that name a variable.
+    let err = m.layers[0]
+        .kernel
+        .assign(&Tensor::scalar(1f32))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("layers.0.kernel"), "{err}");
+}
+
 #[test]
 fn an_optimizer_trains_a_module() {
     let m = dense(0.5, true);

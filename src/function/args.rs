@@ -430,6 +430,33 @@ impl IntoArg<Tensor> for i64 {
     }
 }
 
+// The other host numbers people write as loop bounds and factors
+// (`for_range(0, n as i32, 1, ..)`, `for i in 0..v.len()`): each through
+// the conversion above, so every integer gives i32 when it fits.
+impl IntoArg<Tensor> for f32 {
+    fn into_arg(self) -> Result<Tensor> {
+        f64::from(self).into_arg()
+    }
+}
+
+macro_rules! integer_args {
+    ($($ty:ty),*) => {$(
+        impl IntoArg<Tensor> for $ty {
+            fn into_arg(self) -> Result<Tensor> {
+                match i64::try_from(self) {
+                    Ok(v) => v.into_arg(),
+                    Err(_) => Err(crate::error::Error::invalid(
+                        "convert_to_tensor",
+                        format!("{self} does not fit in an int64"),
+                    )),
+                }
+            }
+        }
+    )*};
+}
+
+integer_args!(i32, u32, usize, u64);
+
 impl IntoArg<Tensor> for bool {
     fn into_arg(self) -> Result<Tensor> {
         scalar_as(Scalar::Bool(self), DType::Bool)
