@@ -249,7 +249,11 @@ type MaskFn = Box<dyn Fn(usize, usize, usize) -> bool>;
 fn mask_cases(c: Cfg) -> Vec<(&'static str, AttentionOptions, MaskFn)> {
     vec![
         ("none", AttentionOptions::new(), Box::new(|_, _, _| true)),
-        ("causal", AttentionOptions::causal(), Box::new(|_, t, s| s <= t)),
+        (
+            "causal",
+            AttentionOptions::causal(),
+            Box::new(|_, t, s| s <= t),
+        ),
         (
             "padding",
             AttentionOptions::new().with_padding_mask(&padding_tensor(c)),
@@ -347,7 +351,12 @@ fn self_attention_call_and_variable_names() {
     let x = values(c.b * c.t * 6, 31, -1.0, 1.0);
     let xt = tensor(&x, &[c.b as i64, c.t as i64, 6], DType::F64);
     let want = reference(&w, Cfg { s: c.t, ..c }, &x, &x, &x, &|_, _, _| true);
-    assert_close(&host(&mha.forward(&xt).unwrap()), &want, 1e-10, "Layer::call");
+    assert_close(
+        &host(&mha.forward(&xt).unwrap()),
+        &want,
+        1e-10,
+        "Layer::call",
+    );
 }
 
 #[test]
@@ -391,7 +400,11 @@ fn grouped_query_equals_multi_head_with_repeated_kv_weights() {
         };
         for (name, var) in mha.named_variables() {
             // A kernel [d, heads, size] repeats d rows; a bias [heads, size] one.
-            let d = if var.dims().len() == 3 { var.dims()[0] as usize } else { 1 };
+            let d = if var.dims().len() == 3 {
+                var.dims()[0] as usize
+            } else {
+                1
+            };
             let value = match name.as_str() {
                 "key.kernel" | "key.bias" => repeat(&w[&name], d, c.kd),
                 "value.kernel" | "value.bias" => repeat(&w[&name], d, c.vd),
@@ -402,11 +415,20 @@ fn grouped_query_equals_multi_head_with_repeated_kv_weights() {
         let x = inputs(c, 61);
         let (q, k, v) = qkv(c, &x, DType::F64);
         let options = AttentionOptions::causal().with_padding_mask(&padding_tensor(c));
-        let a = gqa.call_qkv(&q, &k, &v, &options, &Mode::inference()).unwrap();
-        let b = mha.call_qkv(&q, &k, &v, &options, &Mode::inference()).unwrap();
+        let a = gqa
+            .call_qkv(&q, &k, &v, &options, &Mode::inference())
+            .unwrap();
+        let b = mha
+            .call_qkv(&q, &k, &v, &options, &Mode::inference())
+            .unwrap();
         assert_close(&host(&a), &host(&b), 1e-12, &format!("{g} kv heads"));
         let want = reference(&w, c, &x.q, &x.k, &x.v, &|b, t, s| s <= t && padding(b, s));
-        assert_close(&host(&a), &want, 1e-10, &format!("{g} kv heads vs reference"));
+        assert_close(
+            &host(&a),
+            &want,
+            1e-10,
+            &format!("{g} kv heads vs reference"),
+        );
     }
 }
 
@@ -451,7 +473,10 @@ fn probabilities_sum_to_one_over_visible_keys() {
     let (_, probs) = mha
         .call_qkv_with_scores(&q, &k, &v, &AttentionOptions::causal(), &Mode::inference())
         .unwrap();
-    assert_eq!(probs.dims(), vec![c.b as i64, c.h as i64, c.t as i64, c.s as i64]);
+    assert_eq!(
+        probs.dims(),
+        vec![c.b as i64, c.h as i64, c.t as i64, c.s as i64]
+    );
     let p = host(&probs);
     for (r, row) in p.chunks(c.s).enumerate() {
         let t = r % c.t;
@@ -499,9 +524,7 @@ fn dropout_needs_a_key_in_training_and_is_off_in_inference() {
         .unwrap_err();
     assert!(err.to_string().contains("needs a key"), "{err}");
     let mode = Mode::training_with_key(&xlafn::random::key(5).unwrap());
-    let (_, dropped) = mha
-        .call_qkv_with_scores(&q, &k, &v, &none, &mode)
-        .unwrap();
+    let (_, dropped) = mha.call_qkv_with_scores(&q, &k, &v, &none, &mode).unwrap();
     let (_, kept) = mha
         .call_qkv_with_scores(&q, &k, &v, &none, &Mode::inference())
         .unwrap();
@@ -512,9 +535,7 @@ fn dropout_needs_a_key_in_training_and_is_off_in_inference() {
         assert!(*d == 0.0 || (d - 2.0 * k).abs() < 1e-12, "{d} vs {k}");
     }
     // The same key draws the same mask.
-    let (_, again) = mha
-        .call_qkv_with_scores(&q, &k, &v, &none, &mode)
-        .unwrap();
+    let (_, again) = mha.call_qkv_with_scores(&q, &k, &v, &none, &mode).unwrap();
     assert_eq!(host(&again), dropped);
 }
 
@@ -578,7 +599,11 @@ fn gradients_match_finite_differences() {
     };
     let tape = GradientTape::new();
     let l = loss();
-    let g = host(&tape.gradient(&l, &[Source::from(&var)]).unwrap()[0].clone().unwrap());
+    let g = host(
+        &tape.gradient(&l, &[Source::from(&var)]).unwrap()[0]
+            .clone()
+            .unwrap(),
+    );
     let w0 = host(&var.read());
     for i in 0..w0.len() {
         let at = |d: f64| {
@@ -623,7 +648,12 @@ fn compiled_gradient_matches_eager() {
             Ok(g[0].clone().expect("a gradient"))
         })
     };
-    assert_close(&host(&f.call((q,)).unwrap()), &host(&eager), 1e-10, "compiled");
+    assert_close(
+        &host(&f.call((q,)).unwrap()),
+        &host(&eager),
+        1e-10,
+        "compiled",
+    );
 }
 
 // ----- the key-value cache -----
@@ -667,7 +697,11 @@ fn logits(y: &Tensor, table: &Tensor) -> Result<Tensor> {
 
 /// Greedy decoding by recomputing full causal attention over the prefix
 /// at each step: the tokens and each step's last output row.
-fn greedy_by_recomputing(mha: &MultiHeadAttention, table: &Tensor, first: &[i32]) -> (Vec<Vec<i32>>, Vec<Vec<f64>>) {
+fn greedy_by_recomputing(
+    mha: &MultiHeadAttention,
+    table: &Tensor,
+    first: &[i32],
+) -> (Vec<Vec<i32>>, Vec<Vec<f64>>) {
     let mut prefix: Vec<Vec<i32>> = vec![first.to_vec()];
     let mut rows = Vec::new();
     for step in 0..STEPS {
@@ -697,13 +731,18 @@ fn cached_greedy_decoding_equals_recomputing_the_prefix_eagerly() {
     let mut cache = mha.empty_cache(B, STEPS, DType::F64).unwrap();
     let mut token = Tensor::from_vec(first.to_vec(), &[B]).unwrap();
     let mut tokens = vec![first.to_vec()];
-    for step in 0..STEPS as usize {
+    for (step, want_row) in want_rows.iter().enumerate() {
         let x = table.gather(&token, 0).unwrap().expand_dims(1).unwrap();
         let (y, next_cache) = mha.call_cached(&x, &cache, &Mode::inference()).unwrap();
         cache = next_cache;
         assert_eq!(cache.length.item::<i32>().unwrap(), step as i32 + 1);
-        assert_close(&host(&y), &want_rows[step], 1e-10, &format!("step {step}"));
-        token = logits(&y, &table).unwrap().argmax(1).unwrap().cast(DType::I32).unwrap();
+        assert_close(&host(&y), want_row, 1e-10, &format!("step {step}"));
+        token = logits(&y, &table)
+            .unwrap()
+            .argmax(1)
+            .unwrap()
+            .cast(DType::I32)
+            .unwrap();
         tokens.push(token.to_vec::<i32>().unwrap());
     }
     assert_eq!(tokens, want_tokens);
@@ -766,10 +805,18 @@ fn cache_of_several_positions_at_once_matches_full_causal_attention() {
     // A prompt of 3 positions, then 2 more, into a cache of 8.
     let cache = mha.empty_cache(B, 8, DType::F64).unwrap();
     let (y1, cache) = mha
-        .call_cached(&x.slice(&[0, 0, 0], &[B, 3, D]).unwrap(), &cache, &Mode::inference())
+        .call_cached(
+            &x.slice(&[0, 0, 0], &[B, 3, D]).unwrap(),
+            &cache,
+            &Mode::inference(),
+        )
         .unwrap();
     let (y2, cache) = mha
-        .call_cached(&x.slice(&[0, 3, 0], &[B, 2, D]).unwrap(), &cache, &Mode::inference())
+        .call_cached(
+            &x.slice(&[0, 3, 0], &[B, 2, D]).unwrap(),
+            &cache,
+            &Mode::inference(),
+        )
         .unwrap();
     assert_eq!(cache.length.item::<i32>().unwrap(), 5);
     let got = Tensor::concat(&[y1, y2], 1).unwrap();
@@ -785,7 +832,12 @@ fn errors_name_the_problem() {
         .unwrap_err();
     assert!(e.to_string().contains("divide num_heads 6"), "{e}");
     assert!(MultiHeadAttention::new(0, 4, &key).is_err());
-    assert!(MultiHeadAttention::new(2, 4, &key).unwrap().with_dropout(1.0).is_err());
+    assert!(
+        MultiHeadAttention::new(2, 4, &key)
+            .unwrap()
+            .with_dropout(1.0)
+            .is_err()
+    );
 
     let mha = MultiHeadAttention::new(2, 4, &key).unwrap();
     let x = Tensor::zeros(&[2, 3, 8], DType::F32);

@@ -74,7 +74,13 @@ impl Projection {
 
     /// `einsum(spec, x, kernel) + bias`; the kernel has `kernel_dims`, the
     /// bias the kernel's dims after the first `bias_from`.
-    fn apply(&self, spec: &str, x: &Tensor, kernel_dims: &[i64], bias_from: usize) -> Result<Tensor> {
+    fn apply(
+        &self,
+        spec: &str,
+        x: &Tensor,
+        kernel_dims: &[i64],
+        bias_from: usize,
+    ) -> Result<Tensor> {
         let dtype = x.dtype();
         let y = einsum(spec, &[x, &self.kernel.read(kernel_dims, dtype)?])?;
         match &self.bias {
@@ -279,7 +285,9 @@ impl MultiHeadAttention {
     /// query's).
     pub fn with_output_dim(mut self, output_dim: i64) -> Result<MultiHeadAttention> {
         if output_dim < 1 {
-            return Err(invalid(format!("output_dim must be >= 1, got {output_dim}")));
+            return Err(invalid(format!(
+                "output_dim must be >= 1, got {output_dim}"
+            )));
         }
         self.output_dim = Some(output_dim);
         Ok(self)
@@ -409,7 +417,12 @@ impl MultiHeadAttention {
     /// `max_len` is an error; inside a compiled function the length is
     /// unknown at trace time and XLA clamps the write into the buffer, so
     /// the caller must keep `length + t <= max_len`.
-    pub fn call_cached(&self, x: &Tensor, cache: &KvCache, mode: &Mode) -> Result<(Tensor, KvCache)> {
+    pub fn call_cached(
+        &self,
+        x: &Tensor,
+        cache: &KvCache,
+        mode: &Mode,
+    ) -> Result<(Tensor, KvCache)> {
         let [b, t, _] = known3("x", x)?;
         let m = cache.max_len();
         let want_k = [b, m, self.num_kv_heads, self.key_dim];
@@ -471,9 +484,7 @@ impl MultiHeadAttention {
     fn project_query(&self, query: &Tensor) -> Result<Tensor> {
         let d = feature_dim("query", query)?;
         let (h, g, kd) = (self.num_heads, self.num_kv_heads, self.key_dim);
-        let q = self
-            .query
-            .apply("btd,dhk->bthk", query, &[d, h, kd], 1)?;
+        let q = self.query.apply("btd,dhk->bthk", query, &[d, h, kd], 1)?;
         let dims = q.dims();
         q.reshape(&[dims[0], dims[1], g, h / g, kd])
     }

@@ -159,7 +159,8 @@ fn initial_states(
 /// A `[batch, time]` mask as bool `[time, batch, 1]`.
 fn time_major_mask(op: &str, mask: &Tensor, batch: i64, time: i64) -> Result<Tensor> {
     let dtype = mask.dtype();
-    if mask.shape().as_known() != Some(vec![batch, time]) || !(dtype == DType::Bool || dtype.is_int())
+    if mask.shape().as_known() != Some(vec![batch, time])
+        || !(dtype == DType::Bool || dtype.is_int())
     {
         return Err(Error::invalid(
             op,
@@ -273,7 +274,10 @@ fn project_inputs(x: &Tensor, kernel: &Tensor, bias: Option<&Tensor>) -> Result<
 
 fn check_units(op: &str, units: i64) -> Result<()> {
     if units < 1 {
-        return Err(Error::invalid(op, format!("units must be >= 1, got {units}")));
+        return Err(Error::invalid(
+            op,
+            format!("units must be >= 1, got {units}"),
+        ));
     }
     Ok(())
 }
@@ -400,7 +404,11 @@ impl Recurrent for Lstm {
         let (u, dtype) = (self.units, x.dtype());
         let kernel = self.kernel.read(&[f, 4 * u], dtype)?;
         let recurrent = self.recurrent_kernel.read(&[u, 4 * u], dtype)?;
-        let bias = self.bias.as_ref().map(|p| p.read(&[4 * u], dtype)).transpose()?;
+        let bias = self
+            .bias
+            .as_ref()
+            .map(|p| p.read(&[4 * u], dtype))
+            .transpose()?;
         let states = initial_states(OP, initial_state, 2, b, u, dtype)?;
         let mask = mask.map(|m| time_major_mask(OP, m, b, t)).transpose()?;
         let projected = project_inputs(x, &kernel, bias.as_ref())?;
@@ -793,9 +801,7 @@ impl<R: Recurrent> Bidirectional<R> {
                 ),
             ));
         }
-        let fwd = self
-            .forward
-            .run(x, initial_state.map(|s| &s[..nf]), mask)?;
+        let fwd = self.forward.run(x, initial_state.map(|s| &s[..nf]), mask)?;
         let bwd = self
             .backward
             .run(x, initial_state.map(|s| &s[nf..]), mask)?;
