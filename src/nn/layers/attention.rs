@@ -26,14 +26,14 @@
 //! softmax run in f32 and the probabilities are cast back.
 //!
 //! ```
-//! use xlafn::nn::layers::{AttentionOptions, Layer, Mode, MultiHeadAttention};
+//! use xlafn::module::Module;
+//! use xlafn::nn::layers::{AttentionOptions, Mode, MultiHeadAttention};
 //! use xlafn::prelude::*;
 //! let mha = MultiHeadAttention::new(4, 8, &xlafn::random::key(0)?)?.with_num_kv_heads(2)?;
 //! let x = Tensor::ones(&[2, 5, 16], DType::F32);
 //! let y = mha.call_qkv(&x, &x, &x, &AttentionOptions::causal(), &Mode::inference())?;
 //! assert_eq!(y.dims(), vec![2, 5, 16]);
 //! assert_eq!(mha.named_variables()[0].0, "query.kernel");
-//! # use xlafn::module::Module;
 //! # Ok::<(), xlafn::Error>(())
 //! ```
 
@@ -341,6 +341,41 @@ impl MultiHeadAttention {
         self.value_dim
     }
 
+    /// Makes the weights now, for inputs of `query_features`,
+    /// `key_features` and `value_features` in `dtype` (Keras' `build`).
+    /// A first call does this itself, but not from inside a loop body or
+    /// branch (a variable cannot be created from a value computed there):
+    /// build before decoding in a `for_range` whose body makes the first
+    /// call.
+    pub fn build(
+        &self,
+        query_features: i64,
+        key_features: i64,
+        value_features: i64,
+        dtype: DType,
+    ) -> Result<()> {
+        let (h, g, kd, vd) = (
+            self.num_heads,
+            self.num_kv_heads,
+            self.key_dim,
+            self.value_dim,
+        );
+        let out = self.output_dim.unwrap_or(query_features);
+        let parts: [(&Projection, [i64; 3], usize); 4] = [
+            (&self.query, [query_features, h, kd], 1),
+            (&self.key, [key_features, g, kd], 1),
+            (&self.value, [value_features, g, vd], 1),
+            (&self.output, [h, vd, out], 2),
+        ];
+        for (p, dims, bias_from) in parts {
+            p.kernel.get(&dims, dtype)?;
+            if let Some(b) = &p.bias {
+                b.get(&dims[bias_from..], dtype)?;
+            }
+        }
+        Ok(())
+    }
+
     /// An empty [`KvCache`] for `batch` sequences of up to `max_len`
     /// positions, in `dtype` (the inputs' dtype).
     pub fn empty_cache(&self, batch: i64, max_len: i64, dtype: DType) -> Result<KvCache> {
@@ -417,6 +452,29 @@ impl MultiHeadAttention {
     /// `max_len` is an error; inside a compiled function the length is
     /// unknown at trace time and XLA clamps the write into the buffer, so
     /// the caller must keep `length + t <= max_len`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use xlafn::nn::layers::{KvCache, Mode, MultiHeadAttention};
+    /// use xlafn::prelude::*;
+    /// let mha = Arc::new(MultiHeadAttention::new(2, 4, &xlafn::random::key(0)?)?);
+    /// // Weights made before the loop (a loop body cannot create them).
+    /// mha.build(8, 8, 8, DType::F32)?;
+    /// // Four steps of a recurrence through the cache, one compiled loop.
+    /// let decode = function({
+    ///     let mha = mha.clone();
+    ///     move |x0: Tensor| -> Result<Tensor> {
+    ///         let cache = mha.empty_cache(1, 4, DType::F32)?;
+    ///         let (x, _) = for_range(0, 4, 1, (x0, cache), |_, (x, cache): (Tensor, KvCache)| {
+    ///             mha.call_cached(&x, &cache, &Mode::inference())
+    ///         })?;
+    ///         Ok(x)
+    ///     }
+    /// });
+    /// let y = decode.call((Tensor::ones(&[1, 1, 8], DType::F32),))?;
+    /// assert_eq!(y.dims(), vec![1, 1, 8]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
     pub fn call_cached(
         &self,
         x: &Tensor,

@@ -114,11 +114,12 @@ type Step<'a> = dyn Fn(&Tensor, &[Tensor]) -> Result<Vec<Tensor>> + 'a;
 /// The `[batch, time, features]` dims of `x`, known.
 fn sequence_dims(op: &str, x: &Tensor) -> Result<[i64; 3]> {
     match x.shape().as_known() {
-        Some(d) if d.len() == 3 && x.dtype().is_float() => Ok([d[0], d[1], d[2]]),
+        Some(d) if d.len() == 3 && d[1] > 0 && x.dtype().is_float() => Ok([d[0], d[1], d[2]]),
         _ => Err(Error::invalid(
             op,
             format!(
-                "needs a float input [batch, time, features] of known shape, got {}",
+                "needs a float input [batch, time, features] of known shape with at least \
+                 one step, got {}",
                 x.tensor_type()
             ),
         )),
