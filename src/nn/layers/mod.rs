@@ -178,3 +178,9 @@ impl Module for Param {
         }
     }
 }
+
+mod attention;
+mod recurrent;
+
+pub use attention::{AttentionOptions, KvCache, MultiHeadAttention, Projection};
+pub use recurrent::{Bidirectional, Gru, Lstm, Recurrent, RnnOutput, Stacked};

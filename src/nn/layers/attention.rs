@@ -1,0 +1,721 @@
+//! Layer: nn::layers (multi-head attention). Imports `tensor` ops
+//! (`einsum`, `softmax`, `dynamic_update_slice`, `iota`), `random`
+//! (fold-in keys, dropout), `initializers`, `function::Output` (so a
+//! [`KvCache`] can be loop state) and this folder's [`Param`], [`Layer`]
+//! and [`Mode`].
+//!
+//! [`MultiHeadAttention`] is Keras' `MultiHeadAttention` (PyTorch's
+//! `nn.MultiheadAttention`, batch first), with grouped-query attention
+//! (`num_kv_heads` key/value heads shared by groups of query heads; 1 is
+//! multi-query attention) and a key-value cache for incremental decoding
+//! inside one compiled function.
+//!
+//! Weights keep Keras' `EinsumDense` layouts, so a Keras checkpoint maps
+//! one to one: `query.kernel` `[query_features, heads, key_dim]`,
+//! `key.kernel` `[key_features, kv_heads, key_dim]`, `value.kernel`
+//! `[value_features, kv_heads, value_dim]`, `output.kernel` `[heads,
+//! value_dim, output_dim]`, and biases of the kernels' trailing shapes
+//! (`query.bias` `[heads, key_dim]`, `output.bias` `[output_dim]`).
+//! Kernels start Glorot-uniform with Keras' fans for those shapes (the
+//! leading axes count as the receptive field), biases zero.
+//!
+//! Query head `h` reads key/value head `h / (heads / kv_heads)`: each kv
+//! head serves a run of consecutive query heads, as PyTorch's
+//! `repeat_interleave` and Llama's `repeat_kv` arrange them. Scores are
+//! `q k^T / sqrt(key_dim)`; for f16 and bf16 inputs the masking and the
+//! softmax run in f32 and the probabilities are cast back.
+//!
+//! ```
+//! use xlafn::module::Module;
+//! use xlafn::nn::layers::{AttentionOptions, Mode, MultiHeadAttention};
+//! use xlafn::prelude::*;
+//! let mha = MultiHeadAttention::new(4, 8, &xlafn::random::key(0)?)?.with_num_kv_heads(2)?;
+//! let x = Tensor::ones(&[2, 5, 16], DType::F32);
+//! let y = mha.call_qkv(&x, &x, &x, &AttentionOptions::causal(), &Mode::inference())?;
+//! assert_eq!(y.dims(), vec![2, 5, 16]);
+//! assert_eq!(mha.named_variables()[0].0, "query.kernel");
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+
+use super::{Layer, Mode, Param};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::function::Output;
+use crate::initializers::Initializer;
+use crate::module::{Module, join};
+use crate::ops::einsum::einsum;
+use crate::random;
+use crate::tensor::Tensor;
+use crate::variable::Variable;
+
+const OP: &str = "MultiHeadAttention";
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::invalid(OP, message)
+}
+
+/// One projection: a kernel and an optional bias (Keras' `EinsumDense`).
+#[derive(Debug)]
+pub struct Projection {
+    /// The kernel, made on the first call from the input's feature size.
+    pub kernel: Param,
+    /// The bias, absent when the layer was made without biases.
+    pub bias: Option<Param>,
+}
+
+impl Projection {
+    fn new(key: &Tensor, index: u64, use_bias: bool) -> Result<Projection> {
+        let k = random::fold_in(key, &Tensor::try_scalar(index)?)?;
+        Ok(Projection {
+            kernel: Param::lazy(Initializer::GlorotUniform, &k),
+            bias: use_bias.then(|| Param::lazy(Initializer::Zeros, &k)),
+        })
+    }
+
+    /// `einsum(spec, x, kernel) + bias`; the kernel has `kernel_dims`, the
+    /// bias the kernel's dims after the first `bias_from`.
+    fn apply(
+        &self,
+        spec: &str,
+        x: &Tensor,
+        kernel_dims: &[i64],
+        bias_from: usize,
+    ) -> Result<Tensor> {
+        let dtype = x.dtype();
+        let y = einsum(spec, &[x, &self.kernel.read(kernel_dims, dtype)?])?;
+        match &self.bias {
+            Some(b) => y.add(&b.read(&kernel_dims[bias_from..], dtype)?),
+            None => Ok(y),
+        }
+    }
+}
+
+impl Module for Projection {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        self.kernel.visit_variables(&join(prefix, "kernel"), f);
+        self.bias.visit_variables(&join(prefix, "bias"), f);
+    }
+}
+
+/// Which positions each query may attend to, for
+/// [`MultiHeadAttention::call_qkv`]. Every mask says `true` (or nonzero)
+/// for "attend"; they combine by logical and.
+#[derive(Clone, Debug, Default)]
+pub struct AttentionOptions {
+    /// Query `i` attends to keys `j <= i` (Keras' `use_causal_mask`,
+    /// PyTorch's `is_causal`): the triangle is aligned at the top left,
+    /// as both do when the query and key lengths differ.
+    pub causal: bool,
+    /// `[batch, kv_len]`, bool or integer: the keys that are real tokens
+    /// (Keras' `value` mask; PyTorch's `key_padding_mask` negated).
+    pub padding_mask: Option<Tensor>,
+    /// `[batch, q_len, kv_len]` (or `[1, q_len, kv_len]`), bool or integer:
+    /// a general mask (Keras' `attention_mask`).
+    pub attention_mask: Option<Tensor>,
+}
+
+impl AttentionOptions {
+    /// No mask.
+    pub fn new() -> AttentionOptions {
+        AttentionOptions::default()
+    }
+
+    /// A causal mask only.
+    pub fn causal() -> AttentionOptions {
+        AttentionOptions {
+            causal: true,
+            ..AttentionOptions::default()
+        }
+    }
+
+    /// These options with a padding mask `[batch, kv_len]`.
+    pub fn with_padding_mask(mut self, mask: &Tensor) -> AttentionOptions {
+        self.padding_mask = Some(mask.clone());
+        self
+    }
+
+    /// These options with a general mask `[batch, q_len, kv_len]`.
+    pub fn with_attention_mask(mut self, mask: &Tensor) -> AttentionOptions {
+        self.attention_mask = Some(mask.clone());
+        self
+    }
+}
+
+/// Keys and values of the positions decoded so far, for
+/// [`MultiHeadAttention::call_cached`]: `key` `[batch, max_len, kv_heads,
+/// key_dim]`, `value` `[batch, max_len, kv_heads, value_dim]`, and
+/// `length`, an integer scalar tensor (i32 or i64): how many positions
+/// are filled. Its shapes never change, so it can be the state of a
+/// `for_range`/`while_loop` inside a compiled function (it is an
+/// [`Output`]: three tensors) and a decoding loop compiles once.
+#[derive(Clone, Debug)]
+pub struct KvCache {
+    /// The projected keys; rows at and after `length` are unused.
+    pub key: Tensor,
+    /// The projected values, likewise.
+    pub value: Tensor,
+    /// The number of positions written, an integer scalar.
+    pub length: Tensor,
+}
+
+impl KvCache {
+    /// An empty cache (zeros, `length` an i32 0).
+    pub fn zeros(
+        batch: i64,
+        max_len: i64,
+        kv_heads: i64,
+        key_dim: i64,
+        value_dim: i64,
+        dtype: DType,
+    ) -> Result<KvCache> {
+        Ok(KvCache {
+            key: Tensor::try_zeros(&[batch, max_len, kv_heads, key_dim], dtype)?,
+            value: Tensor::try_zeros(&[batch, max_len, kv_heads, value_dim], dtype)?,
+            length: Tensor::try_scalar(0i32)?,
+        })
+    }
+
+    /// The number of positions the cache holds.
+    pub fn max_len(&self) -> i64 {
+        self.key.dims().get(1).copied().unwrap_or(0)
+    }
+}
+
+/// Three tensors in the order key, value, length.
+impl Output for KvCache {
+    fn flatten(&self, out: &mut Vec<Tensor>) {
+        out.extend([self.key.clone(), self.value.clone(), self.length.clone()]);
+    }
+    fn rebuild(_template: &Self, tensors: &mut dyn Iterator<Item = Tensor>) -> Self {
+        let mut next = || tensors.next().expect("three tensors per KvCache");
+        KvCache {
+            key: next(),
+            value: next(),
+            length: next(),
+        }
+    }
+    fn describe(&self) -> String {
+        format!(
+            "KvCache(key={}, value={}, length={})",
+            self.key.tensor_type(),
+            self.value.tensor_type(),
+            self.length.tensor_type()
+        )
+    }
+}
+
+/// Multi-head (and grouped-query) scaled dot-product attention with
+/// learned projections (Keras' `MultiHeadAttention`).
+///
+/// Defaults follow Keras: `value_dim = key_dim`, the output has the
+/// query's feature size, biases on, attention dropout 0.
+///
+/// A query row whose every key is masked gets zero attention weights, so
+/// its attention output is zero and the layer's output there is the
+/// output bias alone (Keras gives such a row uniform weights over all
+/// keys, PyTorch NaN); its gradient is zero, never NaN.
+#[derive(Debug)]
+pub struct MultiHeadAttention {
+    num_heads: i64,
+    num_kv_heads: i64,
+    key_dim: i64,
+    value_dim: i64,
+    output_dim: Option<i64>,
+    dropout: f64,
+    /// The query projection, `[query_features, heads, key_dim]`.
+    pub query: Projection,
+    /// The key projection, `[key_features, kv_heads, key_dim]`.
+    pub key: Projection,
+    /// The value projection, `[value_features, kv_heads, value_dim]`.
+    pub value: Projection,
+    /// The output projection, `[heads, value_dim, output_dim]`.
+    pub output: Projection,
+    key_seed: Tensor,
+}
+
+impl MultiHeadAttention {
+    /// `num_heads` heads of size `key_dim`, weights drawn from `key`
+    /// (each projection from its own fold of it) on the first call.
+    pub fn new(num_heads: i64, key_dim: i64, key: &Tensor) -> Result<MultiHeadAttention> {
+        if num_heads < 1 || key_dim < 1 {
+            return Err(invalid(format!(
+                "needs num_heads >= 1 and key_dim >= 1, got {num_heads} and {key_dim}"
+            )));
+        }
+        Ok(MultiHeadAttention {
+            num_heads,
+            num_kv_heads: num_heads,
+            key_dim,
+            value_dim: key_dim,
+            output_dim: None,
+            dropout: 0.0,
+            query: Projection::new(key, 0, true)?,
+            key: Projection::new(key, 1, true)?,
+            value: Projection::new(key, 2, true)?,
+            output: Projection::new(key, 3, true)?,
+            key_seed: key.clone(),
+        })
+    }
+
+    /// Grouped-query attention with `n` key/value heads, which must divide
+    /// the query heads (`n == num_heads` is plain multi-head attention,
+    /// `1` multi-query attention).
+    pub fn with_num_kv_heads(mut self, n: i64) -> Result<MultiHeadAttention> {
+        if n < 1 || self.num_heads % n != 0 {
+            return Err(invalid(format!(
+                "num_kv_heads {n} must be >= 1 and divide num_heads {}",
+                self.num_heads
+            )));
+        }
+        self.num_kv_heads = n;
+        Ok(self)
+    }
+
+    /// Value heads of size `value_dim` (Keras' `value_dim`; default
+    /// `key_dim`).
+    pub fn with_value_dim(mut self, value_dim: i64) -> Result<MultiHeadAttention> {
+        if value_dim < 1 {
+            return Err(invalid(format!("value_dim must be >= 1, got {value_dim}")));
+        }
+        self.value_dim = value_dim;
+        Ok(self)
+    }
+
+    /// The output's feature size (Keras' `output_shape`; default the
+    /// query's).
+    pub fn with_output_dim(mut self, output_dim: i64) -> Result<MultiHeadAttention> {
+        if output_dim < 1 {
+            return Err(invalid(format!(
+                "output_dim must be >= 1, got {output_dim}"
+            )));
+        }
+        self.output_dim = Some(output_dim);
+        Ok(self)
+    }
+
+    /// With or without biases on all four projections (Keras'
+    /// `use_bias`, default true).
+    pub fn with_bias(mut self, use_bias: bool) -> Result<MultiHeadAttention> {
+        for (i, p) in [
+            &mut self.query,
+            &mut self.key,
+            &mut self.value,
+            &mut self.output,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            *p = Projection::new(&self.key_seed, i as u64, use_bias)?;
+        }
+        Ok(self)
+    }
+
+    /// Dropout on the attention probabilities in training (Keras'
+    /// `dropout`, default 0); a training call with a nonzero rate needs a
+    /// key in its [`Mode`].
+    pub fn with_dropout(mut self, rate: f64) -> Result<MultiHeadAttention> {
+        if !(0.0..1.0).contains(&rate) {
+            return Err(invalid(format!("dropout must be in [0, 1), got {rate}")));
+        }
+        self.dropout = rate;
+        Ok(self)
+    }
+
+    /// The number of query heads.
+    pub fn num_heads(&self) -> i64 {
+        self.num_heads
+    }
+
+    /// The number of key/value heads.
+    pub fn num_kv_heads(&self) -> i64 {
+        self.num_kv_heads
+    }
+
+    /// The size of each query/key head.
+    pub fn key_dim(&self) -> i64 {
+        self.key_dim
+    }
+
+    /// The size of each value head.
+    pub fn value_dim(&self) -> i64 {
+        self.value_dim
+    }
+
+    /// Makes the weights now, for inputs of `query_features`,
+    /// `key_features` and `value_features` in `dtype` (Keras' `build`).
+    /// A first call does this itself, but not from inside a loop body or
+    /// branch (a variable cannot be created from a value computed there):
+    /// build before decoding in a `for_range` whose body makes the first
+    /// call.
+    pub fn build(
+        &self,
+        query_features: i64,
+        key_features: i64,
+        value_features: i64,
+        dtype: DType,
+    ) -> Result<()> {
+        let (h, g, kd, vd) = (
+            self.num_heads,
+            self.num_kv_heads,
+            self.key_dim,
+            self.value_dim,
+        );
+        let out = self.output_dim.unwrap_or(query_features);
+        let parts: [(&Projection, [i64; 3], usize); 4] = [
+            (&self.query, [query_features, h, kd], 1),
+            (&self.key, [key_features, g, kd], 1),
+            (&self.value, [value_features, g, vd], 1),
+            (&self.output, [h, vd, out], 2),
+        ];
+        for (p, dims, bias_from) in parts {
+            p.kernel.get(&dims, dtype)?;
+            if let Some(b) = &p.bias {
+                b.get(&dims[bias_from..], dtype)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An empty [`KvCache`] for `batch` sequences of up to `max_len`
+    /// positions, in `dtype` (the inputs' dtype).
+    pub fn empty_cache(&self, batch: i64, max_len: i64, dtype: DType) -> Result<KvCache> {
+        KvCache::zeros(
+            batch,
+            max_len,
+            self.num_kv_heads,
+            self.key_dim,
+            self.value_dim,
+            dtype,
+        )
+    }
+
+    /// Attention of `query` `[batch, q_len, features]` over `key` and
+    /// `value` `[batch, kv_len, features']`, with the masks of `options`;
+    /// returns `[batch, q_len, output_dim]`.
+    pub fn call_qkv(
+        &self,
+        query: &Tensor,
+        key: &Tensor,
+        value: &Tensor,
+        options: &AttentionOptions,
+        mode: &Mode,
+    ) -> Result<Tensor> {
+        Ok(self
+            .call_qkv_with_scores(query, key, value, options, mode)?
+            .0)
+    }
+
+    /// [`MultiHeadAttention::call_qkv`] that also returns the attention
+    /// probabilities `[batch, heads, q_len, kv_len]` (Keras'
+    /// `return_attention_scores`), after dropout.
+    pub fn call_qkv_with_scores(
+        &self,
+        query: &Tensor,
+        key: &Tensor,
+        value: &Tensor,
+        options: &AttentionOptions,
+        mode: &Mode,
+    ) -> Result<(Tensor, Tensor)> {
+        let [b, t, _] = known3("query", query)?;
+        let [kb, s, _] = known3("key", key)?;
+        let [vb, vs, _] = known3("value", value)?;
+        if kb != b || vb != b || vs != s {
+            return Err(invalid(format!(
+                "query, key and value need one batch size and key and value one length, \
+                 got {}, {} and {}",
+                query.tensor_type(),
+                key.tensor_type(),
+                value.tensor_type()
+            )));
+        }
+        same_dtype(&[query, key, value])?;
+        let q = self.project_query(query)?;
+        let k = self.project_kv("key", &self.key, key, self.key_dim)?;
+        let v = self.project_kv("value", &self.value, value, self.value_dim)?;
+        let mask = build_mask(options, b, t, s)?;
+        let (attended, probs) = self.attend(&q, &k, &v, mask.as_ref(), mode)?;
+        let y = self.project_output(&attended, query)?;
+        let probs = probs.reshape(&[b, self.num_heads, t, s])?;
+        Ok((y, probs))
+    }
+
+    /// Incremental self-attention over a cache: projects `x` `[batch, t,
+    /// features]` (the `t` newest positions), writes its keys and values
+    /// into `cache` at `cache.length` (a `dynamic_update_slice`), and lets
+    /// new position `i` attend to every cached position `<= length + i`
+    /// (causal by construction). Returns the output `[batch, t,
+    /// output_dim]` and the cache with `length + t`.
+    ///
+    /// Every shape is static (the cache's `max_len`, not the length, sizes
+    /// the scores), so a decoding loop of these calls in a `for_range`
+    /// inside a compiled function compiles once. Eagerly, a write past
+    /// `max_len` is an error; inside a compiled function the length is
+    /// unknown at trace time and XLA clamps the write into the buffer, so
+    /// the caller must keep `length + t <= max_len`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use xlafn::nn::layers::{KvCache, Mode, MultiHeadAttention};
+    /// use xlafn::prelude::*;
+    /// let mha = Arc::new(MultiHeadAttention::new(2, 4, &xlafn::random::key(0)?)?);
+    /// // Weights made before the loop (a loop body cannot create them).
+    /// mha.build(8, 8, 8, DType::F32)?;
+    /// // Four steps of a recurrence through the cache, one compiled loop.
+    /// let decode = function({
+    ///     let mha = mha.clone();
+    ///     move |x0: Tensor| -> Result<Tensor> {
+    ///         let cache = mha.empty_cache(1, 4, DType::F32)?;
+    ///         let (x, _) = for_range(0, 4, 1, (x0, cache), |_, (x, cache): (Tensor, KvCache)| {
+    ///             mha.call_cached(&x, &cache, &Mode::inference())
+    ///         })?;
+    ///         Ok(x)
+    ///     }
+    /// });
+    /// let y = decode.call((Tensor::ones(&[1, 1, 8], DType::F32),))?;
+    /// assert_eq!(y.dims(), vec![1, 1, 8]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn call_cached(
+        &self,
+        x: &Tensor,
+        cache: &KvCache,
+        mode: &Mode,
+    ) -> Result<(Tensor, KvCache)> {
+        let [b, t, _] = known3("x", x)?;
+        let m = cache.max_len();
+        let want_k = [b, m, self.num_kv_heads, self.key_dim];
+        let want_v = [b, m, self.num_kv_heads, self.value_dim];
+        let len = &cache.length;
+        let ok = cache.key.dims() == want_k
+            && cache.value.dims() == want_v
+            && cache.key.dtype() == x.dtype()
+            && cache.value.dtype() == x.dtype()
+            && len.rank() == 0
+            && len.dtype().is_int();
+        if !ok {
+            return Err(invalid(format!(
+                "the cache needs key {:?}, value {:?} of {} and an integer scalar length, got {}, \
+                 {} and {}",
+                want_k,
+                want_v,
+                x.dtype(),
+                cache.key.tensor_type(),
+                cache.value.tensor_type(),
+                len.tensor_type()
+            )));
+        }
+        if !len.is_symbolic() {
+            let n = len.cast(DType::I64)?.item::<i64>()?;
+            if n < 0 || n + t > m {
+                return Err(invalid(format!(
+                    "the cache holds {m} positions: {n} written plus {t} new do not fit"
+                )));
+            }
+        }
+        let q = self.project_query(x)?;
+        let k = self.project_kv("x", &self.key, x, self.key_dim)?;
+        let v = self.project_kv("x", &self.value, x, self.value_dim)?;
+        let start = len.cast(DType::I32)?;
+        let zero = Tensor::try_scalar(0i32)?;
+        let at = [zero.clone(), start.clone(), zero.clone(), zero];
+        let keys = cache.key.dynamic_update_slice(&k, &at)?;
+        let values = cache.value.dynamic_update_slice(&v, &at)?;
+        // New position i is absolute position length + i.
+        let rows = Tensor::iota(&[t, m], 0, DType::I32)?.add(&start)?;
+        let cols = Tensor::iota(&[t, m], 1, DType::I32)?;
+        let mask = cols.le(&rows)?.expand_dims(0)?.broadcast_to(&[b, t, m])?;
+        let (attended, _) = self.attend(&q, &keys, &values, Some(&mask), mode)?;
+        let y = self.project_output(&attended, x)?;
+        let length = len.add(&Tensor::try_scalar(t)?.cast(len.dtype())?)?;
+        Ok((
+            y,
+            KvCache {
+                key: keys,
+                value: values,
+                length,
+            },
+        ))
+    }
+
+    /// `[b, t, heads, key_dim]` queries, as `[b, t, kv_heads, group,
+    /// key_dim]` (query head `g * group + r`).
+    fn project_query(&self, query: &Tensor) -> Result<Tensor> {
+        let d = feature_dim("query", query)?;
+        let (h, g, kd) = (self.num_heads, self.num_kv_heads, self.key_dim);
+        let q = self.query.apply("btd,dhk->bthk", query, &[d, h, kd], 1)?;
+        let dims = q.dims();
+        q.reshape(&[dims[0], dims[1], g, h / g, kd])
+    }
+
+    /// `[b, s, kv_heads, size]` keys or values.
+    fn project_kv(&self, what: &str, proj: &Projection, x: &Tensor, size: i64) -> Result<Tensor> {
+        let d = feature_dim(what, x)?;
+        proj.apply("bsd,dgk->bsgk", x, &[d, self.num_kv_heads, size], 1)
+    }
+
+    /// `[b, t, kv_heads, group, value_dim]` back to `[b, t, output_dim]`.
+    fn project_output(&self, attended: &Tensor, query: &Tensor) -> Result<Tensor> {
+        let out = match self.output_dim {
+            Some(o) => o,
+            None => feature_dim("query", query)?,
+        };
+        let dims = attended.dims();
+        let (h, vd) = (self.num_heads, self.value_dim);
+        let merged = attended.reshape(&[dims[0], dims[1], h, vd])?;
+        self.output
+            .apply("bthv,hvo->bto", &merged, &[h, vd, out], 2)
+    }
+
+    /// Scaled dot-product attention: `q` `[b, t, g, r, k]`, `k` `[b, s, g,
+    /// k]`, `v` `[b, s, g, v]`, `mask` bool `[b, t, s]`. Returns the
+    /// attended values `[b, t, g, r, v]` and the probabilities `[b, g, r,
+    /// t, s]`.
+    fn attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+        mode: &Mode,
+    ) -> Result<(Tensor, Tensor)> {
+        let dtype = q.dtype();
+        let compute = match dtype {
+            DType::F16 | DType::BF16 => DType::F32,
+            other => other,
+        };
+        // Keras scales the query before the product (smaller values in
+        // half precision than scaling the scores).
+        let q = q.mul_scalar(1.0 / (self.key_dim as f64).sqrt())?;
+        let scores = einsum("btgrk,bsgk->bgrts", &[&q, k])?.cast(compute)?;
+        let probs = match mask {
+            None => scores.softmax(-1)?,
+            Some(mask) => {
+                let dims = scores.dims();
+                let [b, t, s] = [dims[0], dims[3], dims[4]];
+                let mask = mask.reshape(&[b, 1, 1, t, s])?;
+                // A large finite negative (Keras' choice for half
+                // precision), chosen by `where`, never added: no overflow,
+                // and exactly zero weight where any key is visible.
+                let lowest = Tensor::fill(&[], -0.7 * max_finite(compute), compute)?;
+                let probs = mask.where_(&scores, &lowest)?.softmax(-1)?;
+                // Rows with no visible key would be uniform: zero them.
+                let any = mask.cast(compute)?.reduce_max(&[-1], true)?;
+                probs.mul(&any)?
+            }
+        };
+        let mut probs = probs.cast(dtype)?;
+        if mode.is_training() && self.dropout > 0.0 {
+            let key = mode.key().ok_or_else(|| {
+                invalid(format!(
+                    "attention dropout {} in training needs a key: use Mode::training_with_key",
+                    self.dropout
+                ))
+            })?;
+            probs = random::dropout(&probs, self.dropout, key)?;
+        }
+        let attended = einsum("bgrts,bsgv->btgrv", &[&probs, v])?;
+        Ok((attended, probs))
+    }
+}
+
+/// Self-attention without a mask: `call_qkv(x, x, x)`.
+impl Layer for MultiHeadAttention {
+    fn call(&self, x: &Tensor, mode: &Mode) -> Result<Tensor> {
+        self.call_qkv(x, x, x, &AttentionOptions::default(), mode)
+    }
+}
+
+/// `query`, `key`, `value`, `output`, each with `kernel` and `bias`.
+impl Module for MultiHeadAttention {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        self.query.visit_variables(&join(prefix, "query"), f);
+        self.key.visit_variables(&join(prefix, "key"), f);
+        self.value.visit_variables(&join(prefix, "value"), f);
+        self.output.visit_variables(&join(prefix, "output"), f);
+    }
+}
+
+/// The largest finite value of a float dtype.
+fn max_finite(dtype: DType) -> f64 {
+    match dtype {
+        DType::F64 => f64::MAX,
+        _ => f32::MAX as f64,
+    }
+}
+
+/// The three known dimensions of a `[batch, length, features]` input.
+fn known3(what: &str, x: &Tensor) -> Result<[i64; 3]> {
+    let ok = x.dtype().is_float();
+    match x.shape().as_known() {
+        Some(d) if ok && d.len() == 3 => Ok([d[0], d[1], d[2]]),
+        _ => Err(invalid(format!(
+            "{what} must be a float [batch, length, features] tensor of known shape, got {}",
+            x.tensor_type()
+        ))),
+    }
+}
+
+fn feature_dim(what: &str, x: &Tensor) -> Result<i64> {
+    Ok(known3(what, x)?[2])
+}
+
+fn same_dtype(xs: &[&Tensor]) -> Result<()> {
+    if xs.iter().any(|x| x.dtype() != xs[0].dtype()) {
+        let types: Vec<String> = xs.iter().map(|x| x.tensor_type().to_string()).collect();
+        return Err(invalid(format!(
+            "query, key and value need one dtype, got {}",
+            types.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// A bool `[b|1, t, s]` mask (true: attend), or none.
+fn as_bool(what: &str, mask: &Tensor, want: &[i64]) -> Result<Tensor> {
+    let dims = mask.shape().as_known();
+    let fits = match &dims {
+        Some(d) => {
+            d.len() == want.len()
+                && d.iter()
+                    .zip(want)
+                    .enumerate()
+                    .all(|(i, (g, w))| g == w || (i == 0 && *g == 1))
+        }
+        None => false,
+    };
+    let dtype = mask.dtype();
+    if !fits || !(dtype == DType::Bool || dtype.is_int()) {
+        return Err(invalid(format!(
+            "{what} must be bool or integer of shape {want:?}, got {}",
+            mask.tensor_type()
+        )));
+    }
+    if dtype == DType::Bool {
+        Ok(mask.clone())
+    } else {
+        mask.ne(&Tensor::try_scalar(0i64)?.cast(dtype)?)
+    }
+}
+
+fn build_mask(options: &AttentionOptions, b: i64, t: i64, s: i64) -> Result<Option<Tensor>> {
+    let mut parts = Vec::new();
+    if options.causal {
+        let rows = Tensor::iota(&[t, s], 0, DType::I32)?;
+        let cols = Tensor::iota(&[t, s], 1, DType::I32)?;
+        parts.push(cols.le(&rows)?.expand_dims(0)?);
+    }
+    if let Some(m) = &options.padding_mask {
+        parts.push(as_bool("padding_mask", m, &[b, s])?.expand_dims(1)?);
+    }
+    if let Some(m) = &options.attention_mask {
+        parts.push(as_bool("attention_mask", m, &[b, t, s])?);
+    }
+    let mut mask: Option<Tensor> = None;
+    for p in parts {
+        mask = Some(match mask {
+            None => p,
+            Some(m) => m.logical_and(&p)?,
+        });
+    }
+    mask.map(|m| m.broadcast_to(&[b, t, s])).transpose()
+}

@@ -1,0 +1,833 @@
+//! Layer: nn::layers (recurrent). Imports `tensor` ops, `control`
+//! (`for_range`, `TensorArray`), `random` (fold-in keys),
+//! `initializers` and this folder's [`Param`], [`Layer`] and [`Mode`].
+//!
+//! Keras' `LSTM` and `GRU` ([`Lstm`], [`Gru`]), a stack of them
+//! ([`Stacked`], PyTorch's `num_layers`) and [`Bidirectional`] (outputs
+//! concatenated, Keras' default `merge_mode="concat"`).
+//!
+//! Each layer runs as ONE device loop over time (`for_range` over the
+//! host-known length, a single `while` op, not unrolled), the mechanism
+//! of the W11 benchmark: the input projection `x @ kernel + bias` of every
+//! step is one matmul before the loop, each step reads its row of it and
+//! writes its output row into a `TensorArray`. The gradient is then the
+//! one that loop machinery builds: one forward loop that records its
+//! states and one backward loop, whose output-array cotangent stays
+//! loop-invariant (no per-step copy of the whole sequence).
+//!
+//! Semantics are Keras': inputs `[batch, time, features]`; `tanh`
+//! activations and `sigmoid` recurrent activations; LSTM gates in the
+//! order input, forget, cell, output; GRU gates update (z), reset (r),
+//! candidate (h) with `h = z * h_prev + (1 - z) * candidate`.
+//! Initial weights: Glorot-uniform input kernels, orthogonal recurrent
+//! kernels, zero biases but for the LSTM forget gate's ones
+//! (`unit_forget_bias=True`).
+//!
+//! Masks are `[batch, time]`, bool or integer (nonzero: a real step). At
+//! a masked step every state keeps its previous value and the output
+//! repeats the previous step's output (zeros before the first real step),
+//! as Keras' default `zero_output_for_mask=False`; with
+//! `zero_output_for_mask` (what Keras' `Bidirectional` sets when it
+//! returns sequences) masked outputs are zeros instead. With
+//! `go_backwards` the sequence is read from its end and the returned
+//! sequence is in that (reversed) order, as Keras returns it.
+//!
+//! Keras' `dropout`/`recurrent_dropout` are not offered: the layers
+//! ignore the [`Mode`].
+//!
+//! ```
+//! use xlafn::nn::layers::{Layer, Lstm, Recurrent};
+//! use xlafn::prelude::*;
+//! let lstm = Lstm::new(8, &xlafn::random::key(0)?)?.with_return_sequences(true);
+//! let x = Tensor::ones(&[2, 5, 3], DType::F32);
+//! let out = lstm.run(&x, None, None)?;
+//! assert_eq!(out.outputs.dims(), vec![2, 5, 8]);
+//! assert_eq!(out.states.len(), 2); // h and c, each [2, 8]
+//! assert_eq!(lstm.forward(&x)?.dims(), vec![2, 5, 8]);
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+
+use super::{Layer, Mode, Param};
+use crate::control::{TensorArray, for_range};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::initializers::Initializer;
+use crate::module::{Module, join};
+use crate::random;
+use crate::tensor::Tensor;
+use crate::variable::Variable;
+use std::sync::Arc;
+
+/// What a recurrent layer returns: its outputs and its final states
+/// (Keras' `return_state=True`).
+#[derive(Clone, Debug)]
+pub struct RnnOutput {
+    /// `[batch, time, units]` with `return_sequences`, else the last
+    /// step's output `[batch, units]`.
+    pub outputs: Tensor,
+    /// The final states, each `[batch, units]`: `[h, c]` for an LSTM,
+    /// `[h]` for a GRU; a stack lists its layers' states in order, a
+    /// bidirectional layer the forward then the backward ones.
+    pub states: Vec<Tensor>,
+}
+
+/// A recurrent layer over `[batch, time, features]`: what [`Stacked`] and
+/// [`Bidirectional`] need of the layers they hold.
+pub trait Recurrent: Layer {
+    /// The size of each output step.
+    fn units(&self) -> i64;
+    /// How many state tensors the layer carries.
+    fn state_count(&self) -> usize;
+    /// Runs the layer over `x` from `initial_state` (zeros if `None`;
+    /// else `state_count()` tensors `[batch, units]`), with an optional
+    /// `[batch, time]` mask.
+    fn run(
+        &self,
+        x: &Tensor,
+        initial_state: Option<&[Tensor]>,
+        mask: Option<&Tensor>,
+    ) -> Result<RnnOutput>;
+    /// Whether the whole output sequence is returned.
+    fn return_sequences(&self) -> bool;
+    /// Sets [`Recurrent::return_sequences`].
+    fn set_return_sequences(&mut self, on: bool);
+    /// Whether the sequence is read from its end.
+    fn go_backwards(&self) -> bool;
+    /// Sets [`Recurrent::go_backwards`].
+    fn set_go_backwards(&mut self, on: bool);
+    /// Masked steps output zeros (true) or repeat the previous output.
+    fn set_zero_output_for_mask(&mut self, on: bool);
+}
+
+/// The options every recurrent layer shares.
+#[derive(Clone, Copy, Debug, Default)]
+struct Options {
+    return_sequences: bool,
+    go_backwards: bool,
+    zero_output_for_mask: bool,
+}
+
+/// One step: the step's projected input `[batch, gates * units]` and the
+/// states to the new states (the output is the first).
+type Step<'a> = dyn Fn(&Tensor, &[Tensor]) -> Result<Vec<Tensor>> + 'a;
+
+/// The `[batch, time, features]` dims of `x`, known.
+fn sequence_dims(op: &str, x: &Tensor) -> Result<[i64; 3]> {
+    match x.shape().as_known() {
+        Some(d) if d.len() == 3 && d[1] > 0 && x.dtype().is_float() => Ok([d[0], d[1], d[2]]),
+        _ => Err(Error::invalid(
+            op,
+            format!(
+                "needs a float input [batch, time, features] of known shape with at least \
+                 one step, got {}",
+                x.tensor_type()
+            ),
+        )),
+    }
+}
+
+/// The initial states: given ones checked, or zeros.
+fn initial_states(
+    op: &str,
+    given: Option<&[Tensor]>,
+    count: usize,
+    batch: i64,
+    units: i64,
+    dtype: DType,
+) -> Result<Vec<Tensor>> {
+    let Some(given) = given else {
+        return (0..count)
+            .map(|_| Tensor::try_zeros(&[batch, units], dtype))
+            .collect();
+    };
+    let fits = given.len() == count
+        && given
+            .iter()
+            .all(|s| s.dims() == [batch, units] && s.dtype() == dtype);
+    if !fits {
+        let got: Vec<String> = given.iter().map(|s| s.tensor_type().to_string()).collect();
+        return Err(Error::invalid(
+            op,
+            format!(
+                "needs {count} initial states {dtype}[{batch}, {units}], got [{}]",
+                got.join(", ")
+            ),
+        ));
+    }
+    Ok(given.to_vec())
+}
+
+/// A `[batch, time]` mask as bool `[time, batch, 1]`.
+fn time_major_mask(op: &str, mask: &Tensor, batch: i64, time: i64) -> Result<Tensor> {
+    let dtype = mask.dtype();
+    if mask.shape().as_known() != Some(vec![batch, time])
+        || !(dtype == DType::Bool || dtype.is_int())
+    {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "needs a bool or integer mask [{batch}, {time}], got {}",
+                mask.tensor_type()
+            ),
+        ));
+    }
+    let mask = if dtype == DType::Bool {
+        mask.clone()
+    } else {
+        mask.ne(&Tensor::try_scalar(0i64)?.cast(dtype)?)?
+    };
+    mask.transpose(&[1, 0])?.expand_dims(2)
+}
+
+/// The loop over time shared by the layers. `projected` is `x @ kernel +
+/// bias` time-major `[time, batch, gates * units]`.
+fn scan(
+    projected: &Tensor,
+    states: Vec<Tensor>,
+    mask: Option<Tensor>,
+    units: i64,
+    opts: Options,
+    step: &Step<'_>,
+) -> Result<RnnOutput> {
+    let dims = projected.dims();
+    let (time, batch, dtype) = (dims[0], dims[1], projected.dtype());
+    let (projected, mask) = if opts.go_backwards {
+        let mask = mask.map(|m| m.reverse(&[0])).transpose()?;
+        (projected.reverse(&[0])?, mask)
+    } else {
+        (projected.clone(), mask)
+    };
+    let inputs = TensorArray::unstack(&projected)?;
+    let masks = mask.as_ref().map(TensorArray::unstack).transpose()?;
+    let n = states.len();
+    // With a mask the previous output is carried too: it differs from
+    // the state before the first real step (zeros, whatever the state).
+    let mut carry = states;
+    if masks.is_some() {
+        carry.push(Tensor::try_zeros(&[batch, units], dtype)?);
+    }
+    let sequence = if opts.return_sequences {
+        Some(TensorArray::new(dtype, time).with_element_shape(&[batch, units])?)
+    } else {
+        None
+    };
+    let zeros = Tensor::try_zeros(&[batch, units], dtype)?;
+    let (carry, sequence) = for_range(
+        0i64,
+        time,
+        1i64,
+        (carry, sequence),
+        |i, (carry, sequence): (Vec<Tensor>, Option<TensorArray>)| -> Result<_> {
+            let new = step(&inputs.read(&i)?, &carry[..n])?;
+            let (next, out) = match &masks {
+                None => {
+                    let out = new[0].clone();
+                    (new, out)
+                }
+                Some(masks) => {
+                    let m = masks.read(&i)?;
+                    let mut next = new
+                        .iter()
+                        .zip(&carry)
+                        .map(|(new, old)| m.where_(new, old))
+                        .collect::<Result<Vec<_>>>()?;
+                    let held = if opts.zero_output_for_mask {
+                        &zeros
+                    } else {
+                        &carry[n]
+                    };
+                    let out = m.where_(&new[0], held)?;
+                    next.push(out.clone());
+                    (next, out)
+                }
+            };
+            let sequence = sequence.map(|s| s.write(&i, &out)).transpose()?;
+            Ok((next, sequence))
+        },
+    )?;
+    // The last output: the carried one with a mask, else the new h.
+    let outputs = match sequence {
+        Some(s) => s.stack()?.transpose(&[1, 0, 2])?,
+        None if masks.is_some() => carry[n].clone(),
+        None => carry[0].clone(),
+    };
+    Ok(RnnOutput {
+        outputs,
+        states: carry[..n].to_vec(),
+    })
+}
+
+/// `x` `[batch, time, features]` times `kernel` `[features, width]` plus
+/// `bias`, as one matmul, time-major `[time, batch, width]`.
+fn project_inputs(x: &Tensor, kernel: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let [b, t, f] = [x.dims()[0], x.dims()[1], x.dims()[2]];
+    let width = kernel.dims()[1];
+    let y = x
+        .transpose(&[1, 0, 2])?
+        .reshape(&[t * b, f])?
+        .matmul(kernel)?;
+    let y = match bias {
+        Some(bias) => y.add(bias)?,
+        None => y,
+    };
+    y.reshape(&[t, b, width])
+}
+
+fn check_units(op: &str, units: i64) -> Result<()> {
+    if units < 1 {
+        return Err(Error::invalid(
+            op,
+            format!("units must be >= 1, got {units}"),
+        ));
+    }
+    Ok(())
+}
+
+fn fold(key: &Tensor, index: u64) -> Result<Tensor> {
+    random::fold_in(key, &Tensor::try_scalar(index)?)
+}
+
+/// Keras' LSTM bias with `unit_forget_bias`: zeros but ones for the
+/// forget gate (the second quarter).
+fn forget_bias_init() -> Initializer {
+    Initializer::Custom(Arc::new(|_key: &Tensor, dims: &[i64], dtype: DType| {
+        let units = dims.first().copied().unwrap_or(0) / 4;
+        Tensor::concat(
+            &[
+                Tensor::try_zeros(&[units], dtype)?,
+                Tensor::try_ones(&[units], dtype)?,
+                Tensor::try_zeros(&[2 * units], dtype)?,
+            ],
+            0,
+        )
+    }))
+}
+
+/// Keras' `LSTM`: `kernel` `[features, 4 * units]`, `recurrent_kernel`
+/// `[units, 4 * units]`, `bias` `[4 * units]`, gates in the order i, f,
+/// c, o; `c = f * c + i * tanh(c~)`, `h = o * tanh(c)`. Defaults: one
+/// output (`return_sequences` off), forward, biases on with
+/// `unit_forget_bias`.
+#[derive(Debug)]
+pub struct Lstm {
+    units: i64,
+    opts: Options,
+    /// The input kernel, Glorot-uniform, made on the first call.
+    pub kernel: Param,
+    /// The recurrent kernel, orthogonal.
+    pub recurrent_kernel: Param,
+    /// The bias, absent without biases.
+    pub bias: Option<Param>,
+    key: Tensor,
+}
+
+impl Lstm {
+    /// An LSTM of `units` whose weights are drawn from `key` on the first
+    /// call.
+    pub fn new(units: i64, key: &Tensor) -> Result<Lstm> {
+        check_units("Lstm", units)?;
+        Ok(Lstm {
+            units,
+            opts: Options::default(),
+            kernel: Param::lazy(Initializer::GlorotUniform, &fold(key, 0)?),
+            recurrent_kernel: Param::lazy(Initializer::Orthogonal(1.0), &fold(key, 1)?),
+            bias: Some(Param::lazy(forget_bias_init(), key)),
+            key: key.clone(),
+        })
+    }
+
+    /// `num_layers` LSTMs of `units`, each feeding its sequence to the
+    /// next (PyTorch's `num_layers`), layer `i` drawn from `key` folded
+    /// with `i`.
+    pub fn stacked(units: i64, num_layers: usize, key: &Tensor) -> Result<Stacked<Lstm>> {
+        let layers = (0..num_layers)
+            .map(|i| Lstm::new(units, &fold(key, i as u64)?))
+            .collect::<Result<Vec<_>>>()?;
+        Stacked::new(layers)
+    }
+
+    /// A bidirectional LSTM of `units` per direction (the forward layer
+    /// from `key` folded with 0, the backward with 1).
+    pub fn bidirectional(units: i64, key: &Tensor) -> Result<Bidirectional<Lstm>> {
+        Ok(Bidirectional::new(
+            Lstm::new(units, &fold(key, 0)?)?,
+            Lstm::new(units, &fold(key, 1)?)?,
+        ))
+    }
+
+    /// Returns the whole output sequence (Keras' `return_sequences`).
+    pub fn with_return_sequences(mut self, on: bool) -> Lstm {
+        self.opts.return_sequences = on;
+        self
+    }
+
+    /// Reads the sequence from its end (Keras' `go_backwards`).
+    pub fn with_go_backwards(mut self, on: bool) -> Lstm {
+        self.opts.go_backwards = on;
+        self
+    }
+
+    /// Masked steps output zeros instead of the previous output.
+    pub fn with_zero_output_for_mask(mut self, on: bool) -> Lstm {
+        self.opts.zero_output_for_mask = on;
+        self
+    }
+
+    /// With or without a bias (Keras' `use_bias`, default true), and the
+    /// forget gate's bias starting at 1 (`unit_forget_bias`, default
+    /// true) or 0. Call before the first call.
+    pub fn with_bias(mut self, use_bias: bool, unit_forget_bias: bool) -> Lstm {
+        let init = if unit_forget_bias {
+            forget_bias_init()
+        } else {
+            Initializer::Zeros
+        };
+        self.bias = use_bias.then(|| Param::lazy(init, &self.key));
+        self
+    }
+}
+
+impl Recurrent for Lstm {
+    fn units(&self) -> i64 {
+        self.units
+    }
+    fn state_count(&self) -> usize {
+        2
+    }
+    fn run(
+        &self,
+        x: &Tensor,
+        initial_state: Option<&[Tensor]>,
+        mask: Option<&Tensor>,
+    ) -> Result<RnnOutput> {
+        const OP: &str = "Lstm";
+        let [b, t, f] = sequence_dims(OP, x)?;
+        let (u, dtype) = (self.units, x.dtype());
+        let kernel = self.kernel.read(&[f, 4 * u], dtype)?;
+        let recurrent = self.recurrent_kernel.read(&[u, 4 * u], dtype)?;
+        let bias = self
+            .bias
+            .as_ref()
+            .map(|p| p.read(&[4 * u], dtype))
+            .transpose()?;
+        let states = initial_states(OP, initial_state, 2, b, u, dtype)?;
+        let mask = mask.map(|m| time_major_mask(OP, m, b, t)).transpose()?;
+        let projected = project_inputs(x, &kernel, bias.as_ref())?;
+        let step = |xw: &Tensor, s: &[Tensor]| -> Result<Vec<Tensor>> {
+            let z = xw.add(&s[0].matmul(&recurrent)?)?;
+            let [i, f, g, o]: [Tensor; 4] = z.split(4, 1)?.try_into().expect("four gates");
+            let c = f
+                .sigmoid()?
+                .mul(&s[1])?
+                .add(&i.sigmoid()?.mul(&g.tanh()?)?)?;
+            let h = o.sigmoid()?.mul(&c.tanh()?)?;
+            Ok(vec![h, c])
+        };
+        scan(&projected, states, mask, u, self.opts, &step)
+    }
+    fn return_sequences(&self) -> bool {
+        self.opts.return_sequences
+    }
+    fn set_return_sequences(&mut self, on: bool) {
+        self.opts.return_sequences = on;
+    }
+    fn go_backwards(&self) -> bool {
+        self.opts.go_backwards
+    }
+    fn set_go_backwards(&mut self, on: bool) {
+        self.opts.go_backwards = on;
+    }
+    fn set_zero_output_for_mask(&mut self, on: bool) {
+        self.opts.zero_output_for_mask = on;
+    }
+}
+
+/// The outputs of [`Recurrent::run`] without initial state or mask; the
+/// mode is ignored (no recurrent dropout).
+impl Layer for Lstm {
+    fn call(&self, x: &Tensor, _mode: &Mode) -> Result<Tensor> {
+        Ok(self.run(x, None, None)?.outputs)
+    }
+}
+
+/// `kernel`, `recurrent_kernel`, `bias` (Keras' names).
+impl Module for Lstm {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        visit_cell(&self.kernel, &self.recurrent_kernel, &self.bias, prefix, f);
+    }
+}
+
+fn visit_cell(
+    kernel: &Param,
+    recurrent: &Param,
+    bias: &Option<Param>,
+    prefix: &str,
+    f: &mut dyn FnMut(String, &Variable),
+) {
+    kernel.visit_variables(&join(prefix, "kernel"), f);
+    recurrent.visit_variables(&join(prefix, "recurrent_kernel"), f);
+    bias.visit_variables(&join(prefix, "bias"), f);
+}
+
+/// Keras' `GRU`: `kernel` `[features, 3 * units]`, `recurrent_kernel`
+/// `[units, 3 * units]`, gates z, r, h. With `reset_after` (Keras'
+/// default since 2.0, and cuDNN's form) the reset gate multiplies the
+/// recurrent candidate after its matmul, `h~ = tanh(x W_h + b_h + r *
+/// (h U_h + c_h))`, and `bias` is `[2, 3 * units]` (input bias, recurrent
+/// bias); without it, `h~ = tanh(x W_h + b_h + (r * h) U_h)` and `bias`
+/// is `[3 * units]`. `h = z * h_prev + (1 - z) * h~`.
+#[derive(Debug)]
+pub struct Gru {
+    units: i64,
+    reset_after: bool,
+    opts: Options,
+    /// The input kernel, Glorot-uniform, made on the first call.
+    pub kernel: Param,
+    /// The recurrent kernel, orthogonal.
+    pub recurrent_kernel: Param,
+    /// The bias (zeros), absent without biases.
+    pub bias: Option<Param>,
+    key: Tensor,
+}
+
+impl Gru {
+    /// A GRU of `units` (`reset_after`, biases on) whose weights are
+    /// drawn from `key` on the first call.
+    pub fn new(units: i64, key: &Tensor) -> Result<Gru> {
+        check_units("Gru", units)?;
+        Ok(Gru {
+            units,
+            reset_after: true,
+            opts: Options::default(),
+            kernel: Param::lazy(Initializer::GlorotUniform, &fold(key, 0)?),
+            recurrent_kernel: Param::lazy(Initializer::Orthogonal(1.0), &fold(key, 1)?),
+            bias: Some(Param::lazy(Initializer::Zeros, key)),
+            key: key.clone(),
+        })
+    }
+
+    /// `num_layers` GRUs of `units`, stacked (see [`Lstm::stacked`]).
+    pub fn stacked(units: i64, num_layers: usize, key: &Tensor) -> Result<Stacked<Gru>> {
+        let layers = (0..num_layers)
+            .map(|i| Gru::new(units, &fold(key, i as u64)?))
+            .collect::<Result<Vec<_>>>()?;
+        Stacked::new(layers)
+    }
+
+    /// A bidirectional GRU (see [`Lstm::bidirectional`]).
+    pub fn bidirectional(units: i64, key: &Tensor) -> Result<Bidirectional<Gru>> {
+        Ok(Bidirectional::new(
+            Gru::new(units, &fold(key, 0)?)?,
+            Gru::new(units, &fold(key, 1)?)?,
+        ))
+    }
+
+    /// Returns the whole output sequence (Keras' `return_sequences`).
+    pub fn with_return_sequences(mut self, on: bool) -> Gru {
+        self.opts.return_sequences = on;
+        self
+    }
+
+    /// Reads the sequence from its end (Keras' `go_backwards`).
+    pub fn with_go_backwards(mut self, on: bool) -> Gru {
+        self.opts.go_backwards = on;
+        self
+    }
+
+    /// Masked steps output zeros instead of the previous output.
+    pub fn with_zero_output_for_mask(mut self, on: bool) -> Gru {
+        self.opts.zero_output_for_mask = on;
+        self
+    }
+
+    /// Keras' `reset_after` (default true). Call before the first call.
+    pub fn with_reset_after(mut self, on: bool) -> Gru {
+        self.reset_after = on;
+        self
+    }
+
+    /// With or without a bias (Keras' `use_bias`, default true). Call
+    /// before the first call.
+    pub fn with_bias(mut self, use_bias: bool) -> Gru {
+        self.bias = use_bias.then(|| Param::lazy(Initializer::Zeros, &self.key));
+        self
+    }
+}
+
+impl Recurrent for Gru {
+    fn units(&self) -> i64 {
+        self.units
+    }
+    fn state_count(&self) -> usize {
+        1
+    }
+    fn run(
+        &self,
+        x: &Tensor,
+        initial_state: Option<&[Tensor]>,
+        mask: Option<&Tensor>,
+    ) -> Result<RnnOutput> {
+        const OP: &str = "Gru";
+        let [b, t, f] = sequence_dims(OP, x)?;
+        let (u, dtype) = (self.units, x.dtype());
+        let kernel = self.kernel.read(&[f, 3 * u], dtype)?;
+        let recurrent = self.recurrent_kernel.read(&[u, 3 * u], dtype)?;
+        let (input_bias, recurrent_bias) = match (&self.bias, self.reset_after) {
+            (None, _) => (None, None),
+            (Some(p), false) => (Some(p.read(&[3 * u], dtype)?), None),
+            (Some(p), true) => {
+                let both = p.read(&[2, 3 * u], dtype)?;
+                let [i, r]: [Tensor; 2] = both.split(2, 0)?.try_into().expect("two rows");
+                (Some(i.reshape(&[3 * u])?), Some(r.reshape(&[3 * u])?))
+            }
+        };
+        let states = initial_states(OP, initial_state, 1, b, u, dtype)?;
+        let mask = mask.map(|m| time_major_mask(OP, m, b, t)).transpose()?;
+        let projected = project_inputs(x, &kernel, input_bias.as_ref())?;
+        let gates = |x: &Tensor| -> Result<[Tensor; 3]> {
+            Ok(x.split(3, 1)?.try_into().expect("three gates"))
+        };
+        // Without reset_after, the candidate's recurrent matmul waits for
+        // the reset gate: the kernel's z, r columns and h columns apart.
+        let (recurrent_zr, recurrent_h) = if self.reset_after {
+            (None, None)
+        } else {
+            (
+                Some(recurrent.slice(&[0, 0], &[u, 2 * u])?),
+                Some(recurrent.slice(&[0, 2 * u], &[u, u])?),
+            )
+        };
+        let step = |xw: &Tensor, s: &[Tensor]| -> Result<Vec<Tensor>> {
+            let h_prev = &s[0];
+            let [xz, xr, xh] = gates(xw)?;
+            let (z, candidate) = match (&recurrent_zr, &recurrent_h) {
+                (Some(zr), Some(uh)) => {
+                    let [rz, rr]: [Tensor; 2] = h_prev
+                        .matmul(zr)?
+                        .split(2, 1)?
+                        .try_into()
+                        .expect("two gates");
+                    let z = xz.add(&rz)?.sigmoid()?;
+                    let r = xr.add(&rr)?.sigmoid()?;
+                    let candidate = xh.add(&r.mul(h_prev)?.matmul(uh)?)?.tanh()?;
+                    (z, candidate)
+                }
+                _ => {
+                    let inner = h_prev.matmul(&recurrent)?;
+                    let inner = match &recurrent_bias {
+                        Some(rb) => inner.add(rb)?,
+                        None => inner,
+                    };
+                    let [rz, rr, rh] = gates(&inner)?;
+                    let z = xz.add(&rz)?.sigmoid()?;
+                    let r = xr.add(&rr)?.sigmoid()?;
+                    let candidate = xh.add(&r.mul(&rh)?)?.tanh()?;
+                    (z, candidate)
+                }
+            };
+            // z * h_prev + (1 - z) * candidate, as candidate + z * (h_prev - candidate).
+            let h = candidate.add(&z.mul(&h_prev.sub(&candidate)?)?)?;
+            Ok(vec![h])
+        };
+        scan(&projected, states, mask, u, self.opts, &step)
+    }
+    fn return_sequences(&self) -> bool {
+        self.opts.return_sequences
+    }
+    fn set_return_sequences(&mut self, on: bool) {
+        self.opts.return_sequences = on;
+    }
+    fn go_backwards(&self) -> bool {
+        self.opts.go_backwards
+    }
+    fn set_go_backwards(&mut self, on: bool) {
+        self.opts.go_backwards = on;
+    }
+    fn set_zero_output_for_mask(&mut self, on: bool) {
+        self.opts.zero_output_for_mask = on;
+    }
+}
+
+/// The outputs of [`Recurrent::run`] without initial state or mask.
+impl Layer for Gru {
+    fn call(&self, x: &Tensor, _mode: &Mode) -> Result<Tensor> {
+        Ok(self.run(x, None, None)?.outputs)
+    }
+}
+
+/// `kernel`, `recurrent_kernel`, `bias` (Keras' names).
+impl Module for Gru {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        visit_cell(&self.kernel, &self.recurrent_kernel, &self.bias, prefix, f);
+    }
+}
+
+/// Recurrent layers in sequence, each reading the previous one's output
+/// sequence (PyTorch's `num_layers`; Keras' stacked layers with
+/// `return_sequences=True`). Every layer but the last returns sequences;
+/// the last returns what it was made to. The mask goes to every layer as
+/// given (as Keras propagates it), also past a `go_backwards` layer,
+/// whose sequence is reversed. Variables are `layers.{i}.…`.
+#[derive(Debug)]
+pub struct Stacked<R> {
+    /// The layers, first to last.
+    pub layers: Vec<R>,
+}
+
+impl<R: Recurrent> Stacked<R> {
+    /// A stack of `layers` (at least one).
+    pub fn new(mut layers: Vec<R>) -> Result<Stacked<R>> {
+        let Some((_, inner)) = layers.split_last_mut() else {
+            return Err(Error::invalid("Stacked", "needs at least one layer"));
+        };
+        for layer in inner {
+            layer.set_return_sequences(true);
+        }
+        Ok(Stacked { layers })
+    }
+
+    /// Whether the last layer returns sequences.
+    pub fn with_return_sequences(mut self, on: bool) -> Stacked<R> {
+        if let Some(last) = self.layers.last_mut() {
+            last.set_return_sequences(on);
+        }
+        self
+    }
+
+    /// Runs the stack; `initial_state` holds every layer's states in
+    /// layer order, and so do the returned states.
+    pub fn run(
+        &self,
+        x: &Tensor,
+        initial_state: Option<&[Tensor]>,
+        mask: Option<&Tensor>,
+    ) -> Result<RnnOutput> {
+        let want: usize = self.layers.iter().map(Recurrent::state_count).sum();
+        if let Some(given) = initial_state
+            && given.len() != want
+        {
+            return Err(Error::invalid(
+                "Stacked",
+                format!(
+                    "needs {want} initial states (every layer's), got {}",
+                    given.len()
+                ),
+            ));
+        }
+        let mut input = x.clone();
+        let mut states = Vec::with_capacity(want);
+        let mut at = 0;
+        for layer in &self.layers {
+            let n = layer.state_count();
+            let init = initial_state.map(|s| &s[at..at + n]);
+            at += n;
+            let out = layer.run(&input, init, mask)?;
+            states.extend(out.states);
+            input = out.outputs;
+        }
+        Ok(RnnOutput {
+            outputs: input,
+            states,
+        })
+    }
+}
+
+/// The outputs of [`Stacked::run`] without initial state or mask.
+impl<R: Recurrent> Layer for Stacked<R> {
+    fn call(&self, x: &Tensor, _mode: &Mode) -> Result<Tensor> {
+        Ok(self.run(x, None, None)?.outputs)
+    }
+}
+
+impl<R: Module> Module for Stacked<R> {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        self.layers.visit_variables(&join(prefix, "layers"), f);
+    }
+}
+
+/// Keras' `Bidirectional` with `merge_mode="concat"`: a forward layer
+/// and a backward one (made to read the other way), their outputs
+/// concatenated on the feature axis, forward first. Returned sequences
+/// are in the input's time order (the backward one reversed back);
+/// masked steps output zeros when sequences are returned (Keras sets
+/// `zero_output_for_mask` so). Variables are `forward.…` and
+/// `backward.…`.
+#[derive(Debug)]
+pub struct Bidirectional<R> {
+    /// The layer reading the sequence in the forward layer's direction.
+    pub forward: R,
+    /// The layer reading it the other way.
+    pub backward: R,
+}
+
+impl<R: Recurrent> Bidirectional<R> {
+    /// Pairs `forward` with `backward`, which is set to read the other
+    /// way and to return what `forward` returns.
+    pub fn new(mut forward: R, mut backward: R) -> Bidirectional<R> {
+        let sequences = forward.return_sequences();
+        backward.set_go_backwards(!forward.go_backwards());
+        backward.set_return_sequences(sequences);
+        forward.set_zero_output_for_mask(sequences);
+        backward.set_zero_output_for_mask(sequences);
+        Bidirectional { forward, backward }
+    }
+
+    /// Whether both directions return sequences.
+    pub fn with_return_sequences(mut self, on: bool) -> Bidirectional<R> {
+        for layer in [&mut self.forward, &mut self.backward] {
+            layer.set_return_sequences(on);
+            layer.set_zero_output_for_mask(on);
+        }
+        self
+    }
+
+    /// Runs both directions; `initial_state` is the forward layer's states
+    /// then the backward one's, and so are the returned states.
+    pub fn run(
+        &self,
+        x: &Tensor,
+        initial_state: Option<&[Tensor]>,
+        mask: Option<&Tensor>,
+    ) -> Result<RnnOutput> {
+        let nf = self.forward.state_count();
+        let want = nf + self.backward.state_count();
+        if let Some(given) = initial_state
+            && given.len() != want
+        {
+            return Err(Error::invalid(
+                "Bidirectional",
+                format!(
+                    "needs {want} initial states (forward then backward), got {}",
+                    given.len()
+                ),
+            ));
+        }
+        let fwd = self.forward.run(x, initial_state.map(|s| &s[..nf]), mask)?;
+        let bwd = self
+            .backward
+            .run(x, initial_state.map(|s| &s[nf..]), mask)?;
+        let back = if self.forward.return_sequences() {
+            bwd.outputs.reverse(&[1])?
+        } else {
+            bwd.outputs
+        };
+        let outputs = Tensor::concat(&[fwd.outputs, back], -1)?;
+        let mut states = fwd.states;
+        states.extend(bwd.states);
+        Ok(RnnOutput { outputs, states })
+    }
+}
+
+/// The outputs of [`Bidirectional::run`] without initial state or mask.
+impl<R: Recurrent> Layer for Bidirectional<R> {
+    fn call(&self, x: &Tensor, _mode: &Mode) -> Result<Tensor> {
+        Ok(self.run(x, None, None)?.outputs)
+    }
+}
+
+impl<R: Module> Module for Bidirectional<R> {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        self.forward.visit_variables(&join(prefix, "forward"), f);
+        self.backward.visit_variables(&join(prefix, "backward"), f);
+    }
+}

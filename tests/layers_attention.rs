@@ -1,0 +1,877 @@
+//! `nn::layers::MultiHeadAttention` against a reference written here
+//! with plain f64 loops (per-head projections, softmax over the visible
+//! keys, output projection): every mask kind, eagerly and compiled;
+//! grouped-query attention against multi-head attention with repeated
+//! key/value weights; fully masked rows; half precision; dropout;
+//! gradients against central differences; the key-value cache in a
+//! greedy decoding loop (eager and one compiled `for_range`) against full
+//! causal recomputation; errors for bad configurations and shapes.
+
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
+use gradcheck::check_gradient;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use xlafn::ArraySpec;
+use xlafn::module::Module;
+use xlafn::nn::layers::{AttentionOptions, KvCache, Layer, Mode, MultiHeadAttention};
+use xlafn::prelude::*;
+
+fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + ((s >> 33) as f64 / (1u64 << 31) as f64) * (hi - lo)
+        })
+        .collect()
+}
+
+fn tensor(v: &[f64], dims: &[i64], dtype: DType) -> Tensor {
+    Tensor::from_vec(v.to_vec(), dims)
+        .unwrap()
+        .cast(dtype)
+        .unwrap()
+}
+
+fn host(t: &Tensor) -> Vec<f64> {
+    t.cast(DType::F64).unwrap().to_vec::<f64>().unwrap()
+}
+
+/// The sizes of one test case.
+#[derive(Clone, Copy, Debug)]
+struct Cfg {
+    b: usize,
+    t: usize,
+    s: usize,
+    dq: usize,
+    dk: usize,
+    dv: usize,
+    h: usize,
+    g: usize,
+    kd: usize,
+    vd: usize,
+    o: usize,
+}
+
+const CFG: Cfg = Cfg {
+    b: 2,
+    t: 3,
+    s: 4,
+    dq: 6,
+    dk: 5,
+    dv: 7,
+    h: 4,
+    g: 2,
+    kd: 3,
+    vd: 2,
+    o: 5,
+};
+
+fn layer(c: Cfg, seed: u64) -> MultiHeadAttention {
+    MultiHeadAttention::new(c.h as i64, c.kd as i64, &xlafn::random::key(seed).unwrap())
+        .unwrap()
+        .with_num_kv_heads(c.g as i64)
+        .unwrap()
+        .with_value_dim(c.vd as i64)
+        .unwrap()
+        .with_output_dim(c.o as i64)
+        .unwrap()
+}
+
+/// Builds the layer with one call, then gives every weight (biases too)
+/// distinct values; returns them by name.
+fn build_and_randomize(
+    mha: &MultiHeadAttention,
+    c: Cfg,
+    dtype: DType,
+    seed: u64,
+) -> BTreeMap<String, Vec<f64>> {
+    let q = Tensor::zeros(&[1, 1, c.dq as i64], dtype);
+    let k = Tensor::zeros(&[1, 1, c.dk as i64], dtype);
+    let v = Tensor::zeros(&[1, 1, c.dv as i64], dtype);
+    mha.call_qkv(&q, &k, &v, &AttentionOptions::new(), &Mode::inference())
+        .unwrap();
+    let mut out = BTreeMap::new();
+    for (i, (name, var)) in mha.named_variables().into_iter().enumerate() {
+        let n: i64 = var.dims().iter().product();
+        let w = values(n as usize, seed + i as u64, -0.6, 0.6);
+        var.assign(&tensor(&w, var.dims(), dtype)).unwrap();
+        out.insert(name, host(&var.read()));
+    }
+    out
+}
+
+/// Plain-loop multi-head attention; `allowed(b, t, s)` is the mask.
+fn reference(
+    w: &BTreeMap<String, Vec<f64>>,
+    c: Cfg,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    allowed: &dyn Fn(usize, usize, usize) -> bool,
+) -> Vec<f64> {
+    let bias = |name: &str, n: usize| w.get(name).cloned().unwrap_or(vec![0.0; n]);
+    let (wq, bq) = (&w["query.kernel"], bias("query.bias", c.h * c.kd));
+    let (wk, bk) = (&w["key.kernel"], bias("key.bias", c.g * c.kd));
+    let (wv, bv) = (&w["value.kernel"], bias("value.bias", c.g * c.vd));
+    let (wo, bo) = (&w["output.kernel"], bias("output.bias", c.o));
+    // x [rows, d] times kernel [d, heads * size] plus bias.
+    let project = |x: &[f64], rows: usize, d: usize, kern: &[f64], b: &[f64], width: usize| {
+        let mut y = vec![0.0; rows * width];
+        for r in 0..rows {
+            for j in 0..width {
+                let mut acc = b[j];
+                for i in 0..d {
+                    acc += x[r * d + i] * kern[i * width + j];
+                }
+                y[r * width + j] = acc;
+            }
+        }
+        y
+    };
+    let qp = project(q, c.b * c.t, c.dq, wq, &bq, c.h * c.kd);
+    let kp = project(k, c.b * c.s, c.dk, wk, &bk, c.g * c.kd);
+    let vp = project(v, c.b * c.s, c.dv, wv, &bv, c.g * c.vd);
+    let group = c.h / c.g;
+    let mut y = vec![0.0; c.b * c.t * c.o];
+    for b in 0..c.b {
+        for t in 0..c.t {
+            let mut heads = vec![0.0; c.h * c.vd];
+            for h in 0..c.h {
+                let g = h / group;
+                let scores: Vec<f64> = (0..c.s)
+                    .map(|s| {
+                        (0..c.kd)
+                            .map(|i| {
+                                qp[(b * c.t + t) * c.h * c.kd + h * c.kd + i]
+                                    * kp[(b * c.s + s) * c.g * c.kd + g * c.kd + i]
+                            })
+                            .sum::<f64>()
+                            / (c.kd as f64).sqrt()
+                    })
+                    .collect();
+                let visible: Vec<usize> = (0..c.s).filter(|&s| allowed(b, t, s)).collect();
+                let m = visible
+                    .iter()
+                    .map(|&s| scores[s])
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = visible.iter().map(|&s| (scores[s] - m).exp()).sum();
+                for &s in &visible {
+                    let p = (scores[s] - m).exp() / z;
+                    for j in 0..c.vd {
+                        heads[h * c.vd + j] += p * vp[(b * c.s + s) * c.g * c.vd + g * c.vd + j];
+                    }
+                }
+            }
+            let row = project(&heads, 1, c.h * c.vd, wo, &bo, c.o);
+            y[(b * c.t + t) * c.o..(b * c.t + t + 1) * c.o].copy_from_slice(&row);
+        }
+    }
+    y
+}
+
+fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}: element {i}: {g} vs {w}"
+        );
+    }
+}
+
+struct Inputs {
+    q: Vec<f64>,
+    k: Vec<f64>,
+    v: Vec<f64>,
+}
+
+fn inputs(c: Cfg, seed: u64) -> Inputs {
+    Inputs {
+        q: values(c.b * c.t * c.dq, seed, -1.0, 1.0),
+        k: values(c.b * c.s * c.dk, seed + 1, -1.0, 1.0),
+        v: values(c.b * c.s * c.dv, seed + 2, -1.0, 1.0),
+    }
+}
+
+fn qkv(c: Cfg, x: &Inputs, dtype: DType) -> (Tensor, Tensor, Tensor) {
+    (
+        tensor(&x.q, &[c.b as i64, c.t as i64, c.dq as i64], dtype),
+        tensor(&x.k, &[c.b as i64, c.s as i64, c.dk as i64], dtype),
+        tensor(&x.v, &[c.b as i64, c.s as i64, c.dv as i64], dtype),
+    )
+}
+
+/// The padding mask of the tests: batch 0 sees every key, batch 1 the
+/// first two.
+fn padding(b: usize, s: usize) -> bool {
+    b == 0 || s < 2
+}
+
+/// The general mask: a checkerboard that leaves (b=1, t=2) with no key.
+fn general(b: usize, t: usize, s: usize) -> bool {
+    !(b == 1 && t == 2) && (b + t + s) % 3 != 1
+}
+
+fn mask_tensor(c: Cfg, f: &dyn Fn(usize, usize, usize) -> bool, dtype: DType) -> Tensor {
+    let mut v = Vec::new();
+    for b in 0..c.b {
+        for t in 0..c.t {
+            for s in 0..c.s {
+                v.push(if f(b, t, s) { 1i32 } else { 0 });
+            }
+        }
+    }
+    Tensor::from_vec(v, &[c.b as i64, c.t as i64, c.s as i64])
+        .unwrap()
+        .cast(dtype)
+        .unwrap()
+}
+
+fn padding_tensor(c: Cfg) -> Tensor {
+    let v: Vec<bool> = (0..c.b)
+        .flat_map(|b| (0..c.s).map(move |s| padding(b, s)))
+        .collect();
+    let v: Vec<u8> = v.into_iter().map(u8::from).collect();
+    Tensor::from_vec(v, &[c.b as i64, c.s as i64])
+        .unwrap()
+        .cast(DType::Bool)
+        .unwrap()
+}
+
+type MaskFn = Box<dyn Fn(usize, usize, usize) -> bool>;
+
+/// Every mask kind: its options and its reference predicate.
+fn mask_cases(c: Cfg) -> Vec<(&'static str, AttentionOptions, MaskFn)> {
+    vec![
+        ("none", AttentionOptions::new(), Box::new(|_, _, _| true)),
+        (
+            "causal",
+            AttentionOptions::causal(),
+            Box::new(|_, t, s| s <= t),
+        ),
+        (
+            "padding",
+            AttentionOptions::new().with_padding_mask(&padding_tensor(c)),
+            Box::new(|b, _, s| padding(b, s)),
+        ),
+        (
+            "general (int)",
+            AttentionOptions::new().with_attention_mask(&mask_tensor(c, &general, DType::I32)),
+            Box::new(general),
+        ),
+        (
+            "all three",
+            AttentionOptions::causal()
+                .with_padding_mask(&padding_tensor(c))
+                .with_attention_mask(&mask_tensor(c, &general, DType::Bool)),
+            Box::new(|b, t, s| s <= t && padding(b, s) && general(b, t, s)),
+        ),
+    ]
+}
+
+#[test]
+fn matches_the_per_head_reference_with_every_mask_eager_and_compiled() {
+    let c = CFG;
+    let mha = Arc::new(layer(c, 1));
+    let w = build_and_randomize(&mha, c, DType::F64, 10);
+    let x = inputs(c, 20);
+    let (q, k, v) = qkv(c, &x, DType::F64);
+    for (what, options, allowed) in mask_cases(c) {
+        let want = reference(&w, c, &x.q, &x.k, &x.v, &*allowed);
+        let eager = mha
+            .call_qkv(&q, &k, &v, &options, &Mode::inference())
+            .unwrap();
+        assert_eq!(eager.dims(), vec![c.b as i64, c.t as i64, c.o as i64]);
+        assert_close(&host(&eager), &want, 1e-10, &format!("{what} eager"));
+        let f = {
+            let (mha, options) = (mha.clone(), options.clone());
+            function(move |q: Tensor, k: Tensor, v: Tensor| {
+                mha.call_qkv(&q, &k, &v, &options, &Mode::inference())
+            })
+        };
+        let compiled = f.call((q.clone(), k.clone(), v.clone())).unwrap();
+        assert_close(&host(&compiled), &want, 1e-10, &format!("{what} compiled"));
+    }
+}
+
+#[test]
+fn self_attention_call_and_variable_names() {
+    let c = Cfg {
+        dq: 6,
+        dk: 6,
+        dv: 6,
+        s: 3,
+        o: 6,
+        ..CFG
+    };
+    let mha = MultiHeadAttention::new(c.h as i64, c.kd as i64, &xlafn::random::key(3).unwrap())
+        .unwrap()
+        .with_num_kv_heads(c.g as i64)
+        .unwrap()
+        .with_value_dim(c.vd as i64)
+        .unwrap();
+    let w = build_and_randomize(&mha, c, DType::F64, 30);
+    let names: Vec<&str> = w.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "key.bias",
+            "key.kernel",
+            "output.bias",
+            "output.kernel",
+            "query.bias",
+            "query.kernel",
+            "value.bias",
+            "value.kernel"
+        ]
+    );
+    let dims: Vec<Vec<i64>> = mha
+        .named_variables()
+        .iter()
+        .map(|(_, v)| v.dims().to_vec())
+        .collect();
+    assert_eq!(
+        dims,
+        [
+            vec![6, 4, 3],
+            vec![4, 3],
+            vec![6, 2, 3],
+            vec![2, 3],
+            vec![6, 2, 2],
+            vec![2, 2],
+            vec![4, 2, 6],
+            vec![6]
+        ]
+    );
+    let x = values(c.b * c.t * 6, 31, -1.0, 1.0);
+    let xt = tensor(&x, &[c.b as i64, c.t as i64, 6], DType::F64);
+    let want = reference(&w, Cfg { s: c.t, ..c }, &x, &x, &x, &|_, _, _| true);
+    assert_close(
+        &host(&mha.forward(&xt).unwrap()),
+        &want,
+        1e-10,
+        "Layer::call",
+    );
+}
+
+#[test]
+fn without_bias_has_kernels_only() {
+    let c = CFG;
+    let mha = layer(c, 4).with_bias(false).unwrap();
+    let w = build_and_randomize(&mha, c, DType::F64, 40);
+    assert_eq!(w.len(), 4);
+    let x = inputs(c, 41);
+    let (q, k, v) = qkv(c, &x, DType::F64);
+    let got = mha
+        .call_qkv(&q, &k, &v, &AttentionOptions::causal(), &Mode::inference())
+        .unwrap();
+    let want = reference(&w, c, &x.q, &x.k, &x.v, &|_, t, s| s <= t);
+    assert_close(&host(&got), &want, 1e-10, "no bias");
+}
+
+/// Grouped-query attention equals multi-head attention whose key/value
+/// heads are the grouped ones repeated (query head h reads kv head
+/// h / group).
+#[test]
+fn grouped_query_equals_multi_head_with_repeated_kv_weights() {
+    for g in [2usize, 1] {
+        let c = Cfg { g, ..CFG };
+        let gqa = layer(c, 5);
+        let w = build_and_randomize(&gqa, c, DType::F64, 50);
+        let full = Cfg { g: c.h, ..c };
+        let mha = layer(full, 6);
+        build_and_randomize(&mha, full, DType::F64, 60);
+        let group = c.h / c.g;
+        // [d, g, size] -> [d, h, size], head h a copy of head h / group.
+        let repeat = |v: &[f64], d: usize, size: usize| -> Vec<f64> {
+            let mut out = Vec::new();
+            for i in 0..d {
+                for h in 0..c.h {
+                    let g = h / group;
+                    out.extend_from_slice(&v[(i * c.g + g) * size..(i * c.g + g + 1) * size]);
+                }
+            }
+            out
+        };
+        for (name, var) in mha.named_variables() {
+            // A kernel [d, heads, size] repeats d rows; a bias [heads, size] one.
+            let d = if var.dims().len() == 3 {
+                var.dims()[0] as usize
+            } else {
+                1
+            };
+            let value = match name.as_str() {
+                "key.kernel" | "key.bias" => repeat(&w[&name], d, c.kd),
+                "value.kernel" | "value.bias" => repeat(&w[&name], d, c.vd),
+                _ => w[&name].clone(),
+            };
+            var.assign(&tensor(&value, var.dims(), DType::F64)).unwrap();
+        }
+        let x = inputs(c, 61);
+        let (q, k, v) = qkv(c, &x, DType::F64);
+        let options = AttentionOptions::causal().with_padding_mask(&padding_tensor(c));
+        let a = gqa
+            .call_qkv(&q, &k, &v, &options, &Mode::inference())
+            .unwrap();
+        let b = mha
+            .call_qkv(&q, &k, &v, &options, &Mode::inference())
+            .unwrap();
+        assert_close(&host(&a), &host(&b), 1e-12, &format!("{g} kv heads"));
+        let want = reference(&w, c, &x.q, &x.k, &x.v, &|b, t, s| s <= t && padding(b, s));
+        assert_close(
+            &host(&a),
+            &want,
+            1e-10,
+            &format!("{g} kv heads vs reference"),
+        );
+    }
+}
+
+/// A query row with no visible key: zero weights, so the output is the
+/// output bias; no NaN in the value or the gradient.
+#[test]
+fn fully_masked_rows_give_the_output_bias_and_finite_gradients() {
+    let c = CFG;
+    let mha = Arc::new(layer(c, 7));
+    let w = build_and_randomize(&mha, c, DType::F64, 70);
+    let x = inputs(c, 71);
+    let (q, k, v) = qkv(c, &x, DType::F64);
+    let none = mask_tensor(c, &|_, _, _| false, DType::Bool);
+    let options = AttentionOptions::new().with_attention_mask(&none);
+    let (y, probs) = mha
+        .call_qkv_with_scores(&q, &k, &v, &options, &Mode::inference())
+        .unwrap();
+    assert!(host(&probs).iter().all(|p| *p == 0.0));
+    let bias = &w["output.bias"];
+    for row in host(&y).chunks(c.o) {
+        assert_close(row, bias, 1e-12, "fully masked row");
+    }
+    let tape = GradientTape::new();
+    tape.watch(&q);
+    let y = mha
+        .call_qkv(&q, &k, &v, &options, &Mode::inference())
+        .unwrap();
+    let g = tape
+        .gradient(&y.reduce_sum(&[], false).unwrap(), &[Source::from(&q)])
+        .unwrap();
+    let g = g[0].clone().map(|g| host(&g)).unwrap_or_default();
+    assert!(g.iter().all(|v| *v == 0.0), "gradient {g:?}");
+}
+
+#[test]
+fn probabilities_sum_to_one_over_visible_keys() {
+    let c = CFG;
+    let mha = layer(c, 8);
+    build_and_randomize(&mha, c, DType::F64, 80);
+    let x = inputs(c, 81);
+    let (q, k, v) = qkv(c, &x, DType::F64);
+    let (_, probs) = mha
+        .call_qkv_with_scores(&q, &k, &v, &AttentionOptions::causal(), &Mode::inference())
+        .unwrap();
+    assert_eq!(
+        probs.dims(),
+        vec![c.b as i64, c.h as i64, c.t as i64, c.s as i64]
+    );
+    let p = host(&probs);
+    for (r, row) in p.chunks(c.s).enumerate() {
+        let t = r % c.t;
+        assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!(row[t + 1..].iter().all(|v| *v == 0.0), "row {r}: {row:?}");
+    }
+}
+
+/// f16 and bf16: the softmax runs in f32, the result is close to the f64
+/// reference at the input precision, and the probabilities come back in
+/// the input dtype.
+#[test]
+fn half_precision_inputs_match_the_reference_at_their_precision() {
+    let c = CFG;
+    for (dtype, tol) in [(DType::F16, 2e-2), (DType::BF16, 8e-2)] {
+        let mha = layer(c, 9);
+        let w = build_and_randomize(&mha, c, dtype, 90);
+        let x = inputs(c, 91);
+        let (q, k, v) = qkv(c, &x, dtype);
+        // The reference sees the inputs rounded as the layer does.
+        let (qh, kh, vh) = (host(&q), host(&k), host(&v));
+        let options = AttentionOptions::causal().with_padding_mask(&padding_tensor(c));
+        let (y, probs) = mha
+            .call_qkv_with_scores(&q, &k, &v, &options, &Mode::inference())
+            .unwrap();
+        assert_eq!((y.dtype(), probs.dtype()), (dtype, dtype));
+        let want = reference(&w, c, &qh, &kh, &vh, &|b, t, s| s <= t && padding(b, s));
+        assert_close(&host(&y), &want, tol, &format!("{dtype}"));
+    }
+}
+
+#[test]
+fn dropout_needs_a_key_in_training_and_is_off_in_inference() {
+    let c = CFG;
+    let mha = layer(c, 10).with_dropout(0.5).unwrap();
+    let w = build_and_randomize(&mha, c, DType::F64, 100);
+    let x = inputs(c, 101);
+    let (q, k, v) = qkv(c, &x, DType::F64);
+    let none = AttentionOptions::new();
+    let y = mha.call_qkv(&q, &k, &v, &none, &Mode::inference()).unwrap();
+    let want = reference(&w, c, &x.q, &x.k, &x.v, &|_, _, _| true);
+    assert_close(&host(&y), &want, 1e-10, "inference ignores dropout");
+    let err = mha
+        .call_qkv(&q, &k, &v, &none, &Mode::training())
+        .unwrap_err();
+    assert!(err.to_string().contains("needs a key"), "{err}");
+    let mode = Mode::training_with_key(&xlafn::random::key(5).unwrap());
+    let (_, dropped) = mha.call_qkv_with_scores(&q, &k, &v, &none, &mode).unwrap();
+    let (_, kept) = mha
+        .call_qkv_with_scores(&q, &k, &v, &none, &Mode::inference())
+        .unwrap();
+    let (dropped, kept) = (host(&dropped), host(&kept));
+    let zeros = dropped.iter().filter(|p| **p == 0.0).count();
+    assert!(zeros > 0 && zeros < dropped.len(), "{zeros} zeros");
+    for (d, k) in dropped.iter().zip(&kept) {
+        assert!(*d == 0.0 || (d - 2.0 * k).abs() < 1e-12, "{d} vs {k}");
+    }
+    // The same key draws the same mask.
+    let (_, again) = mha.call_qkv_with_scores(&q, &k, &v, &none, &mode).unwrap();
+    assert_eq!(host(&again), dropped);
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    let c = Cfg {
+        b: 1,
+        t: 2,
+        s: 3,
+        dq: 3,
+        dk: 2,
+        dv: 3,
+        h: 2,
+        g: 1,
+        kd: 2,
+        vd: 2,
+        o: 2,
+    };
+    let mha = layer(c, 11);
+    build_and_randomize(&mha, c, DType::F64, 110);
+    let x = inputs(c, 111);
+    let (q, k, v) = qkv(c, &x, DType::F64);
+    let options = AttentionOptions::causal()
+        .with_padding_mask(&Tensor::from_vec(vec![1i32, 1, 0], &[1, 3]).unwrap());
+    let dims = |n: usize, d: usize| [c.b as i64, n as i64, d as i64];
+    check_gradient(
+        &|q| mha.call_qkv(q, &k, &v, &options, &Mode::inference()),
+        &x.q,
+        &dims(c.t, c.dq),
+        1e-6,
+        "d/d query",
+    );
+    check_gradient(
+        &|k| mha.call_qkv(&q, k, &v, &options, &Mode::inference()),
+        &x.k,
+        &dims(c.s, c.dk),
+        1e-6,
+        "d/d key",
+    );
+    check_gradient(
+        &|v| mha.call_qkv(&q, &k, v, &options, &Mode::inference()),
+        &x.v,
+        &dims(c.s, c.dv),
+        1e-6,
+        "d/d value",
+    );
+    // A weight: the tape's gradient against moving the variable.
+    let var = mha
+        .named_variables()
+        .into_iter()
+        .find(|(n, _)| n == "key.kernel")
+        .unwrap()
+        .1;
+    let loss = || {
+        mha.call_qkv(&q, &k, &v, &options, &Mode::inference())
+            .unwrap()
+            .square()
+            .unwrap()
+            .reduce_sum(&[], false)
+            .unwrap()
+    };
+    let tape = GradientTape::new();
+    let l = loss();
+    let g = host(
+        &tape.gradient(&l, &[Source::from(&var)]).unwrap()[0]
+            .clone()
+            .unwrap(),
+    );
+    let w0 = host(&var.read());
+    for i in 0..w0.len() {
+        let at = |d: f64| {
+            let mut w = w0.clone();
+            w[i] += d;
+            var.assign(&tensor(&w, var.dims(), DType::F64)).unwrap();
+            loss().item::<f64>().unwrap()
+        };
+        let numeric = (at(1e-6) - at(-1e-6)) / 2e-6;
+        assert!(
+            (g[i] - numeric).abs() <= 1e-6 * (1.0 + numeric.abs()),
+            "key.kernel[{i}]: {} vs {numeric}",
+            g[i]
+        );
+    }
+    var.assign(&tensor(&w0, var.dims(), DType::F64)).unwrap();
+}
+
+#[test]
+fn compiled_gradient_matches_eager() {
+    let c = CFG;
+    let mha = Arc::new(layer(c, 12));
+    build_and_randomize(&mha, c, DType::F64, 120);
+    let x = inputs(c, 121);
+    let (q, k, v) = qkv(c, &x, DType::F64);
+    let grad = |mha: &MultiHeadAttention, q: &Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        tape.watch(q);
+        let y = mha.call_qkv(q, &k, &v, &AttentionOptions::causal(), &Mode::inference())?;
+        let g = tape.gradient(&y.square()?.reduce_sum(&[], false)?, &[Source::from(q)])?;
+        Ok(g[0].clone().expect("a gradient"))
+    };
+    let eager = grad(&mha, &q).unwrap();
+    let f = {
+        let mha = mha.clone();
+        let (k, v) = (k.clone(), v.clone());
+        function(move |q: Tensor| -> Result<Tensor> {
+            let tape = GradientTape::new();
+            tape.watch(&q);
+            let y = mha.call_qkv(&q, &k, &v, &AttentionOptions::causal(), &Mode::inference())?;
+            let g = tape.gradient(&y.square()?.reduce_sum(&[], false)?, &[Source::from(&q)])?;
+            Ok(g[0].clone().expect("a gradient"))
+        })
+    };
+    assert_close(
+        &host(&f.call((q,)).unwrap()),
+        &host(&eager),
+        1e-10,
+        "compiled",
+    );
+}
+
+// ----- the key-value cache -----
+
+const VOCAB: i64 = 7;
+const D: i64 = 8;
+const B: i64 = 2;
+const STEPS: i64 = 6;
+
+fn decoder() -> (Arc<MultiHeadAttention>, Tensor) {
+    let mha = MultiHeadAttention::new(4, 2, &xlafn::random::key(13).unwrap())
+        .unwrap()
+        .with_num_kv_heads(2)
+        .unwrap();
+    let c = Cfg {
+        b: 1,
+        t: 1,
+        s: 1,
+        dq: D as usize,
+        dk: D as usize,
+        dv: D as usize,
+        h: 4,
+        g: 2,
+        kd: 2,
+        vd: 2,
+        o: D as usize,
+    };
+    build_and_randomize(&mha, c, DType::F64, 130);
+    let table = tensor(
+        &values((VOCAB * D) as usize, 131, -1.5, 1.5),
+        &[VOCAB, D],
+        DType::F64,
+    );
+    (Arc::new(mha), table)
+}
+
+/// One greedy step's logits: the output row times the embedding table.
+fn logits(y: &Tensor, table: &Tensor) -> Result<Tensor> {
+    y.reshape(&[B, D])?.matmul_t(table, false, true)
+}
+
+/// Greedy decoding by recomputing full causal attention over the prefix
+/// at each step: the tokens and each step's last output row.
+fn greedy_by_recomputing(
+    mha: &MultiHeadAttention,
+    table: &Tensor,
+    first: &[i32],
+) -> (Vec<Vec<i32>>, Vec<Vec<f64>>) {
+    let mut prefix: Vec<Vec<i32>> = vec![first.to_vec()];
+    let mut rows = Vec::new();
+    for step in 0..STEPS {
+        let len = step + 1;
+        let ids: Vec<i32> = (0..B as usize)
+            .flat_map(|b| prefix.iter().map(move |p| p[b]).collect::<Vec<_>>())
+            .collect();
+        let ids = Tensor::from_vec(ids, &[B, len]).unwrap();
+        let x = table.gather(&ids, 0).unwrap();
+        let y = mha
+            .call_qkv(&x, &x, &x, &AttentionOptions::causal(), &Mode::inference())
+            .unwrap();
+        let last = y.slice(&[0, len - 1, 0], &[B, 1, D]).unwrap();
+        rows.push(host(&last));
+        let next = logits(&last, table).unwrap().argmax(1).unwrap();
+        let next: Vec<i32> = host(&next).into_iter().map(|v| v as i32).collect();
+        prefix.push(next);
+    }
+    (prefix, rows)
+}
+
+#[test]
+fn cached_greedy_decoding_equals_recomputing_the_prefix_eagerly() {
+    let (mha, table) = decoder();
+    let first = [3i32, 5];
+    let (want_tokens, want_rows) = greedy_by_recomputing(&mha, &table, &first);
+    let mut cache = mha.empty_cache(B, STEPS, DType::F64).unwrap();
+    let mut token = Tensor::from_vec(first.to_vec(), &[B]).unwrap();
+    let mut tokens = vec![first.to_vec()];
+    for (step, want_row) in want_rows.iter().enumerate() {
+        let x = table.gather(&token, 0).unwrap().expand_dims(1).unwrap();
+        let (y, next_cache) = mha.call_cached(&x, &cache, &Mode::inference()).unwrap();
+        cache = next_cache;
+        assert_eq!(cache.length.item::<i32>().unwrap(), step as i32 + 1);
+        assert_close(&host(&y), want_row, 1e-10, &format!("step {step}"));
+        token = logits(&y, &table)
+            .unwrap()
+            .argmax(1)
+            .unwrap()
+            .cast(DType::I32)
+            .unwrap();
+        tokens.push(token.to_vec::<i32>().unwrap());
+    }
+    assert_eq!(tokens, want_tokens);
+    // The sequence is not constant (the test would be weak otherwise).
+    assert!(tokens.iter().any(|t| t != &tokens[0]), "{tokens:?}");
+}
+
+#[test]
+fn cached_greedy_decoding_compiles_once_as_one_device_loop() {
+    let (mha, table) = decoder();
+    let first = [3i32, 5];
+    let (want_tokens, _) = greedy_by_recomputing(&mha, &table, &first);
+    let decode = {
+        let (mha, table) = (mha.clone(), table.clone());
+        function(move |token: Tensor| -> Result<Tensor> {
+            let cache = mha.empty_cache(B, STEPS, DType::F64)?;
+            let out = TensorArray::new(DType::I32, STEPS).with_element_shape(&[B])?;
+            let (_, _, out) = for_range(
+                0i64,
+                STEPS,
+                1i64,
+                (token, cache, out),
+                |i, (token, cache, out): (Tensor, KvCache, TensorArray)| -> Result<_> {
+                    let x = table.gather(&token, 0)?.expand_dims(1)?;
+                    let (y, cache) = mha.call_cached(&x, &cache, &Mode::inference())?;
+                    let next = logits(&y, &table)?.argmax(1)?.cast(DType::I32)?;
+                    let out = out.write(&i, &next)?;
+                    Ok((next, cache, out))
+                },
+            )?;
+            out.stack()
+        })
+    };
+    let got = decode
+        .call((Tensor::from_vec(first.to_vec(), &[B]).unwrap(),))
+        .unwrap();
+    let got: Vec<Vec<i32>> = got
+        .to_vec::<i32>()
+        .unwrap()
+        .chunks(B as usize)
+        .map(<[i32]>::to_vec)
+        .collect();
+    assert_eq!(got, want_tokens[1..].to_vec());
+    assert_eq!(decode.tracing_count(), 1);
+    // One `while` in the program: the loop was not unrolled.
+    let text = decode.concrete_functions()[0]
+        .stablehlo(&[ArraySpec::new(DType::I32, &[B])])
+        .unwrap();
+    assert_eq!(text.matches("stablehlo.while").count(), 1, "{text}");
+}
+
+#[test]
+fn cache_of_several_positions_at_once_matches_full_causal_attention() {
+    let (mha, table) = decoder();
+    let ids = Tensor::from_vec(vec![1i32, 2, 3, 4, 5, 6, 0, 1, 2, 3], &[B, 5]).unwrap();
+    let x = table.gather(&ids, 0).unwrap();
+    let full = mha
+        .call_qkv(&x, &x, &x, &AttentionOptions::causal(), &Mode::inference())
+        .unwrap();
+    // A prompt of 3 positions, then 2 more, into a cache of 8.
+    let cache = mha.empty_cache(B, 8, DType::F64).unwrap();
+    let (y1, cache) = mha
+        .call_cached(
+            &x.slice(&[0, 0, 0], &[B, 3, D]).unwrap(),
+            &cache,
+            &Mode::inference(),
+        )
+        .unwrap();
+    let (y2, cache) = mha
+        .call_cached(
+            &x.slice(&[0, 3, 0], &[B, 2, D]).unwrap(),
+            &cache,
+            &Mode::inference(),
+        )
+        .unwrap();
+    assert_eq!(cache.length.item::<i32>().unwrap(), 5);
+    let got = Tensor::concat(&[y1, y2], 1).unwrap();
+    assert_close(&host(&got), &host(&full), 1e-10, "prompt then two");
+}
+
+#[test]
+fn errors_name_the_problem() {
+    let key = xlafn::random::key(0).unwrap();
+    let e = MultiHeadAttention::new(6, 4, &key)
+        .unwrap()
+        .with_num_kv_heads(4)
+        .unwrap_err();
+    assert!(e.to_string().contains("divide num_heads 6"), "{e}");
+    assert!(MultiHeadAttention::new(0, 4, &key).is_err());
+    assert!(
+        MultiHeadAttention::new(2, 4, &key)
+            .unwrap()
+            .with_dropout(1.0)
+            .is_err()
+    );
+
+    let mha = MultiHeadAttention::new(2, 4, &key).unwrap();
+    let x = Tensor::zeros(&[2, 3, 8], DType::F32);
+    let none = AttentionOptions::new();
+    let inf = Mode::inference();
+    mha.call_qkv(&x, &x, &x, &none, &inf).unwrap();
+    // Built for 8 features, called on 5.
+    let y = Tensor::zeros(&[2, 3, 5], DType::F32);
+    let e = mha.call_qkv(&y, &y, &y, &none, &inf).unwrap_err();
+    assert!(e.to_string().contains("built"), "{e}");
+    // Rank 2 input.
+    let flat = Tensor::zeros(&[3, 8], DType::F32);
+    let e = mha.call_qkv(&flat, &x, &x, &none, &inf).unwrap_err();
+    assert!(e.to_string().contains("[batch, length, features]"), "{e}");
+    // Key and value lengths differ.
+    let short = Tensor::zeros(&[2, 2, 8], DType::F32);
+    let e = mha.call_qkv(&x, &x, &short, &none, &inf).unwrap_err();
+    assert!(e.to_string().contains("one length"), "{e}");
+    // Mixed dtypes.
+    let x64 = Tensor::zeros(&[2, 3, 8], DType::F64);
+    assert!(mha.call_qkv(&x, &x64, &x64, &none, &inf).is_err());
+    // A padding mask of the wrong shape.
+    let bad = AttentionOptions::new().with_padding_mask(&Tensor::ones(&[2, 4], DType::Bool));
+    let e = mha.call_qkv(&x, &x, &x, &bad, &inf).unwrap_err();
+    assert!(e.to_string().contains("padding_mask"), "{e}");
+    let bad = AttentionOptions::new().with_attention_mask(&Tensor::ones(&[2, 3, 3], DType::F32));
+    let e = mha.call_qkv(&x, &x, &x, &bad, &inf).unwrap_err();
+    assert!(e.to_string().contains("attention_mask"), "{e}");
+    // A cache that is full, or shaped for another layer.
+    let cache = mha.empty_cache(2, 4, DType::F32).unwrap();
+    let (_, cache) = mha.call_cached(&x, &cache, &inf).unwrap();
+    let e = mha.call_cached(&x, &cache, &inf).unwrap_err();
+    assert!(e.to_string().contains("do not fit"), "{e}");
+    let other = KvCache::zeros(2, 4, 1, 4, 4, DType::F32).unwrap();
+    let e = mha.call_cached(&x, &other, &inf).unwrap_err();
+    assert!(e.to_string().contains("the cache needs"), "{e}");
+}
