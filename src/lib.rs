@@ -54,7 +54,7 @@ pub mod tensor;
 pub mod trace;
 pub mod variable;
 
-pub use autodiff::{GradientTape, Source};
+pub use autodiff::{GradientTape, Source, recompute_grad};
 pub use control::{TensorArray, cond, for_range, while_loop};
 pub use debug::{disable_check_numerics, enable_check_numerics};
 pub use dtype::{ArraySpec, DType};
@@ -78,6 +78,7 @@ pub use ndarray;
 /// The host element types of complex tensors (`c64`, `c128`), from the
 /// `num-complex` crate, re-exported so callers need not depend on it.
 pub use num_complex::{self, Complex32, Complex64};
+pub use ops::barrier::optimization_barrier;
 pub use ops::callback::{
     host_callback, named_host_callback, print, reset_print_output, set_print_output,
     with_print_output,
@@ -91,7 +92,7 @@ pub use ops::fft::{FftType, fft_op};
 pub use ops::pad::PadMode;
 pub use ops::stats::{NormOrd, clip_by_global_norm};
 pub use ops::window::{WindowDims, WindowKind};
-pub use runtime::{Device, set_cpu_device_count};
+pub use runtime::{Device, MemoryStats, set_cpu_device_count};
 pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
 pub use tensor::{Tensor, default_device, devices, local_devices, with_device};
 pub use variable::Variable;

@@ -21,6 +21,7 @@
 //! checkpoints, see `ops::control::While::vjp`); host callbacks have no
 //! gradient rule (an error names the op).
 
+mod remat;
 mod tape;
 
 use crate::error::Result;
@@ -90,5 +91,6 @@ pub(crate) fn region_gradients_with(
     Ok((outs, grads))
 }
 
+pub use remat::recompute_grad;
 pub use tape::{GradientTape, Source};
 pub(crate) use tape::{pause_recording, record_op, record_variable_read, recording};

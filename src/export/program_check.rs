@@ -90,6 +90,7 @@ const OPS: &[&str] = &[
     "stablehlo.multiply",
     "stablehlo.negate",
     "stablehlo.not",
+    "stablehlo.optimization_barrier",
     "stablehlo.or",
     "stablehlo.pad",
     "stablehlo.popcnt",

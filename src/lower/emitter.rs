@@ -849,6 +849,13 @@ impl Emitter {
         )
     }
 
+    /// `stablehlo.optimization_barrier`: its operands again, as values
+    /// XLA may not look through (no CSE across it, nothing moved over it).
+    pub fn optimization_barrier(&mut self, xs: &[&Val]) -> Vec<Val> {
+        let types: Vec<ArraySpec> = xs.iter().map(|v| v.ty.clone()).collect();
+        self.op("stablehlo.optimization_barrier", xs, &[], &[], &types)
+    }
+
     /// `dynamic_slice`: a `sizes` window of `x` starting at run-time
     /// indices (one integer scalar per dimension, clamped into range).
     pub fn dynamic_slice(&mut self, x: &Val, starts: &[&Val], sizes: &[i64]) -> Val {

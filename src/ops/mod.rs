@@ -10,6 +10,7 @@
 //! Imports: `ir`, `lower::emitter`, `dtype`, `error`, and `tensor` for the
 //! user-facing methods.
 
+pub mod barrier;
 pub mod callback;
 pub(crate) mod codec;
 pub mod complex;
@@ -166,6 +167,7 @@ op_catalog! {
     ScatterNd(scatter::ScatterNd),
     EnsureShape(ensure::EnsureShape),
     ShardingConstraint(sharding_constraint::ShardingConstraint),
+    OptimizationBarrier(barrier::OptimizationBarrier),
     ShardMap(shard_map::ShardMap),
     Collective(shard_map::Collective),
     OneHot(shape::OneHot),
