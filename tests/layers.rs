@@ -168,9 +168,7 @@ fn activate(a: Activation, row: &[f64]) -> Vec<f64> {
                     let c = (2.0 / std::f64::consts::PI).sqrt();
                     0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(3))).tanh())
                 }
-                Activation::Gelu { approximate: false } => {
-                    0.5 * x * (1.0 + erf(x / 2f64.sqrt()))
-                }
+                Activation::Gelu { approximate: false } => 0.5 * x * (1.0 + erf(x / 2f64.sqrt())),
                 Activation::Silu => x * sig(x),
                 Activation::Tanh => x.tanh(),
                 Activation::Sigmoid => sig(x),
@@ -200,7 +198,13 @@ const ACTIVATIONS: [Activation; 14] = [
 ];
 
 /// `x [rows, n_in] @ kernel [n_in, units] + bias`, by loops.
-fn dense_ref(x: &[f64], kernel: &[f64], bias: Option<&[f64]>, n_in: usize, units: usize) -> Vec<f64> {
+fn dense_ref(
+    x: &[f64],
+    kernel: &[f64],
+    bias: Option<&[f64]>,
+    n_in: usize,
+    units: usize,
+) -> Vec<f64> {
     let rows = x.len() / n_in;
     let mut y = vec![0.0; rows * units];
     for r in 0..rows {
@@ -238,7 +242,12 @@ fn linear_matches_loops_on_any_rank_with_each_activation() {
     // Also as a layer of its own, Activation::LogSoftmax on a row.
     let row = [0.5, -1.0, 2.0];
     let got = host(&Activation::LogSoftmax.forward(&f64s(&row, &[3])).unwrap());
-    assert_close(&got, &activate(Activation::LogSoftmax, &row), 1e-12, "log_softmax");
+    assert_close(
+        &got,
+        &activate(Activation::LogSoftmax, &row),
+        1e-12,
+        "log_softmax",
+    );
 }
 
 #[test]
@@ -321,11 +330,23 @@ fn lazy_layers_built_inside_a_compiled_function() {
             "layers.3.bias"
         ]
     );
-    let shapes: Vec<Vec<i64>> = model.variables().iter().map(|v| v.dims().to_vec()).collect();
-    assert_eq!(shapes, [vec![3, 5], vec![5], vec![5], vec![5], vec![5, 2], vec![2]]);
+    let shapes: Vec<Vec<i64>> = model
+        .variables()
+        .iter()
+        .map(|v| v.dims().to_vec())
+        .collect();
+    assert_eq!(
+        shapes,
+        [vec![3, 5], vec![5], vec![5], vec![5], vec![5, 2], vec![2]]
+    );
     // The variables hold the initial values, readable eagerly, and the
     // eager call agrees with the compiled one.
-    assert_close(&host(&model.forward(&x).unwrap()), &host(&compiled), 1e-6, "eager");
+    assert_close(
+        &host(&model.forward(&x).unwrap()),
+        &host(&compiled),
+        1e-6,
+        "eager",
+    );
     let k0 = Linear::new(&key(8), 3, 5).unwrap();
     assert_eq!(
         host(&model.variables()[0].read()),
@@ -340,7 +361,11 @@ fn lazy_layers_built_inside_a_compiled_function() {
 #[test]
 fn sequential_names_its_layers_variables() {
     let model = Sequential::new()
-        .add(Conv2d::new(&key(1), 3, 4, [3, 3]).unwrap().padding(Padding::Same))
+        .add(
+            Conv2d::new(&key(1), 3, 4, [3, 3])
+                .unwrap()
+                .padding(Padding::Same),
+        )
         .add(LayerNorm::new(4).unwrap())
         .add(GlobalAvgPool::new())
         .add(Linear::new(&key(2), 4, 2).unwrap())
@@ -362,8 +387,13 @@ fn sequential_names_its_layers_variables() {
         ]
     );
     assert_eq!(model.trainable_variables().len(), 8);
-    let y = model.forward(&Tensor::ones(&[2, 5, 5, 3], DType::F32)).unwrap();
+    let y = model
+        .forward(&Tensor::ones(&[2, 5, 5, 3], DType::F32))
+        .unwrap();
     assert_eq!(y.dims(), vec![2, 2]);
+    // Reading the values also waits for the computation: a process that
+    // exits while the CPU plugin still runs a convolution can crash.
+    assert!(host(&y).iter().all(|v| v.is_finite()));
     // Nested under a struct field, the prefix joins.
     let outer = Sequential::new().add(model);
     assert_eq!(names(&outer)[0], "layers.0.layers.0.kernel");
@@ -398,7 +428,10 @@ fn embedding_looks_up_rows_and_attends() {
     assert_eq!(host(&emb.as_logits(&f32s(&x, &[4, 3])).unwrap()), logits);
     // Float ids and a wrong width are errors naming the layer.
     let e = emb.forward(&f32s(&[0.0], &[1])).unwrap_err();
-    assert!(e.to_string().contains("Embedding: needs integer ids"), "{e}");
+    assert!(
+        e.to_string().contains("Embedding: needs integer ids"),
+        "{e}"
+    );
     assert!(emb.attend(&f32s(&[0.0; 4], &[1, 4])).is_err());
 }
 
@@ -473,12 +506,27 @@ fn normalizations_match_loops() {
     set(ln.gamma().unwrap(), &gamma);
     set(ln.beta().unwrap(), &beta);
     let want = layer_norm_ref(&x, 6, 1e-5, &gamma, &beta);
-    check_eager_and_compiled(Arc::new(ln), &f32s(&x, &[3, 2, 6]), &want, 2e-5, "LayerNorm");
+    check_eager_and_compiled(
+        Arc::new(ln),
+        &f32s(&x, &[3, 2, 6]),
+        &want,
+        2e-5,
+        "LayerNorm",
+    );
 
-    let ln = LayerNorm::new(6).unwrap().epsilon(1e-3).affine(false, false).unwrap();
+    let ln = LayerNorm::new(6)
+        .unwrap()
+        .epsilon(1e-3)
+        .affine(false, false)
+        .unwrap();
     assert!(ln.variables().is_empty());
     let got = host(&ln.forward(&f32s(&x, &[6, 6])).unwrap());
-    assert_close(&got, &layer_norm_ref(&x, 6, 1e-3, &[1.0; 6], &[0.0; 6]), 2e-5, "plain");
+    assert_close(
+        &got,
+        &layer_norm_ref(&x, 6, 1e-3, &[1.0; 6], &[0.0; 6]),
+        2e-5,
+        "plain",
+    );
     assert_eq!(names(&ln.build(6).unwrap()), Vec::<String>::new());
 
     let rms = RmsNorm::new(6).unwrap();
@@ -502,7 +550,10 @@ fn normalizations_match_loops() {
     let want = group_norm_ref(&x4, (2, 6, 6), 2, 1e-3, &[1.0; 6], &[0.0; 6]);
     assert_close(&got, &want, 2e-5, "GroupNorm rank 4");
     let e = GroupNorm::new(4, 6).unwrap_err();
-    assert!(e.to_string().contains("4 groups do not divide 6 channels"), "{e}");
+    assert!(
+        e.to_string().contains("4 groups do not divide 6 channels"),
+        "{e}"
+    );
 }
 
 /// bf16 inputs: statistics in f32, the result bf16 and as close to the f32
@@ -522,7 +573,10 @@ fn normalizations_of_bf16_inputs_compute_statistics_in_f32() {
             Box::new(LayerNorm::new(8).unwrap()),
             layer_norm_ref(&xr, 8, 1e-5, &[1.0; 8], &[0.0; 8]),
         ),
-        (Box::new(RmsNorm::new(8).unwrap()), rms_norm_ref(&xr, 8, 1e-6, &[1.0; 8])),
+        (
+            Box::new(RmsNorm::new(8).unwrap()),
+            rms_norm_ref(&xr, 8, 1e-6, &[1.0; 8]),
+        ),
         (
             Box::new(GroupNorm::new(2, 8).unwrap()),
             group_norm_ref(&xr, (4, 1, 8), 2, 1e-5, &[1.0; 8], &[0.0; 8]),
@@ -544,7 +598,14 @@ fn batch_norm_is_a_layer_whose_mode_picks_the_statistics() {
     let model = Sequential::new().add(bn.clone());
     // Inference: moving mean 0, variance 1.
     let y = host(&model.forward(&xt).unwrap());
-    assert_close(&y, &x.iter().map(|v| v / (1.0f64 + 1e-3).sqrt()).collect::<Vec<_>>(), 1e-12, "inference");
+    assert_close(
+        &y,
+        &x.iter()
+            .map(|v| v / (1.0f64 + 1e-3).sqrt())
+            .collect::<Vec<_>>(),
+        1e-12,
+        "inference",
+    );
     assert_eq!(host(&bn.moving_mean.read()), vec![0.0; 3]);
     // Training: batch statistics, and the moving mean moves by 1 - 0.99.
     let y = host(&model.call(&xt, &Mode::training()).unwrap());
@@ -564,7 +625,9 @@ fn batch_norm_is_a_layer_whose_mode_picks_the_statistics() {
     let a = host(&bn.call(&xt, false).unwrap());
     let b = host(&Layer::call(&bn, &xt, &Mode::inference()).unwrap());
     assert_eq!(a, b);
-    let _ = bn.call(&xt, &Mode::inference()).unwrap();
+    let mode = Mode::inference();
+    assert_eq!(host(&bn.call(&xt, &mode).unwrap()), a);
+    assert!(!mode.is_training());
     // xlafn::nn::BatchNorm is the same type.
     let _: xlafn::nn::BatchNorm = bn;
 }
@@ -604,7 +667,9 @@ fn dropout_needs_a_key_in_training_and_is_the_identity_otherwise() {
     });
     assert_eq!(host(&f.call((&x, &key(24))).unwrap()), y);
     // Two dropouts of a Sequential draw different masks from one key.
-    let two = Sequential::new().add(drop.clone()).add(Lambda::new(|x| x.mul_scalar(1.0)));
+    let two = Sequential::new()
+        .add(drop.clone())
+        .add(Lambda::new(|x| x.mul_scalar(1.0)));
     let three = Sequential::new().add(Activation::Linear).add(drop.clone());
     let a = host(&two.call(&x, &mode).unwrap());
     let b = host(&three.call(&x, &mode).unwrap());
@@ -627,8 +692,16 @@ fn pool_ref(
     let mut lo = vec![];
     for i in 0..n {
         let (size, k, s) = (dims[i + 1], window[i], strides[i]);
-        let out = if same { size.div_ceil(s) } else { (size - k) / s + 1 };
-        let total = if same { ((out - 1) * s + k).saturating_sub(size) } else { 0 };
+        let out = if same {
+            size.div_ceil(s)
+        } else {
+            (size - k) / s + 1
+        };
+        let total = if same {
+            ((out - 1) * s + k).saturating_sub(size)
+        } else {
+            0
+        };
         out_dims.push(out);
         lo.push(total / 2);
     }
@@ -682,13 +755,20 @@ fn pooling_matches_loops() {
     let x2 = values(2 * 5 * 6 * 3, 31, -2.0, 2.0);
     let d2 = [2usize, 5, 6, 3];
     let t2 = f32s(&x2, &[2, 5, 6, 3]);
-    for (window, strides, same) in [([2, 2], [2, 2], false), ([3, 2], [2, 1], true), ([3, 3], [1, 2], false)] {
+    for (window, strides, same) in [
+        ([2, 2], [2, 2], false),
+        ([3, 2], [2, 1], true),
+        ([3, 3], [1, 2], false),
+    ] {
         let pad = if same { Padding::Same } else { Padding::Valid };
         let w = window.map(|v| v as i64);
         let s = strides.map(|v| v as i64);
         let (want, dims) = pool_ref(&x2, &d2, &window, &strides, same, false);
         let max = Arc::new(MaxPool2d::new(w).strides(s).padding(pad.clone()));
-        assert_eq!(max.forward(&t2).unwrap().dims(), dims.iter().map(|&d| d as i64).collect::<Vec<_>>());
+        assert_eq!(
+            max.forward(&t2).unwrap().dims(),
+            dims.iter().map(|&d| d as i64).collect::<Vec<_>>()
+        );
         check_eager_and_compiled(max, &t2, &want, 1e-6, "MaxPool2d");
         let (want, _) = pool_ref(&x2, &d2, &window, &strides, same, true);
         let avg = Arc::new(AvgPool2d::new(w).strides(s).padding(pad));
@@ -696,7 +776,12 @@ fn pooling_matches_loops() {
     }
     // Default strides are the window.
     let (want, _) = pool_ref(&x2, &d2, &[2, 3], &[2, 3], false, true);
-    assert_close(&host(&AvgPool2d::new([2, 3]).forward(&t2).unwrap()), &want, 1e-5, "default strides");
+    assert_close(
+        &host(&AvgPool2d::new([2, 3]).forward(&t2).unwrap()),
+        &want,
+        1e-5,
+        "default strides",
+    );
 
     let x1 = values(2 * 7 * 2, 32, -2.0, 2.0);
     let t1 = f32s(&x1, &[2, 7, 2]);
@@ -723,8 +808,20 @@ fn pooling_matches_loops() {
             }
         }
     }
-    check_eager_and_compiled(Arc::new(GlobalAvgPool::new()), &t2, &avg, 1e-5, "GlobalAvgPool");
-    check_eager_and_compiled(Arc::new(GlobalMaxPool::new()), &t2, &max, 1e-6, "GlobalMaxPool");
+    check_eager_and_compiled(
+        Arc::new(GlobalAvgPool::new()),
+        &t2,
+        &avg,
+        1e-5,
+        "GlobalAvgPool",
+    );
+    check_eager_and_compiled(
+        Arc::new(GlobalMaxPool::new()),
+        &t2,
+        &max,
+        1e-6,
+        "GlobalMaxPool",
+    );
     let kept = GlobalMaxPool::new().keepdims(true).forward(&t2).unwrap();
     assert_eq!(kept.dims(), vec![2, 1, 1, 3]);
 
@@ -732,7 +829,13 @@ fn pooling_matches_loops() {
     let flat = Flatten::new().forward(&t2).unwrap();
     assert_eq!(flat.dims(), vec![2, 90]);
     assert_close(&host(&flat), &x2, 1e-6, "Flatten");
-    assert_eq!(Flatten::new().forward(&f32s(&[1.0, 2.0], &[2])).unwrap().dims(), vec![2, 1]);
+    assert_eq!(
+        Flatten::new()
+            .forward(&f32s(&[1.0, 2.0], &[2]))
+            .unwrap()
+            .dims(),
+        vec![2, 1]
+    );
 }
 
 #[test]
@@ -747,23 +850,62 @@ fn bad_inputs_are_errors_naming_the_layer() {
         assert!(e.to_string().contains(text), "{op}: {e}");
     };
     check(MaxPool2d::new([2, 2]).forward(&x2), "MaxPool2d", "rank 4");
-    check(GlobalAvgPool::new().forward(&x2), "GlobalAvgPool", "rank >= 3");
-    check(Flatten::new().forward(&Tensor::scalar(1f32)), "Flatten", "batch axis");
     check(
-        Linear::new(&key(1), 3, 2).unwrap().forward(&Tensor::ones(&[2, 3], DType::I32)),
+        GlobalAvgPool::new().forward(&x2),
+        "GlobalAvgPool",
+        "rank >= 3",
+    );
+    check(
+        Flatten::new().forward(&Tensor::scalar(1f32)),
+        "Flatten",
+        "batch axis",
+    );
+    check(
+        Linear::new(&key(1), 3, 2)
+            .unwrap()
+            .forward(&Tensor::ones(&[2, 3], DType::I32)),
         "Linear",
         "floating-point",
     );
-    check(Linear::new(&key(1), 3, 2).unwrap().forward(&Tensor::scalar(1f32)), "Linear", "rank >= 1");
-    check(LayerNorm::new(4).unwrap().forward(&x2), "LayerNorm", "built for 4 features");
-    check(RmsNorm::new(4).unwrap().forward(&x2), "RmsNorm", "built for 4 features");
-    check(GroupNorm::new(1, 4).unwrap().forward(&x2), "GroupNorm", "built for 4 channels");
-    check(GroupNorm::new(1, 3).unwrap().forward(&f32s(&[0.0; 3], &[3])), "GroupNorm", "channels-last");
+    check(
+        Linear::new(&key(1), 3, 2)
+            .unwrap()
+            .forward(&Tensor::scalar(1f32)),
+        "Linear",
+        "rank >= 1",
+    );
+    check(
+        LayerNorm::new(4).unwrap().forward(&x2),
+        "LayerNorm",
+        "built for 4 features",
+    );
+    check(
+        RmsNorm::new(4).unwrap().forward(&x2),
+        "RmsNorm",
+        "built for 4 features",
+    );
+    check(
+        GroupNorm::new(1, 4).unwrap().forward(&x2),
+        "GroupNorm",
+        "built for 4 channels",
+    );
+    check(
+        GroupNorm::new(1, 3)
+            .unwrap()
+            .forward(&f32s(&[0.0; 3], &[3])),
+        "GroupNorm",
+        "channels-last",
+    );
     assert!(Linear::lazy(&key(1), 0).is_err());
     // In a compiled function the same error comes back.
     let ln = Arc::new(LayerNorm::new(4).unwrap());
     let f = function(move |x: Tensor| ln.forward(&x));
-    assert!(f.call((&x2,)).unwrap_err().to_string().contains("built for 4 features"));
+    assert!(
+        f.call((&x2,))
+            .unwrap_err()
+            .to_string()
+            .contains("built for 4 features")
+    );
 }
 
 #[test]
@@ -779,31 +921,93 @@ fn gradients_match_finite_differences() {
         .unwrap();
     check_gradient(&|x| dense.forward(x), &x, &[2, 3], 1e-6, "Linear dx");
     let xt = f64s(&x, &[2, 3]);
-    check_weight_gradient(&|| dense.forward(&xt), dense.kernel().unwrap(), 1e-6, "Linear dkernel");
-    check_weight_gradient(&|| dense.forward(&xt), dense.bias().unwrap(), 1e-6, "Linear dbias");
+    check_weight_gradient(
+        &|| dense.forward(&xt),
+        dense.kernel().unwrap(),
+        1e-6,
+        "Linear dkernel",
+    );
+    check_weight_gradient(
+        &|| dense.forward(&xt),
+        dense.bias().unwrap(),
+        1e-6,
+        "Linear dbias",
+    );
 
     // The normalizations, with non-trivial gamma and beta.
     let xn = values(3 * 4, 42, -2.0, 2.0);
     let xnt = f64s(&xn, &[3, 4]);
-    let ln = LayerNorm::new(4).unwrap().dtype(DType::F64).unwrap().build(4).unwrap();
-    ln.gamma().unwrap().assign(&f64s(&values(4, 43, 0.5, 1.5), &[4])).unwrap();
+    let ln = LayerNorm::new(4)
+        .unwrap()
+        .dtype(DType::F64)
+        .unwrap()
+        .build(4)
+        .unwrap();
+    ln.gamma()
+        .unwrap()
+        .assign(&f64s(&values(4, 43, 0.5, 1.5), &[4]))
+        .unwrap();
     check_gradient(&|x| ln.forward(x), &xn, &[3, 4], 1e-6, "LayerNorm dx");
-    check_weight_gradient(&|| ln.forward(&xnt), ln.gamma().unwrap(), 1e-6, "LayerNorm dgamma");
-    check_weight_gradient(&|| ln.forward(&xnt), ln.beta().unwrap(), 1e-6, "LayerNorm dbeta");
+    check_weight_gradient(
+        &|| ln.forward(&xnt),
+        ln.gamma().unwrap(),
+        1e-6,
+        "LayerNorm dgamma",
+    );
+    check_weight_gradient(
+        &|| ln.forward(&xnt),
+        ln.beta().unwrap(),
+        1e-6,
+        "LayerNorm dbeta",
+    );
 
-    let rms = RmsNorm::lazy().unwrap().dtype(DType::F64).unwrap().build(4).unwrap();
-    rms.gamma().unwrap().assign(&f64s(&values(4, 44, 0.5, 1.5), &[4])).unwrap();
+    let rms = RmsNorm::lazy()
+        .unwrap()
+        .dtype(DType::F64)
+        .unwrap()
+        .build(4)
+        .unwrap();
+    rms.gamma()
+        .unwrap()
+        .assign(&f64s(&values(4, 44, 0.5, 1.5), &[4]))
+        .unwrap();
     check_gradient(&|x| rms.forward(x), &xn, &[3, 4], 1e-6, "RmsNorm dx");
-    check_weight_gradient(&|| rms.forward(&xnt), rms.gamma().unwrap(), 1e-6, "RmsNorm dgamma");
+    check_weight_gradient(
+        &|| rms.forward(&xnt),
+        rms.gamma().unwrap(),
+        1e-6,
+        "RmsNorm dgamma",
+    );
 
     let xg = values(2 * 3 * 4, 45, -2.0, 2.0);
     let xgt = f64s(&xg, &[2, 3, 4]);
-    let gn64 = GroupNorm::lazy(2).unwrap().dtype(DType::F64).unwrap().build(4).unwrap();
-    gn64.gamma().unwrap().assign(&f64s(&values(4, 46, 0.5, 1.5), &[4])).unwrap();
-    gn64.beta().unwrap().assign(&f64s(&values(4, 47, -0.5, 0.5), &[4])).unwrap();
+    let gn64 = GroupNorm::lazy(2)
+        .unwrap()
+        .dtype(DType::F64)
+        .unwrap()
+        .build(4)
+        .unwrap();
+    gn64.gamma()
+        .unwrap()
+        .assign(&f64s(&values(4, 46, 0.5, 1.5), &[4]))
+        .unwrap();
+    gn64.beta()
+        .unwrap()
+        .assign(&f64s(&values(4, 47, -0.5, 0.5), &[4]))
+        .unwrap();
     check_gradient(&|x| gn64.forward(x), &xg, &[2, 3, 4], 1e-6, "GroupNorm dx");
-    check_weight_gradient(&|| gn64.forward(&xgt), gn64.gamma().unwrap(), 1e-6, "GroupNorm dgamma");
-    check_weight_gradient(&|| gn64.forward(&xgt), gn64.beta().unwrap(), 1e-6, "GroupNorm dbeta");
+    check_weight_gradient(
+        &|| gn64.forward(&xgt),
+        gn64.gamma().unwrap(),
+        1e-6,
+        "GroupNorm dgamma",
+    );
+    check_weight_gradient(
+        &|| gn64.forward(&xgt),
+        gn64.beta().unwrap(),
+        1e-6,
+        "GroupNorm dbeta",
+    );
 
     // Embedding: the table's gradient (ids are not differentiable), and
     // attend's with respect to its input and the table.
@@ -860,7 +1064,11 @@ fn a_sequential_mlp_trains_with_adam() {
     let y = Tensor::from_vec(labels.clone(), &[n as i64]).unwrap();
     let model = Arc::new(
         Sequential::new()
-            .add(Linear::new(&key(61), 2, 16).unwrap().activation(Activation::Relu))
+            .add(
+                Linear::new(&key(61), 2, 16)
+                    .unwrap()
+                    .activation(Activation::Relu),
+            )
             .add(Dropout::new(0.0).unwrap())
             .add(Linear::new(&key(62), 16, 2).unwrap()),
     );

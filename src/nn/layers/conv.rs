@@ -33,6 +33,7 @@ use crate::variable::Variable;
 /// let conv = Conv2d::new(&key, 3, 8, [3, 3])?.strides([2, 2]).padding(Padding::Same);
 /// let y = conv.forward(&Tensor::ones(&[1, 8, 8, 3], DType::F32))?;
 /// assert_eq!(y.dims(), vec![1, 4, 4, 8]);
+/// assert!(y.to_vec::<f32>()?.iter().all(|v| v.is_finite()));
 /// assert_eq!(conv.kernel().unwrap().dims(), vec![3, 3, 3, 8]);
 /// # Ok::<(), xlafn::Error>(())
 /// ```
@@ -104,7 +105,7 @@ impl<const N: usize> Conv<N> {
         check_positive(&Self::name(), "groups", &[self.groups])?;
         if in_channels % self.groups != 0 || self.filters % self.groups != 0 {
             return Err(Error::invalid(
-                &Self::name(),
+                Self::name(),
                 format!(
                     "groups ({}) must divide both the input channels ({in_channels}) and the \
                      filters ({})",
@@ -202,10 +203,7 @@ impl<const N: usize> Layer for Conv<N> {
         let name = Self::name();
         float_input(x, &name)?;
         let channels = channels(x, &name, N)?;
-        let built = self
-            .weights
-            .built_dims()
-            .map(|d| d[N] * self.groups.max(1));
+        let built = self.weights.built_dims().map(|d| d[N] * self.groups.max(1));
         check_built(&name, "input channels (axis -1)", built, channels, x)?;
         check_positive(&name, "strides", &self.strides)?;
         check_positive(&name, "dilation", &self.dilation)?;

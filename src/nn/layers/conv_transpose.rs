@@ -117,6 +117,7 @@ macro_rules! options {
 /// let up = ConvTranspose2d::new(&key, 4, 2, [3, 3])?.strides([2, 2]).padding(Padding::Same);
 /// let y = up.forward(&Tensor::ones(&[1, 5, 5, 4], DType::F32))?;
 /// assert_eq!(y.dims(), vec![1, 10, 10, 2]);
+/// assert!(y.to_vec::<f32>()?.iter().all(|v| v.is_finite()));
 /// assert_eq!(up.kernel().unwrap().dims(), vec![3, 3, 2, 4]);
 /// # Ok::<(), xlafn::Error>(())
 /// ```
@@ -164,7 +165,8 @@ impl ConvTranspose2d {
     /// Makes the weights now, for inputs of `in_channels`.
     pub fn build(self, in_channels: i64) -> Result<ConvTranspose2d> {
         check_positive("ConvTranspose2d", "input channels", &[in_channels])?;
-        self.weights.build(&self.kernel_dims(in_channels), self.filters)?;
+        self.weights
+            .build(&self.kernel_dims(in_channels), self.filters)?;
         Ok(self)
     }
 
@@ -254,6 +256,7 @@ impl Layer for ConvTranspose2d {
 /// let dw = DepthwiseConv2d::new(&key, 3, [3, 3])?.depth_multiplier(2);
 /// let y = dw.forward(&Tensor::ones(&[1, 6, 6, 3], DType::F32))?;
 /// assert_eq!(y.dims(), vec![1, 4, 4, 6]);
+/// assert!(y.to_vec::<f32>()?.iter().all(|v| v.is_finite()));
 /// # Ok::<(), xlafn::Error>(())
 /// ```
 #[derive(Debug)]
@@ -289,11 +292,7 @@ impl DepthwiseConv2d {
     /// With [`DepthwiseConv2d::depth_multiplier`] after it, the weights are
     /// made again on the next call; use `lazy(..).depth_multiplier(m)
     /// .build(in)` to make them now.
-    pub fn new(
-        key: &Tensor,
-        in_channels: i64,
-        kernel_size: [i64; 2],
-    ) -> Result<DepthwiseConv2d> {
+    pub fn new(key: &Tensor, in_channels: i64, kernel_size: [i64; 2]) -> Result<DepthwiseConv2d> {
         DepthwiseConv2d::lazy(key, kernel_size)?.build(in_channels)
     }
 
@@ -301,8 +300,10 @@ impl DepthwiseConv2d {
     pub fn build(self, in_channels: i64) -> Result<DepthwiseConv2d> {
         check_positive("DepthwiseConv2d", "input channels", &[in_channels])?;
         check_positive("DepthwiseConv2d", "depth_multiplier", &[self.multiplier])?;
-        self.weights
-            .build(&self.kernel_dims(in_channels), in_channels * self.multiplier)?;
+        self.weights.build(
+            &self.kernel_dims(in_channels),
+            in_channels * self.multiplier,
+        )?;
         Ok(self)
     }
 

@@ -32,7 +32,9 @@ use crate::variable::Variable;
 /// let ids = Tensor::from_vec(vec![1i32, 2, 3, 9, 0, 0], &[2, 3])?;
 /// let x = emb.forward(&ids)?;
 /// assert_eq!(x.dims(), vec![2, 3, 4]);
-/// assert_eq!(emb.attend(&x)?.dims(), vec![2, 3, 10]);
+/// let logits = emb.attend(&x)?;
+/// assert_eq!(logits.dims(), vec![2, 3, 10]);
+/// assert!(logits.to_vec::<f32>()?.iter().all(|v| v.abs() < 0.01));
 /// # Ok::<(), xlafn::Error>(())
 /// ```
 #[derive(Debug)]
@@ -47,7 +49,13 @@ impl Embedding {
     /// A table of `vocab` rows of `dim` values, float32, made now from
     /// Keras' `RandomUniform(-0.05, 0.05)` drawn with `key`.
     pub fn new(key: &Tensor, vocab: i64, dim: i64) -> Result<Embedding> {
-        Embedding::with_initializer(key, vocab, dim, Initializer::Uniform(-0.05, 0.05), DType::F32)
+        Embedding::with_initializer(
+            key,
+            vocab,
+            dim,
+            Initializer::Uniform(-0.05, 0.05),
+            DType::F32,
+        )
     }
 
     /// A table drawn from `init`, of `dtype`.

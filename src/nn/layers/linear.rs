@@ -24,15 +24,18 @@ use crate::variable::Variable;
 ///
 /// ```
 /// use xlafn::nn::layers::{Activation, Layer, Linear};
+/// use xlafn::module::Module;
 /// use xlafn::prelude::*;
 /// let key = xlafn::random::key(0)?;
 /// let dense = Linear::new(&key, 3, 2)?.activation(Activation::Relu);
 /// let y = dense.forward(&Tensor::ones(&[4, 3], DType::F32))?;
 /// assert_eq!(y.dims(), vec![4, 2]);
+/// assert!(y.to_vec::<f32>()?.iter().all(|v| *v >= 0.0));
 /// // Built on the first call from the input's last axis (Keras' build).
 /// let lazy = Linear::lazy(&key, 2)?.use_bias(false);
 /// assert!(lazy.variables().is_empty());
-/// lazy.forward(&Tensor::ones(&[4, 5], DType::F32))?;
+/// let z = lazy.forward(&Tensor::ones(&[4, 5], DType::F32))?;
+/// assert_eq!(z.to_vec::<f32>()?.len(), 8);
 /// assert_eq!(lazy.named_variables()[0].0, "kernel");
 /// assert_eq!(lazy.kernel().unwrap().dims(), vec![5, 2]);
 /// # Ok::<(), xlafn::Error>(())

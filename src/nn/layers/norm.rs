@@ -81,7 +81,11 @@ impl Module for ScaleOffset {
 /// precision).
 fn for_statistics(x: &Tensor) -> Result<Tensor> {
     let d = statistics_dtype(x.dtype());
-    if d == x.dtype() { Ok(x.clone()) } else { x.cast(d) }
+    if d == x.dtype() {
+        Ok(x.clone())
+    } else {
+        x.cast(d)
+    }
 }
 
 /// `y` back in `like`'s dtype.
@@ -193,7 +197,13 @@ impl Layer for LayerNorm {
     fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
         float_input(x, "LayerNorm")?;
         let n = last_dim(x, "LayerNorm")?;
-        check_built("LayerNorm", "features (axis -1)", self.weights.built(), n, x)?;
+        check_built(
+            "LayerNorm",
+            "features (axis -1)",
+            self.weights.built(),
+            n,
+            x,
+        )?;
         let xs = for_statistics(x)?;
         let (mean, var) = xs.moments(&[xs.rank() as i64 - 1], true)?;
         let y = xs
@@ -271,7 +281,8 @@ impl Layer for RmsNorm {
 /// use xlafn::prelude::*;
 /// let gn = GroupNorm::new(2, 4)?;
 /// let y = gn.forward(&Tensor::ones(&[2, 3, 3, 4], DType::F32))?;
-/// assert_eq!(y.dims(), vec![2, 3, 3, 4]);
+/// // Constant groups: every value equals its group's mean.
+/// assert_eq!(y.to_vec::<f32>()?, vec![0.0; 72]);
 /// # Ok::<(), xlafn::Error>(())
 /// ```
 #[derive(Debug)]
@@ -312,6 +323,14 @@ impl GroupNorm {
         self
     }
 
+    /// The weights' dtype (default float32). Weights already made are
+    /// dropped: the next call (or `build`) makes them again.
+    pub fn dtype(mut self, dtype: DType) -> Result<GroupNorm> {
+        self.weights = ScaleOffset::new(true, true)?;
+        self.weights.dtype = dtype;
+        Ok(self)
+    }
+
     /// The scale `gamma`, once made.
     pub fn gamma(&self) -> Option<&Variable> {
         self.weights.gamma.as_ref().and_then(|p| p.variable())
@@ -326,10 +345,7 @@ impl GroupNorm {
         if channels % self.groups != 0 {
             return Err(Error::invalid(
                 "GroupNorm",
-                format!(
-                    "{} groups do not divide {channels} channels",
-                    self.groups
-                ),
+                format!("{} groups do not divide {channels} channels", self.groups),
             ));
         }
         Ok(())
@@ -356,7 +372,13 @@ impl Layer for GroupNorm {
             ));
         }
         let c = last_dim(x, "GroupNorm")?;
-        check_built("GroupNorm", "channels (axis -1)", self.weights.built(), c, x)?;
+        check_built(
+            "GroupNorm",
+            "channels (axis -1)",
+            self.weights.built(),
+            c,
+            x,
+        )?;
         self.check_groups(c)?;
         if dims.iter().filter(|d| d.is_none()).count() > 1 {
             return Err(Error::invalid(

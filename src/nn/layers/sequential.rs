@@ -18,6 +18,7 @@ pub type BoxedLayer = Box<dyn Layer + Send + Sync>;
 ///
 /// ```
 /// use xlafn::nn::layers::{Activation, Layer, Linear, Sequential};
+/// use xlafn::module::Module;
 /// use xlafn::prelude::*;
 /// let key = xlafn::random::key(0)?;
 /// let k = |i| xlafn::random::fold_in(&key, &Tensor::scalar(i as u32));
@@ -28,6 +29,8 @@ pub type BoxedLayer = Box<dyn Layer + Send + Sync>;
 ///     .add_fn(|x| x.softmax(-1));
 /// let y = mlp.forward(&Tensor::ones(&[3, 4], DType::F32))?;
 /// assert_eq!(y.dims(), vec![3, 2]);
+/// let p = y.to_vec::<f32>()?;
+/// assert!((p[0] + p[1] - 1.0).abs() < 1e-6);
 /// let names: Vec<String> = mlp.named_variables().into_iter().map(|(n, _)| n).collect();
 /// assert_eq!(names, ["layers.0.kernel", "layers.0.bias", "layers.2.kernel", "layers.2.bias"]);
 /// # Ok::<(), xlafn::Error>(())
@@ -43,7 +46,8 @@ impl Sequential {
         Sequential::default()
     }
 
-    /// Appends `layer`.
+    /// Appends `layer` (Keras' `Sequential.add`; it is not `+`).
+    #[allow(clippy::should_implement_trait)]
     pub fn add(mut self, layer: impl Layer + Send + Sync + 'static) -> Sequential {
         self.layers.push(Box::new(layer));
         self
