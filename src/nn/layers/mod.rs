@@ -179,6 +179,30 @@ impl Module for Param {
     }
 }
 
+mod activation;
+mod conv;
+mod conv_transpose;
+mod dropout;
+mod embedding;
+mod linear;
+mod norm;
+mod pool;
+mod sequential;
+mod util;
+
+pub use activation::{Activation, Lambda, LambdaFn};
+pub use conv::{Conv, Conv1d, Conv2d, Conv3d};
+pub use conv_transpose::{ConvTranspose2d, DepthwiseConv2d};
+pub use dropout::Dropout;
+pub use embedding::Embedding;
+pub use linear::Linear;
+pub use norm::{BatchNorm, GroupNorm, LayerNorm, RmsNorm};
+pub use pool::{
+    AvgPool, AvgPool1d, AvgPool2d, AvgPool3d, Flatten, GlobalAvgPool, GlobalMaxPool, MaxPool,
+    MaxPool1d, MaxPool2d, MaxPool3d,
+};
+pub use sequential::{BoxedLayer, Sequential};
+
 mod attention;
 mod recurrent;
 

@@ -1,0 +1,148 @@
+//! Layer: [`Linear`], the densely connected layer (Keras' `Dense`,
+//! PyTorch's `nn.Linear`), over `tensor` ops, [`Param`](super::Param) and
+//! the shared kernel-and-bias weights. Imports `initializers` for its
+//! options.
+
+use super::util::{KernelBias, check_built, float_input, last_dim};
+use super::{Activation, Layer, Mode};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::initializers::Initializer;
+use crate::module::Module;
+use crate::tensor::Tensor;
+use crate::variable::Variable;
+
+/// `activation(x @ kernel + bias)` over the last axis of an input of any
+/// rank `[..., in]`, giving `[..., units]` (Keras' `Dense`).
+///
+/// Defaults are Keras': kernel `[in, units]` from GlorotUniform (PyTorch
+/// draws from a Kaiming-uniform instead), bias of zeros (on by default),
+/// no activation, float32 weights. The weights are named `kernel` and
+/// `bias` (Keras' names; PyTorch's `weight` is transposed, `[units, in]`).
+/// Inputs of another float dtype run in that dtype, the weights cast to it
+/// (Keras' mixed precision: float32 weights, bfloat16 compute).
+///
+/// ```
+/// use xlafn::nn::layers::{Activation, Layer, Linear};
+/// use xlafn::module::Module;
+/// use xlafn::prelude::*;
+/// let key = xlafn::random::key(0)?;
+/// let dense = Linear::new(&key, 3, 2)?.activation(Activation::Relu);
+/// let y = dense.forward(&Tensor::ones(&[4, 3], DType::F32))?;
+/// assert_eq!(y.dims(), vec![4, 2]);
+/// assert!(y.to_vec::<f32>()?.iter().all(|v| *v >= 0.0));
+/// // Built on the first call from the input's last axis (Keras' build).
+/// let lazy = Linear::lazy(&key, 2)?.use_bias(false);
+/// assert!(lazy.variables().is_empty());
+/// let z = lazy.forward(&Tensor::ones(&[4, 5], DType::F32))?;
+/// assert_eq!(z.to_vec::<f32>()?.len(), 8);
+/// assert_eq!(lazy.named_variables()[0].0, "kernel");
+/// assert_eq!(lazy.kernel().unwrap().dims(), vec![5, 2]);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Linear {
+    units: i64,
+    activation: Activation,
+    weights: KernelBias,
+}
+
+impl Linear {
+    /// A layer of `units` outputs whose weights are made on the first call
+    /// (Keras' `Dense(units)`), drawn from `key`.
+    pub fn lazy(key: &Tensor, units: i64) -> Result<Linear> {
+        super::util::check_positive("Linear", "units", &[units])?;
+        Ok(Linear {
+            units,
+            activation: Activation::Linear,
+            weights: KernelBias::new(key)?,
+        })
+    }
+
+    /// A layer from `in_features` to `units`, its weights made now
+    /// (PyTorch's `nn.Linear(in, out)`), drawn from `key`.
+    pub fn new(key: &Tensor, in_features: i64, units: i64) -> Result<Linear> {
+        Linear::lazy(key, units)?.build(in_features)
+    }
+
+    /// Makes the weights now, for inputs of `in_features`.
+    pub fn build(self, in_features: i64) -> Result<Linear> {
+        super::util::check_positive("Linear", "in_features", &[in_features])?;
+        self.weights.build(&[in_features, self.units], self.units)?;
+        Ok(self)
+    }
+
+    /// The activation applied last (default none).
+    pub fn activation(mut self, activation: Activation) -> Linear {
+        self.activation = activation;
+        self
+    }
+
+    /// Whether the layer adds a bias (default true). Turning it off drops
+    /// the bias; turning it on again makes a new one on the next call.
+    pub fn use_bias(mut self, on: bool) -> Linear {
+        self.weights.reset_bias(on);
+        self
+    }
+
+    /// The kernel's initializer (default GlorotUniform). Weights already
+    /// made are dropped: set options before [`Linear::build`], or the next
+    /// call builds them again.
+    pub fn kernel_initializer(mut self, init: Initializer) -> Linear {
+        self.weights.kernel_init = init;
+        self.weights.reset();
+        self
+    }
+
+    /// The bias' initializer (default zeros); drops weights already made,
+    /// like [`Linear::kernel_initializer`].
+    pub fn bias_initializer(mut self, init: Initializer) -> Linear {
+        self.weights.bias_init = init;
+        self.weights.reset();
+        self
+    }
+
+    /// The weights' dtype (default float32); drops weights already made,
+    /// like [`Linear::kernel_initializer`].
+    pub fn dtype(mut self, dtype: DType) -> Linear {
+        self.weights.dtype = dtype;
+        self.weights.reset();
+        self
+    }
+
+    /// The number of outputs.
+    pub fn units(&self) -> i64 {
+        self.units
+    }
+
+    /// The kernel `[in, units]`, once made.
+    pub fn kernel(&self) -> Option<&Variable> {
+        self.weights.kernel.variable()
+    }
+
+    /// The bias `[units]`, once made (never without a bias).
+    pub fn bias(&self) -> Option<&Variable> {
+        self.weights.bias.as_ref().and_then(|b| b.variable())
+    }
+}
+
+impl Module for Linear {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        self.weights.visit_variables(prefix, f);
+    }
+}
+
+impl Layer for Linear {
+    fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
+        float_input(x, "Linear")?;
+        let n_in = last_dim(x, "Linear")?;
+        let built = self.weights.built_dims().map(|d| d[0]);
+        check_built("Linear", "input features (axis -1)", built, n_in, x)?;
+        let kernel = self.weights.kernel(&[n_in, self.units], x.dtype())?;
+        // Contracting the last axis keeps any leading axes: [..., in] to
+        // [..., units] with no reshape.
+        let y = x.dot_general(&kernel, &[-1], &[0], &[], &[])?;
+        let y = self.weights.add_bias(y, self.units)?;
+        self.activation.apply(&y)
+    }
+}
