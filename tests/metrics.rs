@@ -2,7 +2,8 @@
 //! loops (no xlafn ops): every metric streamed over several batches equals
 //! the direct computation over all the data; the same updates inside a
 //! compiled function (one trace) give the same state as eager ones;
-//! sample weights; `in_top_k`'s ties; AUC against the same thresholds by
+//! sample weights; one trace for batches of any size (an unknown batch
+//! dimension); `in_top_k`'s ties; AUC against the same thresholds by
 //! hand and against the exact (Mann-Whitney) AUC; reset eagerly and in a
 //! function; the state as module variables through a checkpoint; errors
 //! for mismatched shapes and bad options.
@@ -430,6 +431,22 @@ fn top_k_accuracy_streams_and_counts_ties_as_in() {
         })
         .collect();
     assert_eq!(got, vec![true, true, true, false]);
+    // A label outside the classes has no score: in only when k exceeds them.
+    let t = Tensor::vector(&[7i64]).unwrap();
+    assert_eq!(
+        metrics::in_top_k(&t, &p, 4)
+            .unwrap()
+            .to_vec::<bool>()
+            .unwrap(),
+        vec![false]
+    );
+    assert_eq!(
+        metrics::in_top_k(&t, &p, 5)
+            .unwrap()
+            .to_vec::<bool>()
+            .unwrap(),
+        vec![true]
+    );
     // A NaN score at the label is never in (unless k covers every other class).
     let p = Tensor::from_vec(vec![f32::NAN, 0.5, 0.2], &[1, 3]).unwrap();
     let t = Tensor::vector(&[0i64]).unwrap();
@@ -865,4 +882,92 @@ fn mismatched_shapes_and_bad_options_are_errors() {
     assert!(Auc::with_options(1, Summation::Interpolation).is_err());
     assert!(BinaryAccuracy::with_threshold(f64::NAN).is_err());
     assert!(Mean::with_dtype(DType::I32).is_err());
+}
+
+#[test]
+fn updates_trace_once_for_any_batch_size() {
+    // One trace with an unknown batch dimension serves every batch size.
+    let sig = || {
+        vec![
+            TensorSpec::new(&[None, Some(COLS as i64)], DType::F32),
+            TensorSpec::new(&[None, Some(COLS as i64)], DType::F32),
+        ]
+    };
+    let mean = Mean::new().unwrap();
+    let (acc, auc) = (BinaryAccuracy::new().unwrap(), Auc::new().unwrap());
+    let step = FunctionOptions::new().input_signature(sig()).build({
+        let (mean, acc, auc) = (mean.clone(), acc.clone(), auc.clone());
+        move |t: Tensor, p: Tensor| -> Result<()> {
+            mean.update_state(&p, None)?;
+            acc.update_state(&t, &p, None)?;
+            auc.update_state(&t, &p, None)
+        }
+    });
+    let (eager_mean, eager_acc, eager_auc) = (
+        Mean::new().unwrap(),
+        BinaryAccuracy::new().unwrap(),
+        Auc::new().unwrap(),
+    );
+    for (b, rows) in [2usize, 5, 3].into_iter().enumerate() {
+        let n = rows * COLS;
+        let t: Vec<f64> = values(n, 300 + b as u64, 0.0, 2.0)
+            .into_iter()
+            .map(f64::floor)
+            .collect();
+        let p = f32s(values(n, 310 + b as u64, 0.0, 1.0));
+        let dims = [rows as i64, COLS as i64];
+        let (t, p) = (tensor(&t, &dims), tensor(&p, &dims));
+        step.call((t.clone(), p.clone())).unwrap();
+        eager_mean.update_state(&p, None).unwrap();
+        eager_acc.update_state(&t, &p, None).unwrap();
+        eager_auc.update_state(&t, &p, None).unwrap();
+    }
+    assert_eq!(step.tracing_count(), 1);
+    for (a, b) in [
+        (mean.result(), eager_mean.result()),
+        (acc.result(), eager_acc.result()),
+        (auc.result(), eager_auc.result()),
+    ] {
+        let (a, b) = (
+            a.unwrap().item::<f32>().unwrap(),
+            b.unwrap().item::<f32>().unwrap(),
+        );
+        close(a as f64, b as f64, "unknown batch");
+    }
+    assert_eq!(mean.count().read().item::<f32>().unwrap(), 10.0);
+
+    // Top-k with an unknown batch (the target's score picked by a mask).
+    let top2 = SparseTopKCategoricalAccuracy::with_k(2).unwrap();
+    let step = FunctionOptions::new()
+        .input_signature(vec![
+            TensorSpec::new(&[None], DType::I32),
+            TensorSpec::new(&[None, Some(COLS as i64)], DType::F32),
+        ])
+        .build({
+            let top2 = top2.clone();
+            move |t: Tensor, p: Tensor| top2.update_state(&t, &p, None)
+        });
+    let (mut hits, mut n) = (0, 0);
+    for (b, rows) in [3usize, 1, 4].into_iter().enumerate() {
+        let t = values(rows, 320 + b as u64, 0.0, COLS as f64)
+            .into_iter()
+            .map(f64::floor)
+            .collect::<Vec<_>>();
+        let p = f32s(values(rows * COLS, 330 + b as u64, 0.0, 1.0));
+        step.call((
+            labels_i32(&t, &[rows as i64]),
+            tensor(&p, &[rows as i64, COLS as i64]),
+        ))
+        .unwrap();
+        for (l, row) in t.iter().zip(p.chunks(COLS)) {
+            hits += in_top_k_ref(*l as usize, row, 2) as i32;
+            n += 1;
+        }
+    }
+    assert_eq!(step.tracing_count(), 1);
+    close(
+        top2.result().unwrap().item::<f32>().unwrap() as f64,
+        hits as f64 / n as f64,
+        "top-2",
+    );
 }

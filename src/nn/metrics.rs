@@ -465,8 +465,10 @@ pub fn sparse_categorical_accuracy(labels: &Tensor, y_pred: &Tensor) -> Result<T
 /// Ties: a target is in the top `k` when fewer than `k` classes have a
 /// *strictly* larger prediction, so classes tied at the boundary are all
 /// in (with `k = 1` and a row of equal scores, every class is). A NaN
-/// prediction for the target counts as -inf. Targets outside `0..classes`
-/// read the nearest class (XLA clamps gathers) where TensorFlow raises.
+/// prediction for the target counts as -inf. A target outside
+/// `0..classes` (where TensorFlow raises) has no prediction: it counts as
+/// -inf too. The number of classes must be known; the leading axes may
+/// be unknown (a traced batch of any size).
 pub fn in_top_k(targets: &Tensor, predictions: &Tensor, k: i64) -> Result<Tensor> {
     const OP: &str = "in_top_k";
     if k < 1 {
@@ -479,9 +481,25 @@ pub fn in_top_k(targets: &Tensor, predictions: &Tensor, k: i64) -> Result<Tensor
             predictions.tensor_type()
         )));
     }
-    let at_label = predictions.take_along_axis(&t.expand_dims(-1)?, -1)?;
-    let neg_inf = at_label.zeros_like()?.add_scalar(f64::NEG_INFINITY)?;
-    let at_label = at_label.is_nan()?.where_(&neg_inf, &at_label)?;
+    let Some(Some(classes)) = predictions.shape().dims().and_then(|d| d.last().copied()) else {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "needs a known number of classes (axis -1), got {}",
+                predictions.tensor_type()
+            ),
+        ));
+    };
+    // The target's prediction, picked by a one-hot mask rather than a
+    // gather (which needs every dimension known); -inf elsewhere.
+    let neg_inf = predictions.fill_like(f64::NEG_INFINITY)?;
+    let mask = t.one_hot(classes, 1.0, 0.0, DType::F32)?.gt_scalar(0.5)?;
+    let at_label = mask
+        .where_(predictions, &neg_inf)?
+        .reduce_max(&[-1], true)?;
+    let at_label = at_label
+        .is_nan()?
+        .where_(&at_label.fill_like(f64::NEG_INFINITY)?, &at_label)?;
     let larger = predictions
         .gt(&at_label)?
         .cast(DType::I64)?
@@ -505,12 +523,12 @@ pub fn sparse_top_k_categorical_accuracy(
 /// Writes a metric that keeps the weighted [`Mean`] of a per-example
 /// function (Keras' `MeanMetricWrapper`).
 macro_rules! mean_metric {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, |$s:ident, $t:ident, $p:ident| $body:expr) => {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $per_example:expr) => {
         $(#[$doc])*
         #[derive(Clone, Debug)]
         pub struct $ty {
             mean: Mean,
-            $s: Params,
+            params: Params,
         }
 
         impl Metric for $ty {
@@ -530,13 +548,13 @@ macro_rules! mean_metric {
         impl LabelMetric for $ty {
             fn update_state(
                 &self,
-                $t: &Tensor,
-                $p: &Tensor,
+                y_true: &Tensor,
+                y_pred: &Tensor,
                 sample_weight: Option<&Tensor>,
             ) -> Result<()> {
-                let $s = &self.$s;
-                let values: Result<Tensor> = $body;
-                self.mean.update_state(&values?, sample_weight)
+                let per_example: PerExample = $per_example;
+                let values = per_example(&self.params, y_true, y_pred)?;
+                self.mean.update_state(&values, sample_weight)
             }
         }
 
@@ -549,6 +567,9 @@ macro_rules! mean_metric {
     };
 }
 
+/// A per-example function of the options, labels and predictions.
+type PerExample = fn(&Params, &Tensor, &Tensor) -> Result<Tensor>;
+
 /// The options of the per-example metrics (a threshold or `k`).
 #[derive(Clone, Copy, Debug, Default)]
 struct Params {
@@ -559,64 +580,59 @@ struct Params {
 mean_metric!(
     /// `keras.metrics.Accuracy`: how often `y_pred` equals `y_true` exactly
     /// (see [`accuracy`]).
-    Accuracy, "accuracy", |params, y_true, y_pred| {
-        let _ = params;
-        accuracy(y_true, y_pred)
-    }
+    Accuracy,
+    "accuracy",
+    |_, y_true, y_pred| accuracy(y_true, y_pred)
 );
 
 mean_metric!(
     /// `keras.metrics.BinaryAccuracy`: how often `y_pred > threshold`
     /// matches the 0/1 `y_true` (see [`binary_accuracy`]).
-    BinaryAccuracy, "binary_accuracy", |params, y_true, y_pred| {
-        binary_accuracy(y_true, y_pred, params.threshold)
-    }
+    BinaryAccuracy,
+    "binary_accuracy",
+    |params, y_true, y_pred| binary_accuracy(y_true, y_pred, params.threshold)
 );
 
 mean_metric!(
     /// `keras.metrics.CategoricalAccuracy`: how often the argmaxes of
     /// one-hot `y_true` and `y_pred` agree (see [`categorical_accuracy`]).
-    CategoricalAccuracy, "categorical_accuracy", |params, y_true, y_pred| {
-        let _ = params;
-        categorical_accuracy(y_true, y_pred)
-    }
+    CategoricalAccuracy,
+    "categorical_accuracy",
+    |_, y_true, y_pred| categorical_accuracy(y_true, y_pred)
 );
 
 mean_metric!(
     /// `keras.metrics.SparseCategoricalAccuracy`: how often the integer
     /// label is the argmax of `y_pred` (see [`sparse_categorical_accuracy`]).
-    SparseCategoricalAccuracy, "sparse_categorical_accuracy", |params, y_true, y_pred| {
-        let _ = params;
-        sparse_categorical_accuracy(y_true, y_pred)
-    }
+    SparseCategoricalAccuracy,
+    "sparse_categorical_accuracy",
+    |_, y_true, y_pred| sparse_categorical_accuracy(y_true, y_pred)
 );
 
 mean_metric!(
     /// `keras.metrics.SparseTopKCategoricalAccuracy`: how often the integer
     /// label is among the `k` largest predictions, ties at the boundary
     /// counting as in (see [`in_top_k`]).
-    SparseTopKCategoricalAccuracy, "sparse_top_k_categorical_accuracy", |params, y_true, y_pred| {
-        sparse_top_k_categorical_accuracy(y_true, y_pred, params.k)
-    }
+    SparseTopKCategoricalAccuracy,
+    "sparse_top_k_categorical_accuracy",
+    |params, y_true, y_pred| sparse_top_k_categorical_accuracy(y_true, y_pred, params.k)
 );
 
 mean_metric!(
     /// `keras.metrics.MeanSquaredError`: the mean of
     /// [`losses::mean_squared_error`]'s per-example values (each the mean
     /// over the last axis).
-    MeanSquaredError, "mean_squared_error", |params, y_true, y_pred| {
-        let _ = params;
-        losses::mean_squared_error(y_true, y_pred, Reduction::None)
-    }
+    MeanSquaredError,
+    "mean_squared_error",
+    |_, y_true, y_pred| losses::mean_squared_error(y_true, y_pred, Reduction::None)
 );
 
 mean_metric!(
     /// `keras.metrics.MeanAbsoluteError`: the mean of
     /// [`losses::mean_absolute_error`]'s per-example values.
-    MeanAbsoluteError, "mean_absolute_error", |params, y_true, y_pred| {
-        let _ = params;
-        losses::mean_absolute_error(y_true, y_pred, Reduction::None)
-    }
+    MeanAbsoluteError,
+    "mean_absolute_error",
+    |_, y_true, y_pred| losses::mean_absolute_error(y_true, y_pred, Reduction::None)
 );
 
 impl Accuracy {

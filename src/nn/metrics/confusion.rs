@@ -258,9 +258,10 @@ pub enum Summation {
 /// `-1e-7`, then `i / (T - 1)` for `i` in `1..T-1`, then `1 + 1e-7`; at
 /// each, the (weighted) confusion counts are kept in four `[T]` variables,
 /// and the result sums `(fpr[i] - fpr[i+1]) * height(tpr[i], tpr[i+1])`
-/// by the [`Summation`] rule. With predictions equal only at ties the
-/// result tends to the exact AUC as `T` grows; a rate with no examples
-/// behind it is 0. The PR curve and multi-label forms are not offered.
+/// by the [`Summation`] rule. An update compares every example with every
+/// threshold (`examples × T` values), as Keras' unbucketed path does.
+/// As `T` grows the result tends to the exact ROC AUC (ties counting
+/// half); a rate with no examples behind it is 0. The PR curve and multi-label forms are not offered.
 ///
 /// ```
 /// use xlafn::nn::metrics::{Auc, LabelMetric, Metric};
