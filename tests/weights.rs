@@ -336,6 +336,11 @@ fn missing_and_unused_are_reported() {
         msg.contains("'fc.1.bias'") && msg.contains("'head.weight'"),
         "{msg}"
     );
+    // The same lists from the headers, without loading.
+    let planned = weights::check(&n, &w, &mapping).unwrap();
+    assert_eq!(planned.missing, ["fc.1.bias"]);
+    assert_eq!(planned.unused, ["head.weight"]);
+    assert_eq!(planned.loaded.len(), 5);
     // Refused: nothing assigned.
     assert_eq!(n.fc[0].bias.read().to_vec::<f32>().unwrap(), vec![0.0; 5]);
     // Allowing one kind still refuses the other.
@@ -345,7 +350,7 @@ fn missing_and_unused_are_reported() {
     let report = weights::load_into(&n, &w, &mapping, both).unwrap();
     assert_eq!(report.missing, ["fc.1.bias"]);
     assert_eq!(report.unused, ["head.weight"]);
-    assert_eq!(report.loaded.len(), 5);
+    assert_eq!(report, planned);
     assert_eq!(n.fc[1].bias.read().to_vec::<f32>().unwrap(), vec![0.0; 2]);
     assert_eq!(n.fc[0].bias.read().to_vec::<f32>().unwrap(), t.fc_b[0]);
     assert!(report.skipped.is_empty());
@@ -541,4 +546,55 @@ fn shard_indexes_cannot_leave_their_folder() {
     assert!(err_text(Weights::open(&path)).contains("not a shard index"));
     std::fs::write(&path, "{").unwrap();
     assert!(Weights::open(&path).is_err());
+}
+
+#[test]
+fn torch_kernel_layouts_by_rank() {
+    let m = Mapping::new().torch_kernel(|_| true);
+    let map = |dims: &[i64]| {
+        let info = WeightInfo {
+            dtype: DType::F32,
+            dims: dims.to_vec(),
+        };
+        m.map_info("w", &info).map(|r| r.unwrap().1.dims)
+    };
+    // Linear [out, in]; Conv1d [out, in, k]; Conv3d [out, in, kd, kh, kw].
+    assert_eq!(map(&[8, 3]).unwrap(), [3, 8]);
+    assert_eq!(map(&[8, 3, 5]).unwrap(), [5, 3, 8]);
+    assert_eq!(map(&[8, 3, 2, 4, 5]).unwrap(), [2, 4, 5, 3, 8]);
+    assert!(err_text(map(&[8])).contains("rank 2 to 5"));
+    // A skipped tensor maps to nothing.
+    let skip = Mapping::new().skip(|n| n == "w");
+    let info = WeightInfo {
+        dtype: DType::F32,
+        dims: vec![1],
+    };
+    assert_eq!(skip.map_info("w", &info).unwrap(), None);
+    // The Conv1d values by hand: kernel[k][i][o] = weight[o][i][k].
+    let w: Vec<f32> = known(2 * 3 * 4, 9);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c1.safetensors");
+    write(&path, &[f32_entry("kernel", &[2, 3, 4], &w)]);
+    let v = zeros(&[4, 3, 2]);
+    #[derive(Module)]
+    struct K {
+        kernel: Variable,
+    }
+    let k = K { kernel: v };
+    weights::load_into(
+        &k,
+        &Weights::open(&path).unwrap(),
+        &m,
+        LoadOptions::default(),
+    )
+    .unwrap();
+    let mut want = vec![0.0; 24];
+    for o in 0..2 {
+        for i in 0..3 {
+            for x in 0..4 {
+                want[(x * 3 + i) * 2 + o] = w[(o * 3 + i) * 4 + x];
+            }
+        }
+    }
+    assert_eq!(k.kernel.read().to_vec::<f32>().unwrap(), want);
 }

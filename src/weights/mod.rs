@@ -278,7 +278,7 @@ impl LoadOptions {
     }
 }
 
-/// What a load did (or, in the error of a refused one, would have done).
+/// What a load did ([`check`] gives what one would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LoadReport {
     /// `(file tensor, variable path)` for each variable assigned, in the
@@ -299,10 +299,10 @@ pub struct LoadReport {
 /// the variable's (an error names the variable, the file tensor and both
 /// types). By default a file tensor with no variable, or a variable with
 /// no tensor, is an error listing both kinds; [`LoadOptions`] accepts
-/// either. All of this is decided from the headers; then each tensor is
-/// read, transformed and, once all are, assigned, so a failed load
-/// changes nothing. The values of every matched tensor are held at once
-/// before assignment.
+/// either ([`check`] gives the same lists without loading). All of this is
+/// decided from the headers; then each tensor is read, transformed and,
+/// once all are, assigned, so a failed load changes nothing. The values of
+/// every matched tensor are held at once before assignment.
 pub fn load_into(
     module: &(impl Module + ?Sized),
     weights: &Weights,
@@ -311,6 +311,49 @@ pub fn load_into(
 ) -> Result<LoadReport> {
     eager_only()?;
     let variables = module.named_variables();
+    let (report, plans) = plan(&variables, weights, mapping)?;
+    let refused = (!report.missing.is_empty() && !options.allow_missing)
+        || (!report.unused.is_empty() && !options.allow_unused);
+    if refused {
+        return Err(invalid(format!(
+            "the file and the module do not match: variables with no tensor: [{}]; file \
+             tensors with no variable: [{}] (LoadOptions allows either; Mapping renames)",
+            quoted(&report.missing),
+            quoted(&report.unused)
+        )));
+    }
+    let by_path: HashMap<&str, &Variable> =
+        variables.iter().map(|(n, v)| (n.as_str(), v)).collect();
+    let mut values = Vec::with_capacity(report.loaded.len());
+    for (file_name, path) in &report.loaded {
+        let value = plans[path].apply(weights.tensor(file_name)?)?;
+        values.push((by_path[path.as_str()], value));
+    }
+    for (v, value) in values {
+        v.assign(&value)?;
+    }
+    Ok(report)
+}
+
+/// What [`load_into`] would load, leave unused and find missing, from
+/// the headers alone (no data read, nothing assigned): to inspect a file
+/// against a model, or to build a mapping step by step. Errors as
+/// [`load_into`] does for a dtype or shape that does not fit and for two
+/// tensors mapped to one variable, not for unused or missing ones.
+pub fn check(
+    module: &(impl Module + ?Sized),
+    weights: &Weights,
+    mapping: &Mapping,
+) -> Result<LoadReport> {
+    Ok(plan(&module.named_variables(), weights, mapping)?.0)
+}
+
+/// The report, and each matched variable's plan by path.
+fn plan(
+    variables: &[(String, Variable)],
+    weights: &Weights,
+    mapping: &Mapping,
+) -> Result<(LoadReport, HashMap<String, mapping::Plan>)> {
     let by_path: HashMap<&str, &Variable> =
         variables.iter().map(|(n, v)| (n.as_str(), v)).collect();
     let mut report = LoadReport::default();
@@ -342,32 +385,14 @@ pub fn load_into(
         }
         plans.insert(plan.name.clone(), (name.to_string(), plan));
     }
-    for (path, _) in &variables {
+    for (path, _) in variables {
         match plans.get(path) {
             Some((file_name, _)) => report.loaded.push((file_name.clone(), path.clone())),
             None => report.missing.push(path.clone()),
         }
     }
-    let refused = (!report.missing.is_empty() && !options.allow_missing)
-        || (!report.unused.is_empty() && !options.allow_unused);
-    if refused {
-        return Err(invalid(format!(
-            "the file and the module do not match: variables with no tensor: [{}]; file \
-             tensors with no variable: [{}] (LoadOptions allows either; Mapping renames)",
-            quoted(&report.missing),
-            quoted(&report.unused)
-        )));
-    }
-    let mut values = Vec::with_capacity(report.loaded.len());
-    for (file_name, path) in &report.loaded {
-        let (_, plan) = &plans[path];
-        let value = plan.apply(weights.tensor(file_name)?)?;
-        values.push((by_path[path.as_str()], value));
-    }
-    for (v, value) in values {
-        v.assign(&value)?;
-    }
-    Ok(report)
+    let plans = plans.into_iter().map(|(k, (_, p))| (k, p)).collect();
+    Ok((report, plans))
 }
 
 /// `'a', 'b', ... (N more)`: at most ten names.
