@@ -35,7 +35,7 @@ use safetensors::tensor::{Metadata, TensorInfo, TensorView};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn to_safetensors(dtype: DType, name: &str) -> Result<Dtype> {
     Ok(match dtype {
@@ -61,7 +61,7 @@ fn to_safetensors(dtype: DType, name: &str) -> Result<Dtype> {
     })
 }
 
-fn from_safetensors(dtype: Dtype, name: &str) -> Result<DType> {
+pub(crate) fn from_safetensors(dtype: Dtype, name: &str) -> Result<DType> {
     Ok(match dtype {
         Dtype::BOOL => DType::Bool,
         Dtype::I8 => DType::I8,
@@ -252,9 +252,10 @@ const MAX_HEADER_BYTES: u64 = 100_000_000;
 
 /// An open safetensors file whose header has been read and checked; the
 /// tensor data stays on disk until a tensor is asked for, so checking a
-/// file against a module costs the header, not the whole file.
-struct Checkpoint<'p> {
-    path: &'p Path,
+/// file against a module costs the header, not the whole file (also the
+/// reader of `weights`, for pretrained files and their shards).
+pub(crate) struct Checkpoint {
+    path: PathBuf,
     file: File,
     /// Where the data section starts (8 + the header's length).
     data_start: u64,
@@ -263,13 +264,13 @@ struct Checkpoint<'p> {
     names: Vec<String>,
 }
 
-impl<'p> Checkpoint<'p> {
+impl Checkpoint {
     /// Opens `path` (a regular file: a FIFO or device would hang or never
     /// end, so it is refused, as by the reader exports and the CLI use)
     /// and reads its header: the 8-byte little-endian length, bounded by
     /// [`MAX_HEADER_BYTES`] and the file's size, then the JSON it
     /// announces, whose offsets must cover the rest of the file exactly.
-    fn open(path: &'p Path) -> Result<Self> {
+    pub(crate) fn open(path: &Path) -> Result<Self> {
         let (file, len) =
             crate::export::open_regular_file(path).map_err(|e| file_error("read", path, e))?;
         let invalid = |m: String| {
@@ -321,7 +322,7 @@ impl<'p> Checkpoint<'p> {
         let mut names = metadata.offset_keys();
         names.sort_unstable();
         Ok(Checkpoint {
-            path,
+            path: path.to_path_buf(),
             file,
             data_start,
             metadata,
@@ -329,17 +330,22 @@ impl<'p> Checkpoint<'p> {
         })
     }
 
-    fn info(&self, name: &str) -> Option<&TensorInfo> {
+    /// The file's path, as given to [`Checkpoint::open`].
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn info(&self, name: &str) -> Option<&TensorInfo> {
         self.metadata.info(name)
     }
 
     /// The names of the file's tensors, sorted.
-    fn names(&self) -> Vec<&str> {
+    pub(crate) fn names(&self) -> Vec<&str> {
         self.names.iter().map(String::as_str).collect()
     }
 
     /// Reads tensor `name`: only the bytes its header entry names.
-    fn tensor(&self, name: &str) -> Result<Tensor> {
+    pub(crate) fn tensor(&self, name: &str) -> Result<Tensor> {
         let info = self.info(name).ok_or_else(|| {
             Error::invalid(
                 "checkpoint",
@@ -352,7 +358,7 @@ impl<'p> Checkpoint<'p> {
         let mut bytes = vec![0u8; end - start];
         self.file
             .read_exact_at(&mut bytes, self.data_start + start as u64)
-            .map_err(|e| io_error("read", self.path, e))?;
+            .map_err(|e| io_error("read", &self.path, e))?;
         if dtype == DType::Bool {
             // XLA's booleans are 0 or 1; a file may hold any byte.
             for b in &mut bytes {

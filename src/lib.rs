@@ -53,6 +53,7 @@ pub mod tensor;
 #[doc(hidden)]
 pub mod trace;
 pub mod variable;
+pub mod weights;
 
 pub use autodiff::{GradientTape, Source, recompute_grad};
 pub use control::{TensorArray, cond, for_range, while_loop};

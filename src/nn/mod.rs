@@ -10,6 +10,7 @@
 
 pub mod layers;
 pub mod losses;
+pub mod metrics;
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;

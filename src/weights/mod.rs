@@ -1,0 +1,405 @@
+//! Weights from elsewhere: pretrained safetensors files (one file, or
+//! shards listed by a `model.safetensors.index.json`) loaded into a
+//! module whose names and layouts differ from the file's, by a
+//! [`Mapping`] of renames and layout changes.
+//!
+//! Files are untrusted input. [`Weights::open`] reads headers only, with
+//! [`checkpoint`](crate::checkpoint)'s reader: the header's length is
+//! bounded, its offsets, dtypes and shapes are checked against each other
+//! and against the file's size, and data is read later tensor by tensor at
+//! its offset. A shard index may name files only inside its own folder
+//! (no absolute paths, no `..`, no symbolic link leading out). Every error
+//! is an `Error` naming the file or tensor, never a panic.
+//!
+//! [`load_into`] plans the whole load from the headers first (each file
+//! tensor mapped to a variable path of [`Module::named_variables`], its
+//! mapped dtype and dims checked against the variable's), then reads,
+//! transforms and assigns; a load that fails assigns nothing.
+//!
+//! ```
+//! use xlafn::prelude::*;
+//! use xlafn::module::Module;
+//! use xlafn::weights::{self, LoadOptions, Mapping, Weights};
+//! #[derive(Module)]
+//! struct Dense { kernel: Variable, bias: Variable }
+//!
+//! // A PyTorch Linear(2, 3): weight [out, in] = [3, 2].
+//! let w: Vec<f32> = (0..6).map(|i| i as f32).collect();
+//! let b = [0f32; 3];
+//! let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+//! let (wb, bb) = (bytes(&w), bytes(&b));
+//! use safetensors::{Dtype, tensor::TensorView};
+//! let file = safetensors::serialize(
+//!     [("weight", TensorView::new(Dtype::F32, vec![3, 2], &wb).unwrap()),
+//!      ("bias", TensorView::new(Dtype::F32, vec![3], &bb).unwrap())],
+//!     None,
+//! ).unwrap();
+//! let path = std::env::temp_dir().join(format!("linear-{}.safetensors", std::process::id()));
+//! std::fs::write(&path, file).unwrap();
+//!
+//! let dense = Dense {
+//!     kernel: Variable::new(Tensor::zeros(&[2, 3], DType::F32)),
+//!     bias: Variable::new(Tensor::zeros(&[3], DType::F32)),
+//! };
+//! let mapping = Mapping::new()
+//!     .replace_suffix("weight", "kernel")
+//!     .torch_kernel(|name| name == "kernel");
+//! let report = weights::load_into(&dense, &Weights::open(&path)?, &mapping, LoadOptions::default())?;
+//! assert_eq!(report.loaded.len(), 2);
+//! // kernel[i][o] = weight[o][i]
+//! assert_eq!(dense.kernel.read().to_vec::<f32>()?, vec![0., 2., 4., 1., 3., 5.]);
+//! # std::fs::remove_file(&path).ok();
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+//!
+//! Layer: a user-facing module over `module`, `variable`, `tensor` ops,
+//! `checkpoint` (its safetensors reader), `export` (its file helpers) and
+//! `serde_json` (the index).
+
+mod mapping;
+
+pub use mapping::{Mapping, WeightInfo};
+
+use crate::checkpoint::{Checkpoint, from_safetensors};
+use crate::error::{Error, Result};
+use crate::module::Module;
+use crate::tensor::Tensor;
+use crate::variable::Variable;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
+
+/// The largest shard index read (16 MiB): an index lists names and file
+/// names, kilobytes even for models of thousands of tensors.
+const MAX_INDEX_BYTES: u64 = 16 << 20;
+
+fn invalid(message: String) -> Error {
+    Error::invalid("weights", message)
+}
+
+/// Open safetensors files, headers read and checked, data still on disk:
+/// one file, or the shards of an index.
+pub struct Weights {
+    files: Vec<Checkpoint>,
+    /// Each tensor's file (an index into `files`).
+    names: BTreeMap<String, usize>,
+}
+
+impl std::fmt::Debug for Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Weights({} tensors in {} files)",
+            self.names.len(),
+            self.files.len()
+        )
+    }
+}
+
+/// The shard index format of Hugging Face's sharded checkpoints.
+#[derive(serde::Deserialize)]
+struct IndexJson {
+    weight_map: BTreeMap<String, String>,
+}
+
+impl Weights {
+    /// Opens `path`: a shard index when its name ends in `.json`
+    /// ([`Weights::open_index`]), else one safetensors file
+    /// ([`Weights::open_file`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<Weights> {
+        let path = path.as_ref();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("json") => Weights::open_index(path),
+            _ => Weights::open_file(path),
+        }
+    }
+
+    /// Opens one safetensors file (its header only).
+    pub fn open_file(path: impl AsRef<Path>) -> Result<Weights> {
+        eager_only()?;
+        let file = Checkpoint::open(path.as_ref())?;
+        let names = file
+            .names()
+            .into_iter()
+            .map(|n| (n.to_string(), 0))
+            .collect();
+        Ok(Weights {
+            files: vec![file],
+            names,
+        })
+    }
+
+    /// Opens a shard index (`model.safetensors.index.json`): its
+    /// `weight_map` names each tensor's file, relative to the index's
+    /// folder. Every file named is opened (headers only) and must hold the
+    /// tensors the index puts in it; a tensor a shard holds but the index
+    /// does not list is left out, as the index is what loaders follow.
+    pub fn open_index(path: impl AsRef<Path>) -> Result<Weights> {
+        eager_only()?;
+        let path = path.as_ref();
+        let text = crate::export::read_regular_file(path, MAX_INDEX_BYTES)?;
+        let index: IndexJson = serde_json::from_slice(&text).map_err(|e| {
+            invalid(format!(
+                "{} is not a shard index (a JSON object with a \"weight_map\" of tensor names \
+                 to file names): {e}",
+                path.display()
+            ))
+        })?;
+        let folder = path.parent().unwrap_or(Path::new("."));
+        let folder = if folder.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            folder
+        };
+        let root = folder
+            .canonicalize()
+            .map_err(|e| Error::io("weights: cannot resolve the index's folder", folder, e))?;
+        let mut files: Vec<Checkpoint> = Vec::new();
+        let mut by_file: HashMap<String, usize> = HashMap::new();
+        let mut names = BTreeMap::new();
+        for (tensor, file) in &index.weight_map {
+            let i = match by_file.get(file) {
+                Some(&i) => i,
+                None => {
+                    let shard = shard_path(&root, file, path)?;
+                    files.push(Checkpoint::open(&shard)?);
+                    by_file.insert(file.clone(), files.len() - 1);
+                    files.len() - 1
+                }
+            };
+            if files[i].info(tensor).is_none() {
+                return Err(invalid(format!(
+                    "the index {} puts tensor '{tensor}' in '{file}', which has no such tensor",
+                    path.display()
+                )));
+            }
+            names.insert(tensor.clone(), i);
+        }
+        Ok(Weights { files, names })
+    }
+
+    /// The tensors' names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.names.keys().map(String::as_str).collect()
+    }
+
+    /// The files opened (one, or the index's shards in first-use order).
+    pub fn files(&self) -> Vec<&Path> {
+        self.files.iter().map(Checkpoint::path).collect()
+    }
+
+    /// Tensor `name`'s dtype and dims, from its header; an error if the
+    /// file has no such tensor or a dtype xlafn lacks (the 8-bit floats).
+    pub fn info(&self, name: &str) -> Result<WeightInfo> {
+        let file = self.file_of(name)?;
+        let info = file.info(name).expect("listed in the header");
+        Ok(WeightInfo {
+            dtype: from_safetensors(info.dtype, name)?,
+            dims: info.shape.iter().map(|&d| d as i64).collect(),
+        })
+    }
+
+    /// Reads tensor `name` (only its bytes), as the file holds it.
+    pub fn tensor(&self, name: &str) -> Result<Tensor> {
+        eager_only()?;
+        self.file_of(name)?.tensor(name)
+    }
+
+    fn file_of(&self, name: &str) -> Result<&Checkpoint> {
+        self.names
+            .get(name)
+            .map(|&i| &self.files[i])
+            .ok_or_else(|| invalid(format!("no tensor '{name}' in {}", self.describe())))
+    }
+
+    fn describe(&self) -> String {
+        match self.files.as_slice() {
+            [one] => one.path().display().to_string(),
+            many => format!("{} files", many.len()),
+        }
+    }
+}
+
+/// The shard `file` inside `root` (the index's folder, resolved): a
+/// relative path of plain components whose resolved path (links followed)
+/// stays inside `root`.
+fn shard_path(root: &Path, file: &str, index: &Path) -> Result<PathBuf> {
+    let rel = Path::new(file);
+    let plain = !file.is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)));
+    let escapes = || {
+        invalid(format!(
+            "the index {} names shard '{file}', which is not a file inside the index's folder",
+            index.display()
+        ))
+    };
+    if !plain {
+        return Err(escapes());
+    }
+    let full = root.join(rel);
+    let resolved = full
+        .canonicalize()
+        .map_err(|e| Error::io("weights: cannot open shard", &full, e))?;
+    if !resolved.starts_with(root) {
+        return Err(escapes());
+    }
+    Ok(resolved)
+}
+
+fn eager_only() -> Result<()> {
+    if crate::trace::is_tracing() {
+        return Err(Error::FailedPrecondition(
+            "weights: loading runs eagerly, not inside a traced function".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What [`load_into`] may accept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Accept file tensors that map to no variable (weights of a larger
+    /// model, a head not used); by default they are an error.
+    pub allow_unused: bool,
+    /// Accept variables no file tensor maps to (left as they are: a new
+    /// head); by default they are an error.
+    pub allow_missing: bool,
+}
+
+impl LoadOptions {
+    /// Sets [`LoadOptions::allow_unused`].
+    pub fn allow_unused(mut self, allow: bool) -> Self {
+        self.allow_unused = allow;
+        self
+    }
+
+    /// Sets [`LoadOptions::allow_missing`].
+    pub fn allow_missing(mut self, allow: bool) -> Self {
+        self.allow_missing = allow;
+        self
+    }
+}
+
+/// What a load did ([`check`] gives what one would do).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// `(file tensor, variable path)` for each variable assigned, in the
+    /// module's order.
+    pub loaded: Vec<(String, String)>,
+    /// File tensors mapped to no variable, sorted.
+    pub unused: Vec<String>,
+    /// Variable paths no file tensor mapped to, in the module's order.
+    pub missing: Vec<String>,
+    /// File tensors the mapping skipped, sorted.
+    pub skipped: Vec<String>,
+}
+
+/// Loads `weights` into the variables of `module` through `mapping`.
+///
+/// Every file tensor is mapped (renamed, its layout and dtype changed) and
+/// matched to the variable of that path; the mapped dtype and dims must be
+/// the variable's (an error names the variable, the file tensor and both
+/// types). By default a file tensor with no variable, or a variable with
+/// no tensor, is an error listing both kinds; [`LoadOptions`] accepts
+/// either ([`check`] gives the same lists without loading). All of this is
+/// decided from the headers; then each tensor is read, transformed and,
+/// once all are, assigned, so a failed load changes nothing. The values of
+/// every matched tensor are held at once before assignment.
+pub fn load_into(
+    module: &(impl Module + ?Sized),
+    weights: &Weights,
+    mapping: &Mapping,
+    options: LoadOptions,
+) -> Result<LoadReport> {
+    eager_only()?;
+    let variables = module.named_variables();
+    let (report, plans) = plan(&variables, weights, mapping)?;
+    let refused = (!report.missing.is_empty() && !options.allow_missing)
+        || (!report.unused.is_empty() && !options.allow_unused);
+    if refused {
+        return Err(invalid(format!(
+            "the file and the module do not match: variables with no tensor: [{}]; file \
+             tensors with no variable: [{}] (LoadOptions allows either; Mapping renames)",
+            quoted(&report.missing),
+            quoted(&report.unused)
+        )));
+    }
+    let by_path: HashMap<&str, &Variable> =
+        variables.iter().map(|(n, v)| (n.as_str(), v)).collect();
+    let mut values = Vec::with_capacity(report.loaded.len());
+    for (file_name, path) in &report.loaded {
+        let value = plans[path].apply(weights.tensor(file_name)?)?;
+        values.push((by_path[path.as_str()], value));
+    }
+    for (v, value) in values {
+        v.assign(&value)?;
+    }
+    Ok(report)
+}
+
+/// What [`load_into`] would load, leave unused and find missing, from
+/// the headers alone (no data read, nothing assigned): to inspect a file
+/// against a model, or to build a mapping step by step. Errors as
+/// [`load_into`] does for a dtype or shape that does not fit and for two
+/// tensors mapped to one variable, not for unused or missing ones.
+pub fn check(
+    module: &(impl Module + ?Sized),
+    weights: &Weights,
+    mapping: &Mapping,
+) -> Result<LoadReport> {
+    Ok(plan(&module.named_variables(), weights, mapping)?.0)
+}
+
+/// The report, and each matched variable's plan by path.
+fn plan(
+    variables: &[(String, Variable)],
+    weights: &Weights,
+    mapping: &Mapping,
+) -> Result<(LoadReport, HashMap<String, mapping::Plan>)> {
+    let by_path: HashMap<&str, &Variable> =
+        variables.iter().map(|(n, v)| (n.as_str(), v)).collect();
+    let mut report = LoadReport::default();
+    let mut plans: HashMap<String, (String, mapping::Plan)> = HashMap::new();
+    for name in weights.names() {
+        let Some(plan) = mapping.plan(name, &weights.info(name)?)? else {
+            report.skipped.push(name.to_string());
+            continue;
+        };
+        let Some(v) = by_path.get(plan.name.as_str()) else {
+            report.unused.push(name.to_string());
+            continue;
+        };
+        if plan.info.dtype != v.dtype() || plan.info.dims != v.dims() {
+            return Err(invalid(format!(
+                "variable '{}' is {}{:?}, but file tensor '{name}' ({}) maps to {}",
+                plan.name,
+                v.dtype(),
+                v.dims(),
+                weights.info(name)?,
+                plan.info
+            )));
+        }
+        if let Some((other, _)) = plans.get(&plan.name) {
+            return Err(invalid(format!(
+                "file tensors '{other}' and '{name}' both map to variable '{}'",
+                plan.name
+            )));
+        }
+        plans.insert(plan.name.clone(), (name.to_string(), plan));
+    }
+    for (path, _) in variables {
+        match plans.get(path) {
+            Some((file_name, _)) => report.loaded.push((file_name.clone(), path.clone())),
+            None => report.missing.push(path.clone()),
+        }
+    }
+    let plans = plans.into_iter().map(|(k, (_, p))| (k, p)).collect();
+    Ok((report, plans))
+}
+
+/// `'a', 'b', ... (N more)`: at most ten names.
+fn quoted(names: &[String]) -> String {
+    let shown: Vec<String> = names.iter().take(10).map(|n| format!("'{n}'")).collect();
+    match names.len() {
+        n if n > 10 => format!("{} ({} more)", shown.join(", "), n - 10),
+        _ => shown.join(", "),
+    }
+}
