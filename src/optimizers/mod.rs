@@ -31,8 +31,8 @@
 //!     .weight_decay(0.1)
 //!     .exclude_from_weight_decay(|v: &Variable| v.dims().len() < 2)
 //!     .clip(GradientClip::GlobalNorm(1.0));
-//! let (w, b) = (Variable::new(Tensor::ones(&[2, 2], DType::F32)?), Variable::new(Tensor::ones(&[2], DType::F32)?));
-//! opt.apply_gradients(&[(Some(Tensor::zeros(&[2, 2], DType::F32)?), &w), (Some(Tensor::zeros(&[2], DType::F32)?), &b)])?;
+//! let (w, b) = (Variable::new(Tensor::try_ones(&[2, 2], DType::F32)?), Variable::new(Tensor::try_ones(&[2], DType::F32)?));
+//! opt.apply_gradients(&[(Some(Tensor::try_zeros(&[2, 2], DType::F32)?), &w), (Some(Tensor::try_zeros(&[2], DType::F32)?), &b)])?;
 //! assert_eq!(b.read().to_vec::<f32>()?, vec![1.0, 1.0]); // no decay on the bias
 //! assert!(w.read().to_vec::<f32>()?[0] < 1.0); // the matrix decayed
 //! # Ok::<(), xlafn::Error>(())
