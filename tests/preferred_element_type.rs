@@ -271,3 +271,104 @@ fn a_narrower_or_other_kind_of_result_is_a_clear_error() {
         "{e}"
     );
 }
+
+#[test]
+fn einsum_accumulates_in_the_preferred_type() {
+    // Two operands: one dot_general with the f32 result, no casts.
+    let (m, k, n) = (4usize, 256usize, 3usize);
+    let (av, bv) = (bf16_data(m * k, 10), bf16_data(k * n, 11));
+    let (a, b) = (
+        bf16(&av, &[m as i64, k as i64]),
+        bf16(&bv, &[k as i64, n as i64]),
+    );
+    let want = matmul_ref(&av, &bv, m, k, n);
+    let f = function(|a: Tensor, b: Tensor| {
+        xlafn::einsum_preferred("ij,jk->ik", &[&a, &b], DType::F32)
+    });
+    for c in [
+        xlafn::einsum_preferred("ij,jk->ik", &[&a, &b], DType::F32).unwrap(),
+        f.call((&a, &b)).unwrap(),
+    ] {
+        assert_eq!(c.dtype(), DType::F32);
+        assert!(max_err(&values(&c), &want) < 1e-4);
+    }
+    let text = f.concrete_functions()[0]
+        .stablehlo(&[
+            ArraySpec::new(DType::BF16, &[m as i64, k as i64]),
+            ArraySpec::new(DType::BF16, &[k as i64, n as i64]),
+        ])
+        .unwrap();
+    assert_eq!(ops(&text, "dot_general").len(), 1, "{text}");
+    assert!(ops(&text, "convert").is_empty(), "{text}");
+
+    // Three operands, a batch of bilinear forms x_b^T M y_b: the partial
+    // f32 result meets the third bf16 operand cast up; gradients in bf16.
+    let (bs, p, q) = (3usize, 16usize, 8usize);
+    let (xv, mv, yv) = (
+        bf16_data(bs * p, 12),
+        bf16_data(p * q, 13),
+        bf16_data(bs * q, 14),
+    );
+    let (x, mm, y) = (
+        bf16(&xv, &[bs as i64, p as i64]),
+        bf16(&mv, &[p as i64, q as i64]),
+        bf16(&yv, &[bs as i64, q as i64]),
+    );
+    let want: Vec<f64> = (0..bs)
+        .map(|b| {
+            (0..p)
+                .flat_map(|i| (0..q).map(move |j| (i, j)))
+                .map(|(i, j)| xv[b * p + i] * mv[i * q + j] * yv[b * q + j])
+                .sum()
+        })
+        .collect();
+    let tape = GradientTape::new();
+    tape.watch(&x);
+    let out = xlafn::einsum_preferred("bi,ij,bj->b", &[&x, &mm, &y], DType::F32).unwrap();
+    assert_eq!(out.dtype(), DType::F32);
+    assert!(
+        max_err(&values(&out), &want) < 1e-4,
+        "{:?} vs {want:?}",
+        values(&out)
+    );
+    let loss = out.reduce_sum(&[], false).unwrap();
+    let dx = tape.gradient(&loss, &[Source::from(&x)]).unwrap()[0]
+        .clone()
+        .unwrap();
+    assert_eq!(dx.dtype(), DType::BF16);
+    // d/dx[b,i] = sum_j M[i,j] y[b,j].
+    let want_dx: Vec<f64> = (0..bs * p)
+        .map(|r| {
+            (0..q)
+                .map(|j| mv[(r % p) * q + j] * yv[(r / p) * q + j])
+                .sum()
+        })
+        .collect();
+    assert!(max_err(&values(&dx), &want_dx) < 0.05);
+
+    // One operand summed on its own: the sum is f32 (the bf16 sum of 512
+    // values rounds to 8 bits), and a bare transpose comes back as f32.
+    let (rows, cols) = (512usize, 2usize);
+    let sv = bf16_data(rows * cols, 15);
+    let s = bf16(&sv, &[rows as i64, cols as i64]);
+    let want: Vec<f64> = (0..cols)
+        .map(|j| (0..rows).map(|i| sv[i * cols + j]).sum())
+        .collect();
+    let wide = xlafn::einsum_preferred("ij->j", &[&s], DType::F32).unwrap();
+    assert_eq!(wide.dtype(), DType::F32);
+    assert!(
+        max_err(&values(&wide), &want) < 1e-4,
+        "{:?} vs {want:?}",
+        values(&wide)
+    );
+    let t = xlafn::einsum_preferred("ij->ji", &[&s], DType::F32).unwrap();
+    assert_eq!((t.dtype(), t.dims()), (DType::F32, vec![2, 512]));
+
+    let e = xlafn::einsum_preferred("ij,jk->ik", &[&a, &b], DType::F16)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("einsum") && e.contains("preferred_element_type"),
+        "{e}"
+    );
+}

@@ -61,7 +61,7 @@ pub struct MatMul {
 /// The result dtype of a product of `d` operands asked for `preferred`:
 /// `d` itself, or a wider dtype of the same kind (float, signed or
 /// unsigned integer), which the product accumulates in.
-fn product_dtype(
+pub(crate) fn product_dtype(
     op: &str,
     inputs: &[TensorType],
     d: DType,
