@@ -87,7 +87,7 @@ pub use ops::callback::{
 pub use ops::complex::complex;
 pub use ops::conv::{ConvOptions, Padding};
 pub use ops::custom_gradient::custom_gradient;
-pub use ops::einsum::einsum;
+pub use ops::einsum::{einsum, einsum_preferred};
 pub use ops::elementwise::where_;
 pub use ops::fft::{FftType, fft_op};
 pub use ops::pad::PadMode;

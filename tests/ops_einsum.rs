@@ -323,6 +323,7 @@ fn dot_general_shape_rule_with_unknown_dims() {
         rhs_contracting: vec![1],
         lhs_batch: vec![0],
         rhs_batch: vec![0],
+        ..Default::default()
     };
     let t = |dims: Vec<Option<i64>>| TensorType::new(DType::F32, Shape::from_dims(dims));
     let out = op

@@ -207,6 +207,7 @@ fn infer_with_unknown_dims() {
     let t = MatMul {
         transpose_a: true,
         transpose_b: false,
+        ..Default::default()
     };
     let out = t
         .infer(&[ty(vec![Some(3), None]), ty(vec![Some(3), Some(7)])])

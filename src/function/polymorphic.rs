@@ -536,7 +536,9 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         if finished.created_variables > 0 && self.inner.called.load(Ordering::SeqCst) {
             return Err(self.variables_after_first_call());
         }
-        if finished.created_variables > 0 {
+        // Variables an owner made for this trace (optimizer slots) are
+        // read as captures already; only the body's own need a second trace.
+        if finished.created_variables > finished.owned_variables {
             // B20: variables created from traced values get them now, from
             // this call's arguments.
             lifting::run_initializers(&self.inner.name, &finished, tensors, variables)?;

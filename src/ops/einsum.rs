@@ -20,6 +20,14 @@
 //! dimensions, the others are contracted), and finally `transpose` into
 //! the output order.
 //!
+//! [`einsum_preferred`] accumulates in, and returns, a wider dtype than
+//! the operands' (JAX's `preferred_element_type`): each pairwise product
+//! is a `dot_general` with that result type (bf16 operands, f32 result:
+//! one `dot_general` for two operands), an operand that is summed or
+//! diagonalised on its own is cast up first so its sums are wide too, and
+//! a later operand meets the wide partial result cast up to it. Gradients
+//! come back in the operands' dtype (the ops' own rules).
+//!
 //! Layer: ops. Imports `tensor` (the ops it plans onto), `ir` (shapes),
 //! `dtype` and `error`.
 
@@ -120,6 +128,27 @@ struct Part {
 /// Operands share one numeric dtype and have known ranks.
 #[track_caller]
 pub fn einsum(spec: &str, operands: &[&Tensor]) -> Result<Tensor> {
+    plan(spec, operands, None)
+}
+
+/// [`einsum`] accumulated in, and returning, `preferred`: the operands'
+/// dtype or a wider one of the same kind (JAX's `preferred_element_type`;
+/// see the module docs).
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?.cast(DType::BF16)?;
+/// let c = xlafn::einsum_preferred("ij,jk->ik", &[&a, &a], DType::F32)?;
+/// assert_eq!(c.dtype(), DType::F32);
+/// assert_eq!(c.to_vec::<f32>()?, vec![7.0, 10.0, 15.0, 22.0]);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
+#[track_caller]
+pub fn einsum_preferred(spec: &str, operands: &[&Tensor], preferred: DType) -> Result<Tensor> {
+    plan(spec, operands, Some(preferred))
+}
+
+fn plan(spec: &str, operands: &[&Tensor], preferred: Option<DType>) -> Result<Tensor> {
     let spec_clean: String = spec.chars().filter(|c| !c.is_whitespace()).collect();
     let spec = spec_clean.as_str();
     let (lhs, rhs) = match spec.split_once("->") {
@@ -150,6 +179,16 @@ pub fn einsum(spec: &str, operands: &[&Tensor]) -> Result<Tensor> {
         .collect();
     let dtype = same_dtype("einsum", &types)?;
     check_dtype("einsum", dtype, dtype.is_numeric(), "numeric")?;
+    let preferred = match preferred {
+        Some(p) => Some(super::linalg::product_dtype(
+            "einsum",
+            &types,
+            dtype,
+            Some(p),
+        )?)
+        .filter(|&p| p != dtype),
+        None => None,
+    };
 
     // Ranks, ellipsis widths and every operand's labels.
     let mut widths = Vec::new();
@@ -270,9 +309,20 @@ pub fn einsum(spec: &str, operands: &[&Tensor]) -> Result<Tensor> {
             labels: ls,
         };
         squeeze_broadcast(&mut part, &sizes)?;
-        take_diagonals(&mut part, dtype)?;
         let mut elsewhere = labels_of(&terms, total, &widths, i);
         elsewhere.extend(&output);
+        if let Some(p) = preferred {
+            // Sums of this operand alone happen before any product: cast
+            // up first so they accumulate wide too.
+            let ls = &part.labels;
+            let repeats = (0..ls.len()).any(|a| ls[a + 1..].contains(&ls[a]));
+            let sums = ls.iter().any(|l| !elsewhere.contains(l));
+            if repeats || sums {
+                part.x = part.x.cast(p)?;
+            }
+        }
+        let part_dtype = part.x.dtype();
+        take_diagonals(&mut part, part_dtype)?;
         sum_unused(&mut part, &elsewhere)?;
         parts.push(part);
     }
@@ -286,7 +336,12 @@ pub fn einsum(spec: &str, operands: &[&Tensor]) -> Result<Tensor> {
         for later in &rest[k + 1..] {
             needed.extend(&later.labels);
         }
-        acc = contract(acc, b, &needed)?;
+        acc = contract(acc, b, &needed, preferred)?;
+    }
+    if let Some(p) = preferred
+        && acc.x.dtype() != p
+    {
+        acc.x = acc.x.cast(p)?;
     }
     sum_unused(&mut acc, &output)?;
 
@@ -401,7 +456,7 @@ fn sum_unused(part: &mut Part, keep: &[Label]) -> Result<()> {
 
 /// One pairwise step: letters both share and `needed` mentions become
 /// batch dimensions, the other shared ones are contracted.
-fn contract(mut a: Part, b: &Part, needed: &[Label]) -> Result<Part> {
+fn contract(mut a: Part, b: &Part, needed: &[Label], preferred: Option<DType>) -> Result<Part> {
     let mut b = Part {
         x: b.x.clone(),
         labels: b.labels.clone(),
@@ -426,6 +481,23 @@ fn contract(mut a: Part, b: &Part, needed: &[Label]) -> Result<Part> {
     }
     labels.extend(a.labels.iter().filter(|l| !b.labels.contains(l)));
     labels.extend(b.labels.iter().filter(|l| !a.labels.contains(l)));
-    let x = a.x.dot_general(&b.x, &lc, &rc, &lb, &rb)?;
+    let x = match preferred {
+        Some(p) => {
+            // A wide partial result meets a narrow operand: cast it up.
+            let up = |t: &Tensor| {
+                if t.dtype() == p {
+                    Ok(t.clone())
+                } else {
+                    t.cast(p)
+                }
+            };
+            let (l, r) = match a.x.dtype() == b.x.dtype() {
+                true => (a.x.clone(), b.x.clone()),
+                false => (up(&a.x)?, up(&b.x)?),
+            };
+            l.dot_general_preferred(&r, &lc, &rc, &lb, &rb, p)?
+        }
+        None => a.x.dot_general(&b.x, &lc, &rc, &lb, &rb)?,
+    };
     Ok(Part { x, labels })
 }

@@ -24,10 +24,22 @@
 //!
 //! Precision: f32 dots use XLA's default precision, which on CPU is full
 //! f32; some GPUs may use reduced-precision (TF32) arithmetic.
+//!
+//! Preferred element type (`jax.lax.dot_general`'s
+//! `preferred_element_type`): both products can accumulate in, and
+//! return, a wider type of the same kind than their operands
+//! ([`Tensor::matmul_preferred`], [`Tensor::dot_general_preferred`]): bf16
+//! operands with an f32 result, as mixed-precision training wants, with no
+//! casts around the product. The lowering is the same single `dot_general`
+//! with the wider result type. The gradient follows the forward product:
+//! the output gradient is rounded to the operands' dtype, each operand's
+//! gradient is a product accumulated in the preferred type, and it is cast
+//! back to its operand's dtype (JAX's rule), so gradients keep their
+//! variables' dtypes.
 
 use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
 use super::{grad_or_zeros, unbroadcast};
-use crate::dtype::ArraySpec;
+use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
 use crate::ir::{Dim, Shape, TensorType, broadcast_shapes};
 use crate::lower::{Emitter, Val};
@@ -40,6 +52,53 @@ use crate::tensor::{Tensor, apply1};
 pub struct MatMul {
     pub transpose_a: bool,
     pub transpose_b: bool,
+    /// The accumulation and result dtype when wider than the operands'
+    /// (see the module docs); `None` keeps the operands' dtype.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_element_type: Option<DType>,
+}
+
+/// The result dtype of a product of `d` operands asked for `preferred`:
+/// `d` itself, or a wider dtype of the same kind (float, signed or
+/// unsigned integer), which the product accumulates in.
+pub(crate) fn product_dtype(
+    op: &str,
+    inputs: &[TensorType],
+    d: DType,
+    preferred: Option<DType>,
+) -> Result<DType> {
+    let Some(p) = preferred.filter(|&p| p != d) else {
+        return Ok(d);
+    };
+    let same_kind = (d.is_float() && p.is_float())
+        || (d.is_signed_int() && p.is_signed_int())
+        || (d.is_unsigned_int() && p.is_unsigned_int());
+    if same_kind && p.size_in_bytes()? > d.size_in_bytes()? {
+        return Ok(p);
+    }
+    Err(Error::invalid(
+        op,
+        format!(
+            "preferred_element_type {p} must be the operands' dtype or a wider one of the same \
+             kind (e.g. f32 for bf16, i32 for i8), got operands {}",
+            describe(inputs)
+        ),
+    ))
+}
+
+/// The preferred type of a product of `x`-typed operands, when it is not
+/// the operands' own (so the gradient casts).
+fn widened(preferred: Option<DType>, x: &Tensor) -> Option<DType> {
+    preferred.filter(|&p| p != x.dtype())
+}
+
+/// A gradient computed in a product's preferred type, cast back to its
+/// operand's dtype (JAX's rule for `preferred_element_type`).
+fn in_operand_dtype(grad: Option<Tensor>, operand: &Tensor) -> Result<Option<Tensor>> {
+    match grad {
+        Some(g) if g.dtype() != operand.dtype() => Ok(Some(g.cast(operand.dtype())?)),
+        g => Ok(g),
+    }
 }
 
 impl MatMul {
@@ -91,9 +150,10 @@ impl OpDef for MatMul {
         expect_arity("matmul", inputs, 2)?;
         let d = same_dtype("matmul", inputs)?;
         check_dtype("matmul", d, d.is_numeric(), "numeric")?;
+        let out = product_dtype("matmul", inputs, d, self.preferred_element_type)?;
         self.check_ranks(inputs)?;
         let (Some(a), Some(b)) = (inputs[0].shape.dims(), inputs[1].shape.dims()) else {
-            return Ok(vec![TensorType::new(d, Shape::unknown_rank())]);
+            return Ok(vec![TensorType::new(out, Shape::unknown_rank())]);
         };
         let (m, ka) = Self::matrix(a, self.transpose_a);
         let (kb, n) = Self::matrix(b, self.transpose_b);
@@ -115,7 +175,7 @@ impl OpDef for MatMul {
         })?;
         let mut dims = batch.dims().map(<[Dim]>::to_vec).unwrap_or_default();
         dims.extend([m, n]);
-        Ok(vec![TensorType::new(d, Shape::from_dims(dims))])
+        Ok(vec![TensorType::new(out, Shape::from_dims(dims))])
     }
 
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
@@ -167,34 +227,55 @@ impl OpDef for MatMul {
         if !a.dtype().is_float() {
             return Ok(vec![None, None]);
         }
+        let preferred = widened(self.preferred_element_type, a);
         let g = grad_or_zeros(grads, &outputs[0])?;
+        // A wider product's gradient is rounded to the operands' dtype and
+        // multiplied like the forward product (accumulated wide).
+        let g = match preferred {
+            Some(_) => g.cast(a.dtype())?,
+            None => g,
+        };
+        let mm = |x: &Tensor, y: &Tensor, transpose_a: bool, transpose_b: bool| {
+            apply1(
+                MatMul {
+                    transpose_a,
+                    transpose_b,
+                    preferred_element_type: preferred,
+                },
+                &[x, y],
+            )
+        };
         // With C = op(A) op(B): dop(A) = G op(B)^T and dop(B) = op(A)^T G.
         let da = || match (self.transpose_a, self.transpose_b) {
-            (false, false) => g.matmul_t(b, false, true),
-            (false, true) => g.matmul(b),
-            (true, false) => b.matmul_t(&g, false, true),
-            (true, true) => b.matmul_t(&g, true, true),
+            (false, false) => mm(&g, b, false, true),
+            (false, true) => mm(&g, b, false, false),
+            (true, false) => mm(b, &g, false, true),
+            (true, true) => mm(b, &g, true, true),
         };
         let db = || match (self.transpose_a, self.transpose_b) {
-            (false, false) => a.matmul_t(&g, true, false),
-            (false, true) => g.matmul_t(a, true, false),
-            (true, false) => a.matmul(&g),
-            (true, true) => g.matmul_t(a, true, true),
+            (false, false) => mm(a, &g, true, false),
+            (false, true) => mm(&g, a, true, false),
+            (true, false) => mm(a, &g, false, false),
+            (true, true) => mm(&g, a, true, true),
         };
         let (ra, rb) = (a.rank(), b.rank());
+        let matrix = |r: usize| MatrixGrad {
+            nb: r as i64 - 2,
+            preferred,
+        };
         let da = needed[0]
             .then(|| match (ra, rb) {
-                (2, r) if r > 2 => MatrixGrad { nb: r as i64 - 2 }.of_lhs(self, b, &g),
+                (2, r) if r > 2 => matrix(r).of_lhs(self, b, &g),
                 _ => unbroadcast(&da()?, a),
             })
             .transpose()?;
         let db = needed[1]
             .then(|| match (ra, rb) {
-                (r, 2) if r > 2 => MatrixGrad { nb: r as i64 - 2 }.of_rhs(self, a, &g),
+                (r, 2) if r > 2 => matrix(r).of_rhs(self, a, &g),
                 _ => unbroadcast(&db()?, b),
             })
             .transpose()?;
-        Ok(vec![da, db])
+        Ok(vec![in_operand_dtype(da, a)?, in_operand_dtype(db, b)?])
     }
 }
 
@@ -259,6 +340,8 @@ impl MatMul {
 /// (`[B..., m, n]`), rather than a batched product reduced over the batch.
 struct MatrixGrad {
     nb: i64,
+    /// The forward product's wider result type, if any.
+    preferred: Option<DType>,
 }
 
 impl MatrixGrad {
@@ -268,14 +351,27 @@ impl MatrixGrad {
         v
     }
 
+    /// `x` and `y` contracted over `lc` and `rc`, without batching.
+    fn contract(&self, x: &Tensor, y: &Tensor, lc: Vec<i64>, rc: Vec<i64>) -> Result<Tensor> {
+        apply1(
+            DotGeneral {
+                lhs_contracting: lc,
+                rhs_contracting: rc,
+                preferred_element_type: self.preferred,
+                ..DotGeneral::default()
+            },
+            &[x, y],
+        )
+    }
+
     /// `dB` for `A` batched, `B` a matrix.
     fn of_rhs(&self, m: &MatMul, a: &Tensor, g: &Tensor) -> Result<Tensor> {
         let nb = self.nb;
         let a_m = if m.transpose_a { nb + 1 } else { nb };
         if m.transpose_b {
-            g.dot_general(a, &self.batch_and(nb), &self.batch_and(a_m), &[], &[])
+            self.contract(g, a, self.batch_and(nb), self.batch_and(a_m))
         } else {
-            a.dot_general(g, &self.batch_and(a_m), &self.batch_and(nb), &[], &[])
+            self.contract(a, g, self.batch_and(a_m), self.batch_and(nb))
         }
     }
 
@@ -284,9 +380,9 @@ impl MatrixGrad {
         let nb = self.nb;
         let b_n = if m.transpose_b { nb } else { nb + 1 };
         if m.transpose_a {
-            b.dot_general(g, &self.batch_and(b_n), &self.batch_and(nb + 1), &[], &[])
+            self.contract(b, g, self.batch_and(b_n), self.batch_and(nb + 1))
         } else {
-            g.dot_general(b, &self.batch_and(nb + 1), &self.batch_and(b_n), &[], &[])
+            self.contract(g, b, self.batch_and(nb + 1), self.batch_and(b_n))
         }
     }
 }
@@ -307,6 +403,33 @@ impl Tensor {
             MatMul {
                 transpose_a,
                 transpose_b,
+                preferred_element_type: None,
+            },
+            &[self, other],
+        )
+    }
+
+    /// `matmul` accumulated in, and returning, `preferred`: the operands'
+    /// dtype or a wider one of the same kind (`jax.lax.dot`'s
+    /// `preferred_element_type`). bf16 operands with an f32 result give
+    /// mixed precision's product without a cast around it; the gradients
+    /// come back in the operands' dtype.
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?.cast(DType::BF16)?;
+    /// let c = a.matmul_preferred(&a, DType::F32)?;
+    /// assert_eq!(c.dtype(), DType::F32);
+    /// assert_eq!(c.to_vec::<f32>()?, vec![7.0, 10.0, 15.0, 22.0]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn matmul_preferred(&self, other: &Tensor, preferred: DType) -> Result<Tensor> {
+        apply1(
+            MatMul {
+                transpose_a: false,
+                transpose_b: false,
+                preferred_element_type: (preferred != self.dtype()).then_some(preferred),
             },
             &[self, other],
         )
@@ -327,6 +450,10 @@ pub struct DotGeneral {
     pub rhs_contracting: Vec<i64>,
     pub lhs_batch: Vec<i64>,
     pub rhs_batch: Vec<i64>,
+    /// The accumulation and result dtype when wider than the operands'
+    /// (see the module docs); `None` keeps the operands' dtype.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_element_type: Option<DType>,
 }
 
 /// One operand's dimension roles: batch, contracting and free dimensions.
@@ -405,6 +532,7 @@ impl OpDef for DotGeneral {
         expect_arity("dot_general", inputs, 2)?;
         let d = same_dtype("dot_general", inputs)?;
         check_dtype("dot_general", d, d.is_numeric(), "numeric")?;
+        let out = product_dtype("dot_general", inputs, d, self.preferred_element_type)?;
         if self.lhs_batch.len() != self.rhs_batch.len() {
             return Err(self.error(
                 inputs,
@@ -426,7 +554,7 @@ impl OpDef for DotGeneral {
             ));
         }
         let (Some(a), Some(b)) = (inputs[0].shape.dims(), inputs[1].shape.dims()) else {
-            return Ok(vec![TensorType::new(d, Shape::unknown_rank())]);
+            return Ok(vec![TensorType::new(out, Shape::unknown_rank())]);
         };
         let l = self.roles(
             inputs,
@@ -465,7 +593,7 @@ impl OpDef for DotGeneral {
         }
         dims.extend(l.free.iter().map(|&i| a[i]));
         dims.extend(r.free.iter().map(|&j| b[j]));
-        Ok(vec![TensorType::new(d, Shape::from_dims(dims))])
+        Ok(vec![TensorType::new(out, Shape::from_dims(dims))])
     }
 
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
@@ -506,7 +634,14 @@ impl OpDef for DotGeneral {
         if !a.dtype().is_float() {
             return Ok(vec![None, None]);
         }
+        let preferred = widened(self.preferred_element_type, a);
         let g = grad_or_zeros(grads, &outputs[0])?;
+        // As for matmul: the gradient rounded to the operands' dtype, the
+        // products accumulated wide, each result cast back below.
+        let g = match preferred {
+            Some(_) => g.cast(a.dtype())?,
+            None => g,
+        };
         let types = [
             TensorType::new(a.dtype(), a.shape()),
             TensorType::new(b.dtype(), b.shape()),
@@ -541,12 +676,15 @@ impl OpDef for DotGeneral {
                         my_contract: &[usize],
                         their_contract: &[usize]|
          -> Result<Tensor> {
-            let d = g.dot_general(
-                other,
-                g_theirs,
-                &as_i64(&theirs.free),
-                &gbatch,
-                &as_i64(&theirs.batch),
+            let d = apply1(
+                DotGeneral {
+                    lhs_contracting: g_theirs.to_vec(),
+                    rhs_contracting: as_i64(&theirs.free),
+                    lhs_batch: gbatch.clone(),
+                    rhs_batch: as_i64(&theirs.batch),
+                    preferred_element_type: preferred,
+                },
+                &[&g, other],
             )?;
             // The result's dimensions, as dimensions of x: batch, x's free,
             // then x's contracting dims in ascending order of the other
@@ -576,7 +714,7 @@ impl OpDef for DotGeneral {
         let db = needed[1]
             .then(|| grad_for(&r, &l, a, &g_lfree, &r.contracting, &l.contracting))
             .transpose()?;
-        Ok(vec![da, db])
+        Ok(vec![in_operand_dtype(da, a)?, in_operand_dtype(db, b)?])
     }
 }
 
@@ -595,6 +733,30 @@ impl Tensor {
         lhs_batch: &[i64],
         rhs_batch: &[i64],
     ) -> Result<Tensor> {
+        let dtype = self.dtype();
+        self.dot_general_preferred(
+            other,
+            lhs_contracting,
+            rhs_contracting,
+            lhs_batch,
+            rhs_batch,
+            dtype,
+        )
+    }
+
+    /// [`Tensor::dot_general`] accumulated in, and returning, `preferred`:
+    /// the operands' dtype or a wider one of the same kind (JAX's
+    /// `preferred_element_type`; see [`Tensor::matmul_preferred`]).
+    #[track_caller]
+    pub fn dot_general_preferred(
+        &self,
+        other: &Tensor,
+        lhs_contracting: &[i64],
+        rhs_contracting: &[i64],
+        lhs_batch: &[i64],
+        rhs_batch: &[i64],
+        preferred: DType,
+    ) -> Result<Tensor> {
         let norm = |list: &[i64], x: &Tensor| -> Vec<i64> {
             let r = x.shape().rank().unwrap_or(0) as i64;
             list.iter()
@@ -607,6 +769,7 @@ impl Tensor {
                 rhs_contracting: norm(rhs_contracting, other),
                 lhs_batch: norm(lhs_batch, self),
                 rhs_batch: norm(rhs_batch, other),
+                preferred_element_type: (preferred != self.dtype()).then_some(preferred),
             },
             &[self, other],
         )

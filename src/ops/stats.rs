@@ -12,7 +12,7 @@
 //! `dtype`, `error` and `tensor`.
 
 use super::{OpDef, check_dtype, expect_arity};
-use crate::dtype::ArraySpec;
+use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
 use crate::ir::{Scalar, TensorType};
 use crate::lower::{Emitter, Val};
@@ -236,27 +236,55 @@ fn safe_l2_norm(t: &Tensor) -> Result<Tensor> {
 /// `tf.clip_by_global_norm(tensors, clip_norm)`: every tensor scaled by
 /// `clip_norm / max(global_norm, clip_norm)`, where the global norm is the
 /// L2 norm of all their elements together; returns the scaled tensors and
-/// the global norm (in the first tensor's dtype). A non-finite global norm
-/// makes every result NaN, as TensorFlow's does.
+/// the global norm. A non-finite global norm makes every result NaN, as
+/// TensorFlow's does.
+///
+/// The tensors may mix float dtypes (a mixed-precision model's bf16 and
+/// f32 gradients, clipped together as one model's): the squares are summed
+/// in f32, or f64 when a tensor is f64, so half-precision gradients are not
+/// summed in half precision; the global norm is returned in that dtype and
+/// each tensor is scaled in its own. Call it on a training step's
+/// gradients before `Optimizer::apply_gradients` to clip everything the
+/// step updates together, however many optimizers apply them.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let (a, b) = (Tensor::vector(&[3.0f32])?, Tensor::vector(&[4.0f32])?);
+/// let (clipped, norm) = xlafn::clip_by_global_norm(&[a, b], 1.0)?; // norm 5
+/// assert_eq!(norm.item::<f32>()?, 5.0);
+/// assert_eq!(clipped[1].to_vec::<f32>()?, vec![0.8]);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 #[track_caller]
 pub fn clip_by_global_norm(tensors: &[Tensor], clip_norm: f64) -> Result<(Vec<Tensor>, Tensor)> {
     check_clip_norm("clip_by_global_norm", clip_norm)?;
-    let Some(first) = tensors.first() else {
+    if tensors.is_empty() {
         return Err(Error::invalid(
             "clip_by_global_norm",
             "expects at least one tensor",
         ));
+    }
+    if let Some(t) = tensors.iter().find(|t| !t.dtype().is_float()) {
+        return Err(Error::Type(format!(
+            "clip_by_global_norm: the tensors must be floats, got {}",
+            t.dtype()
+        )));
+    }
+    let sum_dtype = if tensors.iter().any(|t| t.dtype() == DType::F64) {
+        DType::F64
+    } else {
+        DType::F32
     };
-    let dtype = first.dtype();
-    let mut total = Tensor::fill(&[], 0.0, dtype)?;
-    for t in tensors {
-        if t.dtype() != dtype {
-            return Err(Error::Type(format!(
-                "clip_by_global_norm: all tensors must have one dtype, got {dtype} and {}",
-                t.dtype()
-            )));
+    let in_dtype = |t: &Tensor, d: DType| {
+        if t.dtype() == d {
+            Ok(t.clone())
+        } else {
+            t.cast(d)
         }
-        total = total.add(&t.square()?.reduce_sum(&[], false)?)?;
+    };
+    let mut total = Tensor::fill(&[], 0.0, sum_dtype)?;
+    for t in tensors {
+        total = total.add(&in_dtype(t, sum_dtype)?.square()?.reduce_sum(&[], false)?)?;
     }
     let global = total.sqrt()?;
     // clip_norm * min(1 / global, 1 / clip_norm): 1 when inside or zero.
@@ -264,9 +292,18 @@ pub fn clip_by_global_norm(tensors: &[Tensor], clip_norm: f64) -> Result<(Vec<Te
         .reciprocal()?
         .minimum_scalar(1.0 / clip_norm)?
         .mul_scalar(clip_norm)?;
-    let scaled = tensors
-        .iter()
-        .map(|t| t.mul(&scale))
-        .collect::<Result<_>>()?;
+    let mut scales: Vec<(DType, Tensor)> = Vec::new();
+    let mut scaled = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        let s = match scales.iter().find(|(d, _)| *d == t.dtype()) {
+            Some((_, s)) => s.clone(),
+            None => {
+                let s = in_dtype(&scale, t.dtype())?;
+                scales.push((t.dtype(), s.clone()));
+                s
+            }
+        };
+        scaled.push(t.mul(&s)?);
+    }
     Ok((scaled, global))
 }

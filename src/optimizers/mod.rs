@@ -12,13 +12,49 @@
 //! rate changes), decoupled weight decay (`v -= lr * wd * v` before the
 //! update), and gradient clipping by value, norm or global norm.
 //!
+//! # Parameter groups
+//!
+//! Some variables are trained differently: weight decay is usually left
+//! off biases, normalization scales and embeddings, and a pretrained body
+//! may take a smaller rate than a new head. [`ParamGroup`] selects
+//! variables (by a predicate, by substrings of [`Variable::name`], which
+//! are module paths for a `Module`'s variables, or as a list) and gives
+//! them their own weight decay and learning-rate multiplier, as PyTorch's
+//! `param_groups` and optax's `mask`/`multi_transform` do. The common
+//! case has a shorthand, Keras' `exclude_from_weight_decay`:
+//!
+//! ```
+//! use xlafn::prelude::*;
+//! // The GPT recipe: AdamW whose decay skips every vector (biases and
+//! // norm scales), all gradients clipped together to a global norm of 1.
+//! let opt = AdamW::new(6e-4)
+//!     .weight_decay(0.1)
+//!     .exclude_from_weight_decay(|v: &Variable| v.dims().len() < 2)
+//!     .clip(GradientClip::GlobalNorm(1.0));
+//! let (w, b) = (Variable::new(Tensor::try_ones(&[2, 2], DType::F32)?), Variable::new(Tensor::try_ones(&[2], DType::F32)?));
+//! opt.apply_gradients(&[(Some(Tensor::try_zeros(&[2, 2], DType::F32)?), &w), (Some(Tensor::try_zeros(&[2], DType::F32)?), &b)])?;
+//! assert_eq!(b.read().to_vec::<f32>()?, vec![1.0, 1.0]); // no decay on the bias
+//! assert!(w.read().to_vec::<f32>()?[0] < 1.0); // the matrix decayed
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+//!
+//! Clipping by global norm ([`GradientClip::GlobalNorm`]) always spans
+//! every gradient of one `apply_gradients` or `minimize` call, whatever
+//! groups the variables fall in. A step that uses two optimizers clips
+//! once itself with [`crate::clip_by_global_norm`] before applying.
+//!
+//! # Slots inside a compiled step
+//!
 //! Slot variables (moments, accumulators) and the step count are created
 //! the first time a variable is updated, or up front by `build`. Inside a
 //! function that is the function's first call, which TensorFlow's rules
-//! allow (B20). Using a *new* optimizer in a later call of the same
-//! function would create variables on a later call, which is refused, as in
-//! the guide's "multiple optimizers" example; a schedule replaces the
-//! "new optimizer per learning rate" pattern.
+//! allow (B20): they are made outside the trace (as under TensorFlow's
+//! `init_scope`) and read by it like any other variable, so a training
+//! step `function(|x, y| opt.minimize(&vars, || loss(x, y)))` needs no
+//! `build` first and is traced once. Using a *new* optimizer in a later
+//! call of the same function would create variables on a later call, which
+//! is refused, as in the guide's "multiple optimizers" example; a schedule
+//! replaces the "new optimizer per learning rate" pattern.
 //!
 //! # Resumable training
 //!
@@ -84,7 +120,7 @@ use crate::tensor::Tensor;
 use crate::variable::Variable;
 use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Something that updates variables from their gradients.
 pub trait Optimizer: Send + Sync {
@@ -212,6 +248,9 @@ pub struct Options {
     /// Gradient clipping applied before the update (Keras' `clipvalue`,
     /// `clipnorm`, `global_clipnorm`); `None` clips nothing.
     pub clip: Option<GradientClip>,
+    /// Parameter groups, in the order added: a variable takes each
+    /// setting from the last group that selects it and sets it.
+    pub groups: Vec<ParamGroup>,
 }
 
 impl Options {
@@ -220,7 +259,138 @@ impl Options {
             learning_rate: learning_rate.into(),
             weight_decay: 0.0,
             clip: None,
+            groups: Vec::new(),
         }
+    }
+
+    /// `var`'s learning-rate multiplier and weight decay.
+    fn settings_for(&self, var: &Variable) -> Result<(f64, f64)> {
+        let (mut scale, mut decay) = (None, None);
+        for group in self.groups.iter().rev() {
+            if scale.is_some() && decay.is_some() {
+                break;
+            }
+            if !(group.select)(var) {
+                continue;
+            }
+            scale = scale.or(group.learning_rate_scale);
+            decay = decay.or(group.weight_decay);
+        }
+        let (scale, decay) = (scale.unwrap_or(1.0), decay.unwrap_or(self.weight_decay));
+        if !scale.is_finite() || scale < 0.0 || !decay.is_finite() {
+            return Err(Error::invalid(
+                "optimizer",
+                format!(
+                    "variable '{}' has learning-rate multiplier {scale} and weight decay {decay}; \
+                     both must be finite and the multiplier >= 0",
+                    var.name()
+                ),
+            ));
+        }
+        Ok((scale, decay))
+    }
+}
+
+/// Selects variables by a predicate over the [`Variable`].
+type Selector = Arc<dyn Fn(&Variable) -> bool + Send + Sync>;
+
+/// A parameter group: the variables it selects train with their own
+/// weight decay and/or learning-rate multiplier (PyTorch's
+/// `param_groups`, optax's `mask` and `multi_transform`). Add groups with
+/// each optimizer's `param_group`; a variable no group selects uses the
+/// optimizer's settings, and one several groups select takes each setting
+/// from the last added group that sets it. Selection happens on the host
+/// when a step is traced, so groups change no compiled program's shape.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// use xlafn::optimizers::ParamGroup;
+/// let body = Variable::new(Tensor::scalar(1.0f32)).named("body.kernel");
+/// let head = Variable::new(Tensor::scalar(1.0f32)).named("head.kernel");
+/// // The pretrained body at a tenth of the rate, without decay.
+/// let opt = Sgd::new(0.5).weight_decay(0.1)
+///     .param_group(ParamGroup::named(&["body."]).learning_rate_scale(0.1).weight_decay(0.0));
+/// let g = Tensor::scalar(1.0f32);
+/// opt.apply_gradients(&[(Some(g.clone()), &body), (Some(g), &head)])?;
+/// assert!((body.read().item::<f32>()? - 0.95).abs() < 1e-6); // 1 - 0.05 * 1
+/// assert!((head.read().item::<f32>()? - 0.45).abs() < 1e-6); // 1 - 0.5 * 0.1, then - 0.5
+/// # Ok::<(), xlafn::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct ParamGroup {
+    select: Selector,
+    /// What selects, for `Debug`.
+    what: String,
+    learning_rate_scale: Option<f64>,
+    weight_decay: Option<f64>,
+}
+
+impl ParamGroup {
+    /// The variables `select` returns true for, e.g. every vector (biases,
+    /// normalization scales) with `|v: &Variable| v.dims().len() < 2`.
+    pub fn matching(select: impl Fn(&Variable) -> bool + Send + Sync + 'static) -> ParamGroup {
+        ParamGroup::new(Arc::new(select), "a predicate".into())
+    }
+
+    /// The variables whose [`Variable::name`] contains any of `substrings`
+    /// (Keras' `var_names`): with module paths as names, `&["bias", "ln",
+    /// "embed"]` selects `blocks.0.ln.gamma` and every `.bias`.
+    pub fn named(substrings: &[&str]) -> ParamGroup {
+        let names: Vec<String> = substrings.iter().map(|s| s.to_string()).collect();
+        let what = format!("names containing {names:?}");
+        ParamGroup::new(
+            Arc::new(move |v: &Variable| names.iter().any(|n| v.name().contains(n.as_str()))),
+            what,
+        )
+    }
+
+    /// Exactly these variables (Keras' `var_list`), also when a compiled
+    /// step receives them as arguments.
+    pub fn variables<V: Borrow<Variable>>(vars: &[V]) -> ParamGroup {
+        let keys: Vec<u64> = vars.iter().map(|v| v.borrow().slot_key()).collect();
+        let what = format!("{} listed variables", keys.len());
+        ParamGroup::new(
+            Arc::new(move |v: &Variable| keys.contains(&v.slot_key())),
+            what,
+        )
+    }
+
+    fn new(select: Selector, what: String) -> ParamGroup {
+        ParamGroup {
+            select,
+            what,
+            learning_rate_scale: None,
+            weight_decay: None,
+        }
+    }
+
+    /// Multiplies the optimizer's learning rate (a constant, variable or
+    /// schedule) for these variables; the weight decay step scales with it,
+    /// as it does with the rate.
+    pub fn learning_rate_scale(mut self, scale: f64) -> ParamGroup {
+        self.learning_rate_scale = Some(scale);
+        self
+    }
+
+    /// The decoupled weight decay for these variables; 0 turns it off.
+    pub fn weight_decay(mut self, weight_decay: f64) -> ParamGroup {
+        self.weight_decay = Some(weight_decay);
+        self
+    }
+
+    /// Whether the group selects `var`.
+    pub fn selects(&self, var: &Variable) -> bool {
+        (self.select)(var)
+    }
+}
+
+impl std::fmt::Debug for ParamGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParamGroup")
+            .field("selects", &self.what)
+            .field("learning_rate_scale", &self.learning_rate_scale)
+            .field("weight_decay", &self.weight_decay)
+            .finish()
     }
 }
 
@@ -243,10 +413,35 @@ macro_rules! common_options {
                 self.state.options.weight_decay = weight_decay;
                 self
             }
-            /// Clips gradients before they are used.
+            /// Clips gradients before they are used. Clipping by global
+            /// norm spans every gradient of one update, across groups.
             pub fn clip(mut self, clip: $crate::optimizers::GradientClip) -> Self {
                 self.state.options.clip = Some(clip);
                 self
+            }
+            /// Adds a parameter group (its own weight decay and learning
+            /// rate multiplier); see [`ParamGroup`]($crate::optimizers::ParamGroup).
+            pub fn param_group(mut self, group: $crate::optimizers::ParamGroup) -> Self {
+                self.state.options.groups.push(group);
+                self
+            }
+            /// Keras' `exclude_from_weight_decay`: no weight decay for the
+            /// variables `select` returns true for, e.g. every vector
+            /// with `|v: &Variable| v.dims().len() < 2` (biases and
+            /// normalization scales). Shorthand for a group with decay 0.
+            pub fn exclude_from_weight_decay(
+                self,
+                select: impl Fn(&$crate::variable::Variable) -> bool + Send + Sync + 'static,
+            ) -> Self {
+                self.param_group($crate::optimizers::ParamGroup::matching(select).weight_decay(0.0))
+            }
+            /// Keras' `exclude_from_weight_decay(var_names=...)`: no weight
+            /// decay for variables whose name contains any of `substrings`
+            /// (module paths such as `blocks.0.ln.gamma`).
+            pub fn exclude_from_weight_decay_names(self, substrings: &[&str]) -> Self {
+                self.param_group(
+                    $crate::optimizers::ParamGroup::named(substrings).weight_decay(0.0),
+                )
             }
             /// The number of updates applied so far (Keras' `iterations`).
             /// Counted once something reads it: Adam's bias correction, a
@@ -310,7 +505,7 @@ impl Slots {
         if let Some(s) = slots.get(&v.slot_key()) {
             return Ok(s.clone());
         }
-        let slot = variable_like(v, self.fill)?;
+        let slot = crate::trace::create_owned_variable(|| variable_like(v, self.fill))?;
         slots.insert(v.slot_key(), slot.clone());
         Ok(slot)
     }
@@ -371,7 +566,9 @@ impl State {
         if let Some(v) = self.iterations.get() {
             return Ok(v.clone());
         }
-        let v = Variable::try_new(Tensor::try_scalar(0i64)?)?.named("iterations");
+        let v = crate::trace::create_owned_variable(|| {
+            Ok(Variable::try_new(Tensor::try_scalar(0i64)?)?.named("iterations"))
+        })?;
         Ok(self.iterations.get_or_init(|| v).clone())
     }
 
@@ -470,11 +667,12 @@ impl State {
             (Some(s), true) => Some(s.add_scalar(1.0)?),
             _ => None,
         };
-        let mut rates: Vec<(DType, Rate)> = Vec::new();
+        let mut rates: Vec<(DType, u64, Rate)> = Vec::new();
         for (grad, (_, var)) in grads.into_iter().zip(&present) {
-            let rate = self.rate_in(var.dtype(), step.as_ref(), &mut rates)?;
-            if self.options.weight_decay != 0.0 {
-                let decay = rate.scale(&var.try_read()?.mul_scalar(self.options.weight_decay)?)?;
+            let (scale, weight_decay) = self.options.settings_for(var)?;
+            let rate = self.rate_in(var.dtype(), scale, step.as_ref(), &mut rates)?;
+            if weight_decay != 0.0 {
+                let decay = rate.scale(&var.try_read()?.mul_scalar(weight_decay)?)?;
                 var.assign_sub(&decay)?;
             }
             rule(&Update { grad, var, rate }, t.as_ref())?;
@@ -485,24 +683,34 @@ impl State {
         }
     }
 
-    /// The learning rate in `dtype`, made once per dtype and step.
+    /// The learning rate times a group's `scale`, in `dtype`: made once
+    /// per dtype and scale in a step.
     fn rate_in(
         &self,
         dtype: DType,
+        scale: f64,
         step: Option<&Tensor>,
-        made: &mut Vec<(DType, Rate)>,
+        made: &mut Vec<(DType, u64, Rate)>,
     ) -> Result<Rate> {
-        if let Some((_, r)) = made.iter().find(|(d, _)| *d == dtype) {
+        let key = scale.to_bits();
+        if let Some((.., r)) = made.iter().find(|(d, k, _)| *d == dtype && *k == key) {
             return Ok(r.clone());
         }
-        let rate = match self.options.learning_rate.tensor_at(step, dtype)? {
-            Some(t) => Rate::Tensor(t),
-            None => match self.options.learning_rate {
-                LearningRate::Constant(v) => Rate::Host(v),
-                _ => unreachable!("only constants have no tensor"),
-            },
+        let rate = if scale == 1.0 {
+            match self.options.learning_rate.tensor_at(step, dtype)? {
+                Some(t) => Rate::Tensor(t),
+                None => match self.options.learning_rate {
+                    LearningRate::Constant(v) => Rate::Host(v),
+                    _ => unreachable!("only constants have no tensor"),
+                },
+            }
+        } else {
+            match self.rate_in(dtype, 1.0, step, made)? {
+                Rate::Host(r) => Rate::Host(r * scale),
+                Rate::Tensor(t) => Rate::Tensor(t.mul_scalar(scale)?),
+            }
         };
-        made.push((dtype, rate.clone()));
+        made.push((dtype, key, rate.clone()));
         Ok(rate)
     }
 

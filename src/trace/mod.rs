@@ -59,6 +59,9 @@ pub(crate) struct FinishedTrace {
     pub updates: Vec<(VarRef, usize)>,
     /// How many variables were created while tracing (B20).
     pub created_variables: usize,
+    /// How many of those an owner made for the trace and keeps
+    /// ([`create_owned_variable`]): they need no second trace.
+    pub owned_variables: usize,
     /// Variables created from values computed in this trace, each with
     /// the graph value of its initial value: the call lifts these out and
     /// runs them on its concrete arguments (B20, `function::lifting`).
@@ -84,6 +87,8 @@ struct Frame {
     /// Variables read or assigned, by id, in first-use order.
     variables: Vec<(u64, VarSlot)>,
     created_variables: usize,
+    /// Of `created_variables`, those made by [`create_owned_variable`].
+    owned_variables: usize,
     /// Variables created here from a symbolic initial value.
     initializers: Vec<(Arc<VariableInner>, Tensor)>,
     /// A branch or loop body rather than a function's own trace.
@@ -124,6 +129,7 @@ pub(crate) fn begin(function: &str) -> GraphId {
         error: None,
         variables: Vec::new(),
         created_variables: 0,
+        owned_variables: 0,
         initializers: Vec::new(),
         region: false,
     };
@@ -211,6 +217,7 @@ impl TraceGuard {
             captures: frame.captures,
             updates,
             created_variables: frame.created_variables,
+            owned_variables: frame.owned_variables,
             initializers: Vec::new(),
         })
     }
@@ -412,6 +419,28 @@ pub(crate) fn note_variable_created() {
             frame.created_variables += 1;
         }
     });
+}
+
+/// Creates a variable for an owner that keeps it across calls (an
+/// optimizer's slot or step count, made on the first update) while a
+/// function may be traced: `make` runs outside every trace (`init_scope`),
+/// so the variable holds a concrete value from the start and the trace
+/// reads it as a captured variable, as TensorFlow's optimizers create
+/// slots under `init_scope`. It counts as created (B20: a later call of the
+/// function that makes one is refused), but unlike a variable made by the
+/// function body it does not make the function trace a second time: that
+/// trace checks the body makes its variables once, and the owner hands out
+/// the same variable whenever asked again, so a compiled training step is
+/// traced once.
+pub(crate) fn create_owned_variable(make: impl FnOnce() -> Result<Variable>) -> Result<Variable> {
+    let var = init_scope(make)?;
+    STACK.with(|s| {
+        if let Some(frame) = s.borrow_mut().last_mut() {
+            frame.created_variables += 1;
+            frame.owned_variables += 1;
+        }
+    });
+    Ok(var)
 }
 
 /// Makes `initial`, a value of the trace, the initial value of `var`, a
