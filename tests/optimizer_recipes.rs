@@ -139,7 +139,7 @@ fn parameter_groups_scale_the_rate_and_the_last_group_setting_wins() {
             .zip([1.0, -0.5])
             .map(|(&x, g)| sgd(x, g, scale, decay))
             .collect();
-        close(&read(v), &want, v.name());
+        close(&read(v), &want, &v.name());
     }
     // A schedule is scaled the same way (its tensor times the multiplier).
     let w = var("body.w", &[0.0], &[1]);
@@ -340,7 +340,7 @@ fn a_compiled_minimize_step_needs_no_build_and_traces_once() {
     assert_eq!(opt.iterations().unwrap(), 5);
     close(&losses, &eager_losses, "losses");
     for (c, e) in model.vars().into_iter().zip(eager_model.vars()) {
-        close(&read(c), &read(e), c.name());
+        close(&read(c), &read(e), &c.name());
     }
     assert!(losses[4] < losses[0], "{losses:?}");
     // The decay skipped the vectors: with zero gradients they would not
