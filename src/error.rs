@@ -279,7 +279,7 @@ fn clone_io(e: &std::io::Error) -> std::io::Error {
 }
 
 /// By hand because `io::Error` is not `Clone`: every other variant is
-/// copied field by field, an `Io` failure by [`clone_io`].
+/// copied field by field, an `Io` failure by `clone_io`.
 impl Clone for Error {
     fn clone(&self) -> Self {
         use Error::*;

@@ -1,18 +1,131 @@
 //! xlafn: TensorFlow's `tf.function` for Rust, compiled by XLA.
 //!
-//! Ops on [`Tensor`]s run eagerly, one small XLA program each, compiled
-//! once per (op, attributes, input types) and cached. The crate is layered
-//! bottom-up: `runtime` (PJRT) ← `lower` (StableHLO text) ← `ir` (graphs) ←
-//! `ops` (the op catalog) ← `tensor` (the user's values).
+//! Write ordinary Rust over [`Tensor`]s: run directly, each op executes at
+//! once (eagerly); wrapped in [`function()`], the closure is traced once per
+//! input type into a graph, compiled whole by XLA and cached. Programs run
+//! on the CPU or on CUDA GPUs through XLA's PJRT plugins.
+//!
+//! # Install
+//!
+//! Add `xlafn` to `Cargo.toml`; the repository's `scripts/setup.sh`
+//! fetches the pinned XLA CPU plugin (and libclang where a build needs
+//! it). `XLAFN_DEVICE=cuda` picks a CUDA plugin (see the README).
+//!
+//! # Eager ops
 //!
 //! ```
 //! use xlafn::prelude::*;
 //! let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], &[2, 2])?;
-//! let b = Tensor::from_vec(vec![1f32, 1., 1., 1.], &[2, 2])?;
-//! let c = &a + &b;
-//! assert_eq!(c.to_vec::<f32>()?, vec![2., 3., 4., 5.]);
+//! let b = Tensor::ones(&[2, 2], DType::F32);
+//! let c = (&a + &b).tanh()?;                  // runs now, stays on the device
+//! assert_eq!(c.dims(), vec![2, 2]);
+//! assert!((c.to_vec::<f32>()?[0] - 2f32.tanh()).abs() < 1e-6);
 //! # Ok::<(), xlafn::Error>(())
 //! ```
+//!
+//! # Compiled functions
+//!
+//! ```
+//! use xlafn::prelude::*;
+//! let scaled_sum = function(|x: Tensor, k: Tensor| (x * k).reduce_sum(&[], false));
+//! let x = Tensor::vector(&[1f32, 2., 3.])?;
+//! assert_eq!(scaled_sum.call((&x, &Tensor::scalar(2f32)))?.item::<f32>()?, 12.0);
+//! assert_eq!(scaled_sum.call((&x, &Tensor::scalar(3f32)))?.item::<f32>()?, 18.0);
+//! assert_eq!(scaled_sum.tracing_count(), 1);  // traced and compiled once
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+//!
+//! # A model, trained, saved
+//!
+//! Layers ([`nn::layers`]) hold their weights as [`Variable`]s; a struct
+//! of layers derives [`module::Module`], which lists them by path
+//! (`hidden.kernel`): optimizers, checkpoints and exports use those
+//! names. A training step is one compiled program.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use xlafn::prelude::*;
+//! use xlafn::module::Module;
+//! use xlafn::nn::layers::{Activation, Layer, Linear};
+//! use xlafn::nn::losses::{CrossEntropy, sparse_categorical_cross_entropy};
+//! use xlafn::{checkpoint, random};
+//!
+//! #[derive(Module)]
+//! struct Classifier { hidden: Linear, output: Linear }
+//!
+//! let key = random::key(0)?;
+//! let model = Arc::new(Classifier {
+//!     hidden: Linear::new(&random::fold_in(&key, &Tensor::scalar(0))?, 4, 16)?
+//!         .activation(Activation::Relu),
+//!     output: Linear::new(&random::fold_in(&key, &Tensor::scalar(1))?, 16, 3)?,
+//! });
+//! let adam = Arc::new(Adam::new(1e-2));
+//! let step = {
+//!     let (model, adam) = (model.clone(), adam.clone());
+//!     function(move |x: Tensor, y: Tensor| -> Result<Tensor> {
+//!         adam.minimize(&model.trainable_variables(), || {
+//!             let logits = model.output.forward(&model.hidden.forward(&x)?)?;
+//!             sparse_categorical_cross_entropy(&y, &logits, CrossEntropy::new().from_logits(true))
+//!         })
+//!     })
+//! };
+//! let x = random::normal(&key, &[8, 4], DType::F32, 0.0, 1.0)?;
+//! let y = Tensor::vector(&[0i32, 1, 2, 0, 1, 2, 0, 1])?;
+//! let first = step.call((&x, &y))?.item::<f32>()?;
+//! let mut last = first;
+//! for _ in 0..50 {
+//!     last = step.call((&x, &y))?.item::<f32>()?;
+//! }
+//! assert!(last < first / 2.0);
+//! assert_eq!(model.hidden.kernel().unwrap().name(), "hidden.kernel");
+//!
+//! let path = std::env::temp_dir().join(format!("xlafn-doc-{}.safetensors", std::process::id()));
+//! checkpoint::save_training(&*model, &*adam, &path)?;   // weights and Adam's slots
+//! # std::fs::remove_file(&path).ok();
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+//!
+//! # Where to go next
+//!
+//! - [`function()`] and [`FunctionOptions`]: tracing rules, input
+//!   signatures, retracing, `jit_compile`, shardings.
+//! - [`GradientTape`], [`optimizers`], [`recompute_grad`]: gradients and
+//!   training.
+//! - [`nn`]: layers, losses, metrics; [`initializers`], [`random`] (keys,
+//!   as JAX's).
+//! - [`checkpoint`], [`weights`] (safetensors from PyTorch, Flax or Keras),
+//!   [`export`] (a compiled function saved for the `xlafn` tool or another
+//!   process).
+//! - [`control`]: `cond`, `while_loop`, `for_range` and the `#[function]`
+//!   macro's AutoGraph.
+//!
+//! # Coming from JAX, PyTorch or candle
+//!
+//! | JAX / PyTorch / candle | xlafn |
+//! |---|---|
+//! | `jax.jit(f)`, `torch.compile(f)` | [`function()`]`(f)` |
+//! | `jnp.array(..)`, `torch.tensor(..)`, `Tensor::new(..)` | [`Tensor::from_vec`], [`Tensor::vector`], [`Tensor::scalar`] |
+//! | `x.shape`, `x.size()`, `x.dims()` | [`Tensor::dims`] |
+//! | `np.asarray(x)`, `x.numpy()`, `x.to_vec1()` | [`Tensor::to_vec`], [`Tensor::item`] |
+//! | `x.astype(t)`, `x.to(dtype)`, `x.to_dtype(t)` | [`Tensor::cast`] |
+//! | `x @ y`, `torch.matmul`, `x.matmul(y)` | [`Tensor::matmul`], [`einsum`] |
+//! | `jax.grad`, `loss.backward()` | [`GradientTape`], [`optimizers::value_and_grad`] |
+//! | `jax.lax.stop_gradient`, `x.detach()` | [`Tensor::stop_gradient`] |
+//! | `jax.checkpoint`, `torch.utils.checkpoint` | [`recompute_grad`] |
+//! | `jax.random.PRNGKey`, `split`, `fold_in` | [`random::key`], [`random::split`], [`random::fold_in`] |
+//! | `jax.lax.cond`, `while_loop`, `fori_loop` | [`cond`], [`while_loop`], [`for_range`] |
+//! | `nn.Linear`, `flax.linen.Dense`, `candle_nn::linear` | [`nn::layers::Linear`] |
+//! | `nn.Module.named_parameters()`, `VarMap` | [`module::Module::named_variables`] |
+//! | `optax.adamw`, `torch.optim.AdamW` | [`optimizers::AdamW`] |
+//! | `optax.clip_by_global_norm` | [`optimizers::GradientClip`], [`clip_by_global_norm`] |
+//! | `torch.save(model.state_dict())` | [`checkpoint::save`] (safetensors) |
+//! | `safetensors.torch.load_file` | [`weights::Weights`] |
+//! | `jax.export`, `torch.export` | [`ConcreteFunction::export`] |
+//!
+//! The crate is layered bottom-up: `runtime` (PJRT) ← `lower` (StableHLO
+//! text) ← `ir` (graphs) ← `ops` (the op catalog) ← `tensor` (the user's
+//! values) ← `function`, `autodiff`, `control` ← `nn`, `optimizers`,
+//! `checkpoint`, `export`.
 
 #![warn(missing_docs)]
 

@@ -113,22 +113,40 @@ mod structured_half_precision;
 mod custom_gradient;
 #[path = "gradients.rs"]
 mod gradients;
+#[path = "layers.rs"]
+mod layers;
+#[path = "layers_attention.rs"]
+mod layers_attention;
+#[path = "layers_conv.rs"]
+mod layers_conv;
+#[path = "layers_recurrent.rs"]
+mod layers_recurrent;
 #[path = "loop_gradient_program.rs"]
 mod loop_gradient_program;
 #[path = "losses.rs"]
 mod losses;
+#[path = "metrics.rs"]
+mod metrics;
 #[path = "modules_and_checkpoints.rs"]
 mod modules_and_checkpoints;
 #[path = "nn.rs"]
 mod nn;
 #[path = "optimizer_options.rs"]
 mod optimizer_options;
+#[path = "optimizer_recipes.rs"]
+mod optimizer_recipes;
 #[path = "optimizers.rs"]
 mod optimizers;
+#[path = "preferred_element_type.rs"]
+mod preferred_element_type;
 #[path = "real_models.rs"]
 mod real_models;
+#[path = "remat.rs"]
+mod remat;
 #[path = "resumable_training.rs"]
 mod resumable_training;
+#[path = "weights.rs"]
+mod weights;
 
 // Exports (loaded here and run by the `xlafn` tool), the compile cache,
 // concurrency, buffers and hostile input.
