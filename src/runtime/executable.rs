@@ -61,6 +61,9 @@ pub struct Executable {
     /// Calls back into Rust: each execution carries the caller's call
     /// scope in an execution context and is waited for (`call_scope`).
     host_calls: bool,
+    /// Set by the first launch, which waits for its run to finish (see
+    /// `in_flight`).
+    launched: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: PJRT loaded executables are immutable after compilation and
@@ -124,6 +127,7 @@ impl Executable {
             wait_history: Arc::default(),
             one_at_a_time: false,
             host_calls: mlir.contains(super::ffi::HOST_CALLBACK_TARGET),
+            launched: Default::default(),
         };
         exe.devices = exe.query_devices()?;
         exe.outputs = exe.query_outputs()?;
@@ -257,6 +261,7 @@ impl Executable {
             wait_history: Arc::default(),
             one_at_a_time: false,
             host_calls: false,
+            launched: Default::default(),
         };
         exe.devices = exe.query_devices()?;
         exe.outputs = exe.query_outputs()?;
@@ -365,8 +370,11 @@ impl Executable {
     /// device of the program, under the calling thread's call scope. With
     /// a scope (the program may call back into Rust) it waits for every
     /// device, consuming each event, because the execution context must
-    /// outlive the run; without one it asks for no events, so the hot
-    /// path allocates nothing here.
+    /// outlive the run. A program's first run is waited for too (see
+    /// `in_flight`: the plugin may set up static state in it). Otherwise
+    /// the events go to `in_flight`, which waits for them if the process
+    /// exits first. One device's event slot lives on the stack (the hot
+    /// path).
     ///
     /// # Safety
     /// `arg_lists` and `out_lists` hold one list per device of the program,
@@ -392,9 +400,14 @@ impl Executable {
                 .map_or(std::ptr::null_mut(), ExecutionScope::context),
             ..Default::default()
         };
-        let mut done: Vec<*mut sys::PJRT_Event> = match scope {
-            Some(_) => vec![std::ptr::null_mut(); arg_lists.len()],
-            None => Vec::new(),
+        let mut one = [std::ptr::null_mut::<sys::PJRT_Event>(); 1];
+        let mut many: Vec<*mut sys::PJRT_Event> = Vec::new();
+        let done: &mut [*mut sys::PJRT_Event] = match arg_lists.len() {
+            1 => &mut one,
+            n => {
+                many.resize(n, std::ptr::null_mut());
+                &mut many
+            }
         };
         let mut exec = sys::PJRT_LoadedExecutable_Execute_Args {
             struct_size: sys::PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE as usize,
@@ -404,10 +417,7 @@ impl Executable {
             num_devices: arg_lists.len(),
             num_args,
             output_lists: out_lists.as_ptr(),
-            device_complete_events: match scope {
-                Some(_) => done.as_mut_ptr(),
-                None => std::ptr::null_mut(),
-            },
+            device_complete_events: done.as_mut_ptr(),
             ..Default::default()
         };
         let f = plugin.func(
@@ -415,14 +425,22 @@ impl Executable {
             "PJRT_LoadedExecutable_Execute",
         )?;
         // SAFETY: the lists are as the caller guarantees; the options and
-        // the event slots (one per device, with a scope) outlive the call.
+        // the event slots (one per device) outlive the call.
         plugin.check(unsafe { f(&mut exec) }, "PJRT_LoadedExecutable_Execute")?;
-        if scope.is_some() {
+        let first_run = !self
+            .launched
+            .swap(true, std::sync::atomic::Ordering::Relaxed);
+        if scope.is_some() || first_run {
             let waited: Vec<Result<()>> = done
                 .iter()
                 .map(|&e| plugin.await_event(e, "PJRT_LoadedExecutable_Execute", None))
                 .collect();
+            if first_run {
+                super::in_flight::after_first_run();
+            }
             waited.into_iter().collect::<Result<()>>()?;
+        } else {
+            super::in_flight::keep(plugin, done);
         }
         drop(scope);
         Ok(())

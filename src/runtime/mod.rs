@@ -20,6 +20,7 @@ pub mod element;
 mod executable;
 mod ffi;
 pub mod hlo;
+mod in_flight;
 mod kv_callbacks;
 mod options;
 mod plugin;

@@ -72,7 +72,7 @@ impl Plugin {
             return Ok(());
         }
         // `None`: ready at once (inline programs, the hot path).
-        let start = (!self.is_ready(event)).then(Instant::now);
+        let start = (!self.event_is_ready(event)).then(Instant::now);
         if let Some(start) = start {
             let budget = poll_budget();
             if history.is_none_or(|h| h.worth_polling(budget)) {
@@ -88,7 +88,7 @@ impl Plugin {
 
     /// Whether `event` has completed (with or without an error). A failed
     /// query reads as "not ready": the await that follows reports it.
-    fn is_ready(&self, event: *mut sys::PJRT_Event) -> bool {
+    pub(crate) fn event_is_ready(&self, event: *mut sys::PJRT_Event) -> bool {
         let Some(is_ready) = self.api().PJRT_Event_IsReady else {
             return false;
         };
@@ -112,7 +112,7 @@ impl Plugin {
     fn poll_until_ready(&self, event: *mut sys::PJRT_Event, start: Instant, budget: Duration) {
         while start.elapsed() < budget {
             std::thread::yield_now();
-            if self.is_ready(event) {
+            if self.event_is_ready(event) {
                 return;
             }
         }
