@@ -99,8 +99,14 @@ fn policies_parse_keras_names_and_the_global_one_is_read_at_construction() {
     let _g = serial();
     let p: Policy = "mixed_bfloat16".parse().unwrap();
     assert_eq!(p, Policy::mixed_bfloat16());
-    assert_eq!((p.compute_dtype(), p.variable_dtype()), (DType::BF16, DType::F32));
-    assert_eq!(Policy::new("mixed_float16").unwrap(), Policy::mixed_float16());
+    assert_eq!(
+        (p.compute_dtype(), p.variable_dtype()),
+        (DType::BF16, DType::F32)
+    );
+    assert_eq!(
+        Policy::new("mixed_float16").unwrap(),
+        Policy::mixed_float16()
+    );
     assert_eq!(Policy::new("float32").unwrap(), Policy::float32());
     assert_eq!(Policy::new("bf16").unwrap(), Policy::uniform(DType::BF16));
     assert_eq!(Policy::mixed_float16().to_string(), "mixed_float16");
@@ -122,7 +128,10 @@ fn policies_parse_keras_names_and_the_global_one_is_read_at_construction() {
     assert_eq!(after.policy(), None);
     let x = Tensor::ones(&[1, 3], DType::F32);
     assert_eq!(under.forward(&x).unwrap().dtype(), DType::BF16);
-    assert_eq!(norm.forward(&under.forward(&x).unwrap()).unwrap().dtype(), DType::BF16);
+    assert_eq!(
+        norm.forward(&under.forward(&x).unwrap()).unwrap().dtype(),
+        DType::BF16
+    );
     assert_eq!(after.forward(&x).unwrap().dtype(), DType::F32);
     assert_eq!(dtypes(&under), [DType::F32, DType::F32]);
 }
@@ -168,7 +177,10 @@ fn linear_under_mixed_bfloat16_matches_a_bfloat16_loop_over_its_f32_weights() {
     // ... and not the f32 result to float32 precision: it is bf16.
     let exact = super_f32(&xs, &w, &b);
     assert!(
-        host(&y).iter().zip(&exact).any(|(g, e)| (g - e).abs() > 1e-5),
+        host(&y)
+            .iter()
+            .zip(&exact)
+            .any(|(g, e)| (g - e).abs() > 1e-5),
         "the output is not rounded to bfloat16"
     );
     let f = function({
@@ -215,6 +227,9 @@ fn sequential_under_the_global_policy_matches_the_f32_model() {
     assert_close(&host(&y), &want, 0.03, "mixed Sequential vs f32 loop");
 }
 
+/// A layer under the policy, the same layer without, and their input.
+type Case<'a> = (&'a str, Box<dyn Layer>, Box<dyn Layer>, &'a Tensor);
+
 /// Each other layer under the policy against the same layer (same keys,
 /// so the same f32 weights) without one, on an f32 input.
 #[test]
@@ -224,7 +239,7 @@ fn other_layers_follow_the_policy() {
     let x4 = f32s(&values(2 * 5 * 5 * 3, 11, -1.0, 1.0), &[2, 5, 5, 3]);
     let x3 = f32s(&values(2 * 4 * 6, 12, -1.0, 1.0), &[2, 4, 6]);
     let ids = Tensor::from_vec(vec![0i32, 3, 7, 2], &[2, 2]).unwrap();
-    let cases: Vec<(&str, Box<dyn Layer>, Box<dyn Layer>, &Tensor)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "Conv2d",
             Box::new(Conv2d::new(&key(6), 3, 4, [3, 3]).unwrap().dtype_policy(p)),
@@ -251,13 +266,22 @@ fn other_layers_follow_the_policy() {
         ),
         (
             "BatchNorm",
-            Box::new(BatchNorm::new(6, DType::F32).unwrap().dtype_policy(p).unwrap()),
+            Box::new(
+                BatchNorm::new(6, DType::F32)
+                    .unwrap()
+                    .dtype_policy(p)
+                    .unwrap(),
+            ),
             Box::new(BatchNorm::new(6, DType::F32).unwrap()),
             &x3,
         ),
         (
             "MultiHeadAttention",
-            Box::new(MultiHeadAttention::new(2, 4, &key(7)).unwrap().with_dtype_policy(p)),
+            Box::new(
+                MultiHeadAttention::new(2, 4, &key(7))
+                    .unwrap()
+                    .with_dtype_policy(p),
+            ),
             Box::new(MultiHeadAttention::new(2, 4, &key(7)).unwrap()),
             &x3,
         ),
@@ -280,7 +304,12 @@ fn other_layers_follow_the_policy() {
         ),
         (
             "Embedding",
-            Box::new(Embedding::new(&key(10), 8, 4).unwrap().dtype_policy(p).unwrap()),
+            Box::new(
+                Embedding::new(&key(10), 8, 4)
+                    .unwrap()
+                    .dtype_policy(p)
+                    .unwrap(),
+            ),
             Box::new(Embedding::new(&key(10), 8, 4).unwrap()),
             &ids,
         ),
@@ -293,7 +322,10 @@ fn other_layers_follow_the_policy() {
         assert_eq!(y.dims(), want.dims(), "{what}: shape");
         let vars = mixed.variables();
         assert!(!vars.is_empty(), "{what}: no variables");
-        assert!(vars.iter().all(|v| v.dtype() == DType::F32), "{what}: variables");
+        assert!(
+            vars.iter().all(|v| v.dtype() == DType::F32),
+            "{what}: variables"
+        );
         let same = mixed
             .variables()
             .iter()
@@ -303,7 +335,10 @@ fn other_layers_follow_the_policy() {
         assert_close(&host(&y), &host(&want), 0.04, what);
     }
     // An Embedding's rows are the f32 table's rounded to bf16, exactly.
-    let emb = Embedding::new(&key(10), 8, 4).unwrap().dtype_policy(p).unwrap();
+    let emb = Embedding::new(&key(10), 8, 4)
+        .unwrap()
+        .dtype_policy(p)
+        .unwrap();
     let table = host(&emb.embeddings().unwrap().read());
     let rows = host(&emb.forward(&ids).unwrap());
     let want: Vec<f64> = [0, 3, 7, 2]
@@ -360,7 +395,10 @@ fn compiled_step_under_the_policy_has_bfloat16_dots() {
     // Two forward products, two kernel gradients, one input gradient.
     assert!(dots.len() >= 5, "{text}");
     for d in &dots {
-        assert!(d.contains("bf16") && !d.contains("xf32>"), "an f32 dot: {d}\n{text}");
+        assert!(
+            d.contains("bf16") && !d.contains("xf32>"),
+            "an f32 dot: {d}\n{text}"
+        );
     }
     assert!(!ops(&text, "convert").is_empty(), "{text}");
     step.call((&x, &y)).unwrap();
@@ -380,10 +418,7 @@ fn gradients_reach_the_f32_variables_as_f32() {
     let x = f32s(&xs, &[5, 3]);
     let vars = dense.trainable_variables();
     let (loss, grads) = value_and_grad(&vars, || {
-        dense
-            .forward(&x)?
-            .cast(DType::F32)?
-            .reduce_sum(&[], false)
+        dense.forward(&x)?.cast(DType::F32)?.reduce_sum(&[], false)
     })
     .unwrap();
     assert_eq!(loss.dtype(), DType::F32);
@@ -419,7 +454,9 @@ fn losses_compute_half_inputs_in_f32() {
     let ce = losses::sparse_categorical_cross_entropy(
         &labels,
         &logits,
-        CrossEntropy::new().from_logits(true).reduction(Reduction::None),
+        CrossEntropy::new()
+            .from_logits(true)
+            .reduction(Reduction::None),
     )
     .unwrap();
     assert_eq!(ce.dtype(), DType::F32);
@@ -506,7 +543,11 @@ fn overflowing_steps_are_skipped_and_the_scale_adapts() {
         // An overflowing one changes nothing but the scale.
         let loss = step(&huge);
         assert!(loss.item::<f32>().unwrap().is_finite());
-        assert_eq!(snapshot(&model, &opt), s1, "{what}: the skipped step changed state");
+        assert_eq!(
+            snapshot(&model, &opt),
+            s1,
+            "{what}: the skipped step changed state"
+        );
         assert_eq!((scale(), counter()), (512.0, 0), "{what}");
         assert_eq!(opt.inner().iterations().unwrap(), 1, "{what}");
         // Three good steps in a row double it.
@@ -557,7 +598,11 @@ fn the_loss_scale_is_checkpointed() {
     let _g = serial();
     let x = f32s(&values(8 * 3, 22, -1.0, 1.0), &[8, 3]);
     let y = f32s(&values(8 * 2, 23, -1.0, 1.0), &[8, 2]);
-    let make = || Linear::new(&key(24), 3, 2).unwrap().dtype_policy(Policy::mixed_float16());
+    let make = || {
+        Linear::new(&key(24), 3, 2)
+            .unwrap()
+            .dtype_policy(Policy::mixed_float16())
+    };
     let model = make();
     let opt = LossScaleOptimizer::with_options(Adam::new(0.01), 1024.0, 5).unwrap();
     let one = Tensor::scalar(1.0f32);
@@ -567,7 +612,10 @@ fn the_loss_scale_is_checkpointed() {
     let path = std::env::temp_dir().join(format!("mixed-lso-{}.safetensors", std::process::id()));
     checkpoint::save_training(&model, &opt, &path).unwrap();
     let saved = checkpoint::read(&path).unwrap();
-    assert_eq!(saved["optimizer.dynamic_scale"].item::<f32>().unwrap(), 512.0);
+    assert_eq!(
+        saved["optimizer.dynamic_scale"].item::<f32>().unwrap(),
+        512.0
+    );
     assert_eq!(saved["optimizer.step_counter"].item::<i64>().unwrap(), 2);
     assert_eq!(saved["optimizer.iterations"].item::<i64>().unwrap(), 2);
     let fresh = make();
@@ -597,7 +645,10 @@ fn mixed_float16_with_loss_scaling_trains_like_float32() {
         .collect();
     let (x, y) = (f32s(&xs, &[n as i64, 3]), f32s(&ys, &[n as i64, 1]));
     let mlp = |policy: Option<Policy>| {
-        let (a, b) = (Linear::new(&key(26), 3, 16).unwrap(), Linear::new(&key(27), 16, 1).unwrap());
+        let (a, b) = (
+            Linear::new(&key(26), 3, 16).unwrap(),
+            Linear::new(&key(27), 16, 1).unwrap(),
+        );
         let (a, b) = match policy {
             Some(p) => (a.dtype_policy(p), b.dtype_policy(p)),
             None => (a, b),

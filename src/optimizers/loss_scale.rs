@@ -163,11 +163,7 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
             };
             unscaled.push((g, *v));
         }
-        cond(
-            &finite,
-            || self.inner.apply_gradients(&unscaled),
-            || Ok(()),
-        )?;
+        cond(&finite, || self.inner.apply_gradients(&unscaled), || Ok(()))?;
         let counter = self.counter.try_read()?;
         let grow = counter.eq_scalar(self.growth_steps - 1)?;
         let zero = counter.zeros_like()?;

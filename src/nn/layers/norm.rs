@@ -539,7 +539,11 @@ impl BatchNorm {
         if self.gamma.dtype() != d {
             let cast = |v: &Variable| -> Result<Variable> {
                 let new = Variable::try_new(v.try_read()?.cast(d)?)?;
-                Ok(if v.trainable() { new } else { new.non_trainable() })
+                Ok(if v.trainable() {
+                    new
+                } else {
+                    new.non_trainable()
+                })
             };
             self.gamma = cast(&self.gamma)?;
             self.beta = cast(&self.beta)?;
