@@ -1,8 +1,9 @@
 //! Layer: mixed precision for `nn::layers` (#28 item 7): a [`Policy`]
 //! (the dtype a layer computes in and the dtype its variables are kept
 //! in), Keras' named policies (`"mixed_bfloat16"`, `"mixed_float16"`), and
-//! the global policy layers pick up when they are made. Imports `dtype`
-//! and `error` only; the layers read it through `nn::layers`' helpers, and
+//! the global policy layers pick up when they are made. Imports `dtype`,
+//! `error` and `tensor` (the input cast); the layers read it through
+//! `nn::layers`' helpers, and
 //! [`crate::optimizers::LossScaleOptimizer`] is its training half for
 //! float16.
 //!
@@ -39,6 +40,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::tensor::Tensor;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::RwLock;
@@ -171,7 +173,7 @@ impl Policy {
 
     /// `x` in the compute dtype when it is floating (Keras' autocasting of
     /// a layer's inputs); integer, bool and complex inputs as they are.
-    pub(crate) fn cast_input(&self, x: &crate::tensor::Tensor) -> Result<crate::tensor::Tensor> {
+    pub(crate) fn cast_input(&self, x: &Tensor) -> Result<Tensor> {
         if x.dtype().is_float() && x.dtype() != self.compute_dtype {
             x.cast(self.compute_dtype)
         } else {
