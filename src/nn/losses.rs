@@ -10,6 +10,11 @@
 //! [`cosine_similarity`]), then applies a [`Reduction`] over what is left:
 //! the mean (the default), the sum, or none (the per-example values).
 //!
+//! Half-precision predictions (float16, bfloat16: a mixed-precision
+//! model's logits) are cast to float32 first and the loss is float32, as
+//! Keras' losses compute in float32: a half-precision log-softmax or mean
+//! over a batch keeps few digits.
+//!
 //! The categorical cross-entropies take a [`CrossEntropy`] builder for
 //! their options (`from_logits`, `label_smoothing`, `ignore_index`, the
 //! reduction); the others take the reduction directly.
@@ -192,6 +197,15 @@ fn dense_pair(op: &str, y_true: &Tensor, y_pred: &Tensor) -> Result<Tensor> {
     }
 }
 
+/// `y_pred` in the dtype the loss computes in: float32 for half
+/// precision, else its own.
+fn widened(y_pred: &Tensor) -> Result<Tensor> {
+    match y_pred.dtype() {
+        DType::F16 | DType::BF16 => y_pred.cast(DType::F32),
+        _ => Ok(y_pred.clone()),
+    }
+}
+
 // ------------------------------------------------------------- losses
 
 /// `keras.losses.mean_squared_error`: `mean((y_true - y_pred)², axis=-1)`
@@ -202,6 +216,7 @@ pub fn mean_squared_error(
     y_pred: &Tensor,
     reduction: Reduction,
 ) -> Result<Tensor> {
+    let y_pred = &widened(y_pred)?;
     let y = dense_pair("mean_squared_error", y_true, y_pred)?;
     reduction.apply(&y_pred.sub(&y)?.square()?.reduce_mean(&[-1], false)?)
 }
@@ -214,6 +229,7 @@ pub fn mean_absolute_error(
     y_pred: &Tensor,
     reduction: Reduction,
 ) -> Result<Tensor> {
+    let y_pred = &widened(y_pred)?;
     let y = dense_pair("mean_absolute_error", y_true, y_pred)?;
     reduction.apply(&y_pred.sub(&y)?.abs()?.reduce_mean(&[-1], false)?)
 }
@@ -223,6 +239,7 @@ pub fn mean_absolute_error(
 /// axis per example, then `reduction`. Keras' default `delta` is 1.
 #[track_caller]
 pub fn huber(y_true: &Tensor, y_pred: &Tensor, delta: f64, reduction: Reduction) -> Result<Tensor> {
+    let y_pred = &widened(y_pred)?;
     let y = dense_pair("huber", y_true, y_pred)?;
     if delta.is_nan() || delta <= 0.0 {
         return Err(Error::invalid(
@@ -250,6 +267,7 @@ pub fn binary_cross_entropy(
     y_pred: &Tensor,
     reduction: Reduction,
 ) -> Result<Tensor> {
+    let y_pred = &widened(y_pred)?;
     let y = dense_pair("binary_cross_entropy", y_true, y_pred)?;
     let p = y_pred.clip_by_value_scalar(EPSILON, 1.0 - EPSILON)?;
     let log_p = p.log()?;
@@ -281,6 +299,7 @@ pub fn binary_cross_entropy_with_logits(
     logits: &Tensor,
     reduction: Reduction,
 ) -> Result<Tensor> {
+    let logits = &widened(logits)?;
     let z = dense_pair("binary_cross_entropy_with_logits", y_true, logits)?;
     let per = logits
         .relu()?
@@ -338,6 +357,7 @@ pub fn categorical_cross_entropy(
     y_pred: &Tensor,
     options: CrossEntropy,
 ) -> Result<Tensor> {
+    let y_pred = &widened(y_pred)?;
     const OP: &str = "categorical_cross_entropy";
     options.check(OP)?;
     if options.ignore_index.is_some() {
@@ -374,6 +394,7 @@ pub fn sparse_categorical_cross_entropy(
     y_pred: &Tensor,
     options: CrossEntropy,
 ) -> Result<Tensor> {
+    let y_pred = &widened(y_pred)?;
     const OP: &str = "sparse_categorical_cross_entropy";
     options.check(OP)?;
     check_pred(OP, y_pred)?;
@@ -444,6 +465,7 @@ pub fn sparse_categorical_cross_entropy(
 /// example, then `reduction`.
 #[track_caller]
 pub fn kl_divergence(y_true: &Tensor, y_pred: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    let y_pred = &widened(y_pred)?;
     let y = dense_pair("kl_divergence", y_true, y_pred)?;
     let t = y.clip_by_value_scalar(EPSILON, 1.0)?;
     let p = y_pred.clip_by_value_scalar(EPSILON, 1.0)?;
@@ -457,6 +479,7 @@ pub fn kl_divergence(y_true: &Tensor, y_pred: &Tensor, reduction: Reduction) -> 
 /// 0 for orthogonal or zero vectors), then `reduction`.
 #[track_caller]
 pub fn cosine_similarity(y_true: &Tensor, y_pred: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    let y_pred = &widened(y_pred)?;
     let y = dense_pair("cosine_similarity", y_true, y_pred)?;
     let a = y.l2_normalize(&[-1], 1e-12)?;
     let b = y_pred.l2_normalize(&[-1], 1e-12)?;

@@ -4,13 +4,15 @@
 //! statistics in variables, `embedding_lookup`, and `dropout` (key-based,
 //! from [`crate::random`]). `log_softmax`/`softmax` are `Tensor` methods.
 //!
-//! Keras' losses with `mean`/`sum`/`none` reductions are in [`losses`].
+//! Keras' losses with `mean`/`sum`/`none` reductions are in [`losses`];
+//! mixed-precision policies for the layers in [`mixed_precision`].
 //!
 //! Layer: a user-facing module over `tensor` ops and `variable`.
 
 pub mod layers;
 pub mod losses;
 pub mod metrics;
+pub mod mixed_precision;
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;

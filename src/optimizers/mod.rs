@@ -4,7 +4,8 @@
 //! writes of the compiled program): [`Sgd`] (momentum, Nesterov), [`Adam`]
 //! (AMSGrad, both epsilon placements; [`AdamW`] is Adam with decoupled
 //! weight decay), [`RmsProp`] and [`Adagrad`], with Keras' defaults and
-//! formulas (each type's doc gives its update).
+//! formulas (each type's doc gives its update). [`LossScaleOptimizer`]
+//! wraps any of them with dynamic loss scaling for float16 training.
 //!
 //! Every optimizer shares Keras' common options ([`Options`]): the learning
 //! rate as a number, a variable or a [`Schedule`] evaluated on the step
@@ -99,12 +100,14 @@
 
 mod adagrad;
 mod adam;
+mod loss_scale;
 mod rmsprop;
 pub mod schedules;
 mod sgd;
 
 pub use adagrad::Adagrad;
 pub use adam::{Adam, AdamW};
+pub use loss_scale::LossScaleOptimizer;
 pub use rmsprop::RmsProp;
 pub use schedules::{
     CosineDecay, ExponentialDecay, FnSchedule, InverseTimeDecay, LearningRate, PiecewiseConstant,

@@ -25,6 +25,12 @@
 //! `q k^T / sqrt(key_dim)`; for f16 and bf16 inputs the masking and the
 //! softmax run in f32 and the probabilities are cast back.
 //!
+//! Weights are made in the inputs' dtype on the first call. Under a
+//! mixed-precision [`Policy`] (the global one when the layer is made, or
+//! [`MultiHeadAttention::with_dtype_policy`]) they are made in the policy's
+//! variable dtype instead and cast to its compute dtype where used, the
+//! inputs are cast to the compute dtype, and a [`KvCache`] holds it.
+//!
 //! ```
 //! use xlafn::module::Module;
 //! use xlafn::nn::layers::{AttentionOptions, Mode, MultiHeadAttention};
@@ -37,12 +43,14 @@
 //! # Ok::<(), xlafn::Error>(())
 //! ```
 
+use super::util::{autocast, read_as};
 use super::{Layer, Mode, Param};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::function::Output;
 use crate::initializers::Initializer;
 use crate::module::{Module, join};
+use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::ops::einsum::einsum;
 use crate::random;
 use crate::tensor::Tensor;
@@ -73,18 +81,22 @@ impl Projection {
     }
 
     /// `einsum(spec, x, kernel) + bias`; the kernel has `kernel_dims`, the
-    /// bias the kernel's dims after the first `bias_from`.
+    /// bias the kernel's dims after the first `bias_from`. Both are kept in
+    /// `policy`'s variable dtype (else `x`'s) and used in `x`'s.
     fn apply(
         &self,
         spec: &str,
         x: &Tensor,
         kernel_dims: &[i64],
         bias_from: usize,
+        policy: Option<&Policy>,
     ) -> Result<Tensor> {
         let dtype = x.dtype();
-        let y = einsum(spec, &[x, &self.kernel.read(kernel_dims, dtype)?])?;
+        let stored = policy.map_or(dtype, |p| p.variable_dtype());
+        let kernel = read_as(&self.kernel, kernel_dims, stored, dtype)?;
+        let y = einsum(spec, &[x, &kernel])?;
         match &self.bias {
-            Some(b) => y.add(&b.read(&kernel_dims[bias_from..], dtype)?),
+            Some(b) => y.add(&read_as(b, &kernel_dims[bias_from..], stored, dtype)?),
             None => Ok(y),
         }
     }
@@ -231,6 +243,7 @@ pub struct MultiHeadAttention {
     /// The output projection, `[heads, value_dim, output_dim]`.
     pub output: Projection,
     key_seed: Tensor,
+    policy: Option<Policy>,
 }
 
 impl MultiHeadAttention {
@@ -254,7 +267,17 @@ impl MultiHeadAttention {
             value: Projection::new(key, 2, true)?,
             output: Projection::new(key, 3, true)?,
             key_seed: key.clone(),
+            policy: current_policy(),
         })
+    }
+
+    /// The mixed-precision policy (default the global one when the layer
+    /// was made): weights in its variable dtype, inputs, outputs and a
+    /// [`KvCache`] in its compute dtype (the softmax in float32 for half
+    /// precision, as always). Set it before the weights are made.
+    pub fn with_dtype_policy(mut self, policy: Policy) -> MultiHeadAttention {
+        self.policy = Some(policy);
+        self
     }
 
     /// Grouped-query attention with `n` key/value heads, which must divide
@@ -342,7 +365,8 @@ impl MultiHeadAttention {
     }
 
     /// Makes the weights now, for inputs of `query_features`,
-    /// `key_features` and `value_features` in `dtype` (Keras' `build`).
+    /// `key_features` and `value_features` in `dtype` (Keras' `build`;
+    /// under a policy, in its variable dtype whatever `dtype` says).
     /// A first call does this itself, but not from inside a loop body or
     /// branch (a variable cannot be created from a value computed there):
     /// build before decoding in a `for_range` whose body makes the first
@@ -360,6 +384,7 @@ impl MultiHeadAttention {
             self.key_dim,
             self.value_dim,
         );
+        let dtype = self.policy.map_or(dtype, |p| p.variable_dtype());
         let out = self.output_dim.unwrap_or(query_features);
         let parts: [(&Projection, [i64; 3], usize); 4] = [
             (&self.query, [query_features, h, kd], 1),
@@ -377,7 +402,8 @@ impl MultiHeadAttention {
     }
 
     /// An empty [`KvCache`] for `batch` sequences of up to `max_len`
-    /// positions, in `dtype` (the inputs' dtype).
+    /// positions, in `dtype` (the inputs' dtype; under a policy, its
+    /// compute dtype).
     pub fn empty_cache(&self, batch: i64, max_len: i64, dtype: DType) -> Result<KvCache> {
         KvCache::zeros(
             batch,
@@ -429,6 +455,12 @@ impl MultiHeadAttention {
             )));
         }
         same_dtype(&[query, key, value])?;
+        let policy = self.policy.as_ref();
+        let (query, key, value) = (
+            &autocast(query, policy)?,
+            &autocast(key, policy)?,
+            &autocast(value, policy)?,
+        );
         let q = self.project_query(query)?;
         let k = self.project_kv("key", &self.key, key, self.key_dim)?;
         let v = self.project_kv("value", &self.value, value, self.value_dim)?;
@@ -482,6 +514,7 @@ impl MultiHeadAttention {
         mode: &Mode,
     ) -> Result<(Tensor, KvCache)> {
         let [b, t, _] = known3("x", x)?;
+        let x = &autocast(x, self.policy.as_ref())?;
         let m = cache.max_len();
         let want_k = [b, m, self.num_kv_heads, self.key_dim];
         let want_v = [b, m, self.num_kv_heads, self.value_dim];
@@ -542,7 +575,9 @@ impl MultiHeadAttention {
     fn project_query(&self, query: &Tensor) -> Result<Tensor> {
         let d = feature_dim("query", query)?;
         let (h, g, kd) = (self.num_heads, self.num_kv_heads, self.key_dim);
-        let q = self.query.apply("btd,dhk->bthk", query, &[d, h, kd], 1)?;
+        let q = self
+            .query
+            .apply("btd,dhk->bthk", query, &[d, h, kd], 1, self.policy.as_ref())?;
         let dims = q.dims();
         q.reshape(&[dims[0], dims[1], g, h / g, kd])
     }
@@ -550,7 +585,8 @@ impl MultiHeadAttention {
     /// `[b, s, kv_heads, size]` keys or values.
     fn project_kv(&self, what: &str, proj: &Projection, x: &Tensor, size: i64) -> Result<Tensor> {
         let d = feature_dim(what, x)?;
-        proj.apply("bsd,dgk->bsgk", x, &[d, self.num_kv_heads, size], 1)
+        let dims = [d, self.num_kv_heads, size];
+        proj.apply("bsd,dgk->bsgk", x, &dims, 1, self.policy.as_ref())
     }
 
     /// `[b, t, kv_heads, group, value_dim]` back to `[b, t, output_dim]`.
@@ -562,8 +598,13 @@ impl MultiHeadAttention {
         let dims = attended.dims();
         let (h, vd) = (self.num_heads, self.value_dim);
         let merged = attended.reshape(&[dims[0], dims[1], h, vd])?;
-        self.output
-            .apply("bthv,hvo->bto", &merged, &[h, vd, out], 2)
+        self.output.apply(
+            "bthv,hvo->bto",
+            &merged,
+            &[h, vd, out],
+            2,
+            self.policy.as_ref(),
+        )
     }
 
     /// Scaled dot-product attention: `q` `[b, t, g, r, k]`, `k` `[b, s, g,

@@ -9,6 +9,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::initializers::Initializer;
 use crate::module::Module;
+use crate::nn::mixed_precision::Policy;
 use crate::ops::conv::{ConvOptions, Padding};
 use crate::tensor::Tensor;
 use crate::variable::Variable;
@@ -181,6 +182,14 @@ impl<const N: usize> Conv<N> {
         self
     }
 
+    /// The mixed-precision policy (default the global one when the layer
+    /// was made): weights in its variable dtype, inputs and outputs in its
+    /// compute dtype; weights already made in another dtype are dropped.
+    pub fn dtype_policy(mut self, policy: Policy) -> Conv<N> {
+        self.weights.set_policy(policy);
+        self
+    }
+
     /// The kernel `[k.., in / groups, filters]`, once made.
     pub fn kernel(&self) -> Option<&Variable> {
         self.weights.kernel.variable()
@@ -202,6 +211,7 @@ impl<const N: usize> Layer for Conv<N> {
     fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
         let name = Self::name();
         float_input(x, &name)?;
+        let x = &self.weights.autocast(x)?;
         let channels = channels(x, &name, N)?;
         let built = self.weights.built_dims().map(|d| d[N] * self.groups.max(1));
         check_built(&name, "input channels (axis -1)", built, channels, x)?;

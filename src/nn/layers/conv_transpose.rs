@@ -11,6 +11,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::initializers::Initializer;
 use crate::module::Module;
+use crate::nn::mixed_precision::Policy;
 use crate::ops::conv::Padding;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
@@ -71,6 +72,15 @@ macro_rules! options {
             pub fn dtype(mut self, dtype: DType) -> $ty {
                 self.weights.dtype = dtype;
                 self.weights.reset();
+                self
+            }
+
+            /// The mixed-precision policy (default the global one when the
+            /// layer was made): weights in its variable dtype, inputs and
+            /// outputs in its compute dtype; weights already made in
+            /// another dtype are dropped.
+            pub fn dtype_policy(mut self, policy: Policy) -> $ty {
+                self.weights.set_policy(policy);
                 self
             }
 
@@ -197,6 +207,7 @@ impl Layer for ConvTranspose2d {
     fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
         let name = "ConvTranspose2d";
         float_input(x, name)?;
+        let x = &self.weights.autocast(x)?;
         let channels = channels(x, name, 2)?;
         let built = self.weights.built_dims().map(|d| d[3]);
         check_built(name, "input channels (axis -1)", built, channels, x)?;
@@ -325,6 +336,7 @@ impl Layer for DepthwiseConv2d {
     fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
         let name = "DepthwiseConv2d";
         float_input(x, name)?;
+        let x = &self.weights.autocast(x)?;
         let channels = channels(x, name, 2)?;
         let built = self.weights.built_dims().map(|d| d[2]);
         check_built(name, "input channels (axis -1)", built, channels, x)?;

@@ -2,12 +2,13 @@
 //! over `Tensor::gather`, `Tensor::dot_general` and [`Param`]. Imports
 //! `initializers` for its option.
 
-use super::util::{check_positive, read_as, subkey};
+use super::util::{autocast, check_positive, read_as, subkey, variable_dtype};
 use super::{Layer, Mode, Param};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::initializers::Initializer;
 use crate::module::{Module, join};
+use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::tensor::Tensor;
 use crate::variable::Variable;
 
@@ -19,6 +20,12 @@ use crate::variable::Variable;
 /// deviation 0.02: give `Initializer::Normal(0.02)`), float32. Ids outside
 /// `0..vocab` read the nearest row (XLA clamps gathers), where Keras and
 /// PyTorch raise on CPU.
+///
+/// Under a mixed-precision [`Policy`] (the global one when the layer is
+/// made, or [`Embedding::dtype_policy`]) the table is kept in the
+/// variable dtype and the looked-up rows are cast to the compute dtype
+/// (Keras' `Embedding` casts its output so), so the layers after it
+/// compute in half precision while the table's gradient is float32.
 ///
 /// [`Embedding::attend`] is the tied output projection (`x @
 /// embeddings^T`), as language models that share their input and output
@@ -43,22 +50,20 @@ pub struct Embedding {
     dim: i64,
     dtype: DType,
     embeddings: Param,
+    policy: Option<Policy>,
 }
 
 impl Embedding {
-    /// A table of `vocab` rows of `dim` values, float32, made now from
-    /// Keras' `RandomUniform(-0.05, 0.05)` drawn with `key`.
+    /// A table of `vocab` rows of `dim` values, float32 (or the global
+    /// policy's variable dtype), made now from Keras'
+    /// `RandomUniform(-0.05, 0.05)` drawn with `key`.
     pub fn new(key: &Tensor, vocab: i64, dim: i64) -> Result<Embedding> {
-        Embedding::with_initializer(
-            key,
-            vocab,
-            dim,
-            Initializer::Uniform(-0.05, 0.05),
-            DType::F32,
-        )
+        let dtype = variable_dtype(current_policy().as_ref(), DType::F32);
+        Embedding::with_initializer(key, vocab, dim, Initializer::Uniform(-0.05, 0.05), dtype)
     }
 
-    /// A table drawn from `init`, of `dtype`.
+    /// A table drawn from `init`, of `dtype` (which a global policy does
+    /// not change; its compute dtype still applies).
     pub fn with_initializer(
         key: &Tensor,
         vocab: i64,
@@ -73,7 +78,24 @@ impl Embedding {
             dim,
             dtype,
             embeddings,
+            policy: current_policy(),
         })
+    }
+
+    /// The mixed-precision policy (default the global one when the layer
+    /// was made): the table in its variable dtype (made again from the
+    /// same key when that differs), the rows returned in its compute
+    /// dtype.
+    pub fn dtype_policy(mut self, policy: Policy) -> Result<Embedding> {
+        self.policy = Some(policy);
+        if self.dtype != policy.variable_dtype() {
+            self.dtype = policy.variable_dtype();
+            let p = &self.embeddings;
+            let fresh = Param::lazy(p.init.clone(), &p.key);
+            fresh.get(&[self.vocab, self.dim], self.dtype)?;
+            self.embeddings = fresh;
+        }
+        Ok(self)
     }
 
     /// The table `[vocab, dim]`.
@@ -93,7 +115,8 @@ impl Embedding {
 
     /// The tied output projection: `x @ embeddings^T` over `x`'s last axis
     /// (`[..., dim]` to `[..., vocab]`), a logit per row of the table
-    /// (Flax's `Embed.attend`). The table is cast to `x`'s dtype.
+    /// (Flax's `Embed.attend`). The table is cast to `x`'s dtype (under a
+    /// policy, `x` to the compute dtype first).
     pub fn attend(&self, x: &Tensor) -> Result<Tensor> {
         let got = x.shape().dims().and_then(|d| d.last().copied());
         if !x.dtype().is_float() || got != Some(Some(self.dim)) {
@@ -106,6 +129,7 @@ impl Embedding {
                 ),
             ));
         }
+        let x = &autocast(x, self.policy.as_ref())?;
         let table = read_as(
             &self.embeddings,
             &[self.vocab, self.dim],
@@ -137,6 +161,7 @@ impl Layer for Embedding {
             ));
         }
         let table = self.embeddings.read(&[self.vocab, self.dim], self.dtype)?;
-        table.gather(ids, 0)
+        // The rows, then the cast: cheaper than casting the whole table.
+        autocast(&table.gather(ids, 0)?, self.policy.as_ref())
     }
 }

@@ -9,6 +9,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::initializers::Initializer;
 use crate::module::Module;
+use crate::nn::mixed_precision::Policy;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
 
@@ -19,8 +20,11 @@ use crate::variable::Variable;
 /// draws from a Kaiming-uniform instead), bias of zeros (on by default),
 /// no activation, float32 weights. The weights are named `kernel` and
 /// `bias` (Keras' names; PyTorch's `weight` is transposed, `[units, in]`).
-/// Inputs of another float dtype run in that dtype, the weights cast to it
-/// (Keras' mixed precision: float32 weights, bfloat16 compute).
+/// Inputs of another float dtype run in that dtype, the weights cast to it.
+/// Under a mixed-precision [`Policy`] (the global one when the layer is
+/// made, or [`Linear::dtype_policy`]) the input is cast to the compute
+/// dtype first and the weights are kept in the variable dtype (Keras'
+/// `mixed_bfloat16`: float32 weights, bfloat16 compute and output).
 ///
 /// ```
 /// use xlafn::nn::layers::{Activation, Layer, Linear};
@@ -110,6 +114,21 @@ impl Linear {
         self
     }
 
+    /// The mixed-precision policy (default the global one when the layer
+    /// was made; Keras' `dtype=` argument): weights in its variable dtype,
+    /// inputs and outputs in its compute dtype. Weights already made in
+    /// another dtype are dropped, like [`Linear::dtype`] (a mixed policy
+    /// keeps float32 ones).
+    pub fn dtype_policy(mut self, policy: Policy) -> Linear {
+        self.weights.set_policy(policy);
+        self
+    }
+
+    /// The policy the layer follows, if any.
+    pub fn policy(&self) -> Option<Policy> {
+        self.weights.policy
+    }
+
     /// The number of outputs.
     pub fn units(&self) -> i64 {
         self.units
@@ -135,6 +154,7 @@ impl Module for Linear {
 impl Layer for Linear {
     fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
         float_input(x, "Linear")?;
+        let x = &self.weights.autocast(x)?;
         let n_in = last_dim(x, "Linear")?;
         let built = self.weights.built_dims().map(|d| d[0]);
         check_built("Linear", "input features (axis -1)", built, n_in, x)?;

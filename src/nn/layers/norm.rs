@@ -8,13 +8,22 @@
 //! few digits and the variance can come out negative, which is what makes
 //! mixed-precision training unstable. The scale and offset are float32
 //! weights by default, applied in float32 before the cast back.
+//!
+//! Under a mixed-precision [`Policy`] (the global one when the layer is
+//! made, or each layer's `dtype_policy`) the input is first cast to the
+//! compute dtype and the weights are kept in the variable dtype; the
+//! statistics stay float32 and the output is in the compute dtype.
 
-use super::util::{check_built, check_positive, dims_of, float_input, last_dim, statistics_dtype};
+use super::util::{
+    autocast, check_built, check_positive, dims_of, float_input, last_dim, statistics_dtype,
+    variable_dtype,
+};
 use super::{Layer, Mode, Param};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::initializers::Initializer;
 use crate::module::{Module, join};
+use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::random;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
@@ -26,17 +35,49 @@ struct ScaleOffset {
     gamma: Option<Param>,
     beta: Option<Param>,
     dtype: DType,
+    policy: Option<Policy>,
 }
 
 impl ScaleOffset {
+    /// Unbuilt weights, float32 or the global policy's variable dtype.
     fn new(scale: bool, center: bool) -> Result<ScaleOffset> {
         // The initializers draw nothing: any key does.
         let key = random::key(0)?;
+        let policy = current_policy();
         Ok(ScaleOffset {
             gamma: scale.then(|| Param::lazy(Initializer::Ones, &key)),
             beta: center.then(|| Param::lazy(Initializer::Zeros, &key)),
-            dtype: DType::F32,
+            dtype: variable_dtype(policy.as_ref(), DType::F32),
+            policy,
         })
+    }
+
+    /// Unbuilt weights with `scale` and `center`, this one's dtype and
+    /// policy.
+    fn renew(&self, scale: bool, center: bool) -> Result<ScaleOffset> {
+        let mut fresh = ScaleOffset::new(scale, center)?;
+        fresh.dtype = self.dtype;
+        fresh.policy = self.policy;
+        Ok(fresh)
+    }
+
+    /// Unbuilt weights like these, in `dtype`.
+    fn in_dtype(&self, dtype: DType) -> Result<ScaleOffset> {
+        let mut fresh = self.renew(self.gamma.is_some(), self.beta.is_some())?;
+        fresh.dtype = dtype;
+        Ok(fresh)
+    }
+
+    /// These weights following `policy`: remade (unbuilt) in its variable
+    /// dtype when that differs.
+    fn with_policy(self, policy: Policy) -> Result<ScaleOffset> {
+        let mut out = if self.dtype == policy.variable_dtype() {
+            self
+        } else {
+            self.in_dtype(policy.variable_dtype())?
+        };
+        out.policy = Some(policy);
+        Ok(out)
     }
 
     fn build(&self, features: i64) -> Result<()> {
@@ -122,9 +163,16 @@ macro_rules! norm_options {
             /// The weights' dtype (default float32). Weights already made
             /// are dropped: the next call (or `build`) makes them again.
             pub fn dtype(mut self, dtype: DType) -> Result<$ty> {
-                let (scale, center) = (self.weights.gamma.is_some(), self.weights.beta.is_some());
-                self.weights = ScaleOffset::new(scale, center)?;
-                self.weights.dtype = dtype;
+                self.weights = self.weights.in_dtype(dtype)?;
+                Ok(self)
+            }
+
+            /// The mixed-precision policy (default the global one when
+            /// the layer was made): weights in its variable dtype (weights
+            /// made in another dtype are dropped), input and output in its
+            /// compute dtype, statistics in float32.
+            pub fn dtype_policy(mut self, policy: Policy) -> Result<$ty> {
+                self.weights = self.weights.with_policy(policy)?;
                 Ok(self)
             }
         }
@@ -181,9 +229,7 @@ impl LayerNorm {
     /// (Keras' `scale` and `center`, both on by default); weights already
     /// made are dropped.
     pub fn affine(mut self, scale: bool, center: bool) -> Result<LayerNorm> {
-        let dtype = self.weights.dtype;
-        self.weights = ScaleOffset::new(scale, center)?;
-        self.weights.dtype = dtype;
+        self.weights = self.weights.renew(scale, center)?;
         Ok(self)
     }
 
@@ -196,6 +242,7 @@ impl LayerNorm {
 impl Layer for LayerNorm {
     fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
         float_input(x, "LayerNorm")?;
+        let x = &autocast(x, self.weights.policy.as_ref())?;
         let n = last_dim(x, "LayerNorm")?;
         check_built(
             "LayerNorm",
@@ -255,6 +302,7 @@ impl RmsNorm {
 impl Layer for RmsNorm {
     fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
         float_input(x, "RmsNorm")?;
+        let x = &autocast(x, self.weights.policy.as_ref())?;
         let n = last_dim(x, "RmsNorm")?;
         check_built("RmsNorm", "features (axis -1)", self.weights.built(), n, x)?;
         let xs = for_statistics(x)?;
@@ -326,8 +374,13 @@ impl GroupNorm {
     /// The weights' dtype (default float32). Weights already made are
     /// dropped: the next call (or `build`) makes them again.
     pub fn dtype(mut self, dtype: DType) -> Result<GroupNorm> {
-        self.weights = ScaleOffset::new(true, true)?;
-        self.weights.dtype = dtype;
+        self.weights = self.weights.in_dtype(dtype)?;
+        Ok(self)
+    }
+
+    /// The mixed-precision policy, as [`LayerNorm::dtype_policy`].
+    pub fn dtype_policy(mut self, policy: Policy) -> Result<GroupNorm> {
+        self.weights = self.weights.with_policy(policy)?;
         Ok(self)
     }
 
@@ -361,6 +414,7 @@ impl Module for GroupNorm {
 impl Layer for GroupNorm {
     fn call(&self, x: &Tensor, _: &Mode) -> Result<Tensor> {
         float_input(x, "GroupNorm")?;
+        let x = &autocast(x, self.weights.policy.as_ref())?;
         let dims = dims_of(x, "GroupNorm", None)?;
         if dims.len() < 2 {
             return Err(Error::invalid(
@@ -434,6 +488,7 @@ pub struct BatchNorm {
     /// Added to the variance before the square root, for stability
     /// (Keras' default 0.001).
     pub epsilon: f64,
+    policy: Option<Policy>,
 }
 
 /// `true` is training (without a key), `false` inference: what
@@ -469,14 +524,50 @@ impl BatchNorm {
             moving_variance: fill(1.0)?.non_trainable(),
             momentum: 0.99,
             epsilon: 1e-3,
+            policy: current_policy(),
         })
+    }
+
+    /// The mixed-precision policy (default the global one when the layer
+    /// was made; the variables are of the dtype given to
+    /// [`BatchNorm::new`] until this sets them): the four variables in its
+    /// variable dtype (their values cast when that differs), the input
+    /// cast to its compute dtype, and the output in it. Half-precision
+    /// inputs are normalized in the variables' float32 either way.
+    pub fn dtype_policy(mut self, policy: Policy) -> Result<BatchNorm> {
+        let d = policy.variable_dtype();
+        if self.gamma.dtype() != d {
+            let cast = |v: &Variable| -> Result<Variable> {
+                let new = Variable::try_new(v.try_read()?.cast(d)?)?;
+                Ok(if v.trainable() {
+                    new
+                } else {
+                    new.non_trainable()
+                })
+            };
+            self.gamma = cast(&self.gamma)?;
+            self.beta = cast(&self.beta)?;
+            self.moving_mean = cast(&self.moving_mean)?;
+            self.moving_variance = cast(&self.moving_variance)?;
+        }
+        self.policy = Some(policy);
+        Ok(self)
     }
 
     /// Normalizes `x` (`[..., channels]`); `mode` (a [`Mode`] or a `bool`,
     /// `true` for training) selects batch or moving statistics, and in
-    /// training updates the moving ones.
+    /// training updates the moving ones. A half-precision input with
+    /// float32 variables is normalized in float32 and returned in its own
+    /// dtype.
     pub fn call(&self, x: &Tensor, mode: impl Into<Mode>) -> Result<Tensor> {
         let training = mode.into().is_training();
+        let input = autocast(x, self.policy.as_ref())?;
+        let (out_dtype, var_dtype) = (input.dtype(), self.gamma.dtype());
+        let x = &if out_dtype != var_dtype && statistics_dtype(out_dtype) == var_dtype {
+            input.cast(var_dtype)?
+        } else {
+            input
+        };
         let rank = x.shape().rank().ok_or_else(|| {
             Error::invalid(
                 "BatchNorm",
@@ -508,7 +599,12 @@ impl BatchNorm {
             .add_scalar(self.epsilon)?
             .rsqrt()?
             .mul(&self.gamma.try_read()?)?;
-        x.sub(&mean)?.mul(&scale)?.add(&self.beta.try_read()?)
+        let y = x.sub(&mean)?.mul(&scale)?.add(&self.beta.try_read()?)?;
+        if y.dtype() == out_dtype {
+            Ok(y)
+        } else {
+            y.cast(out_dtype)
+        }
     }
 
     /// Errors unless `x`'s last axis has the channels the layer was built

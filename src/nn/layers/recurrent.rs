@@ -32,6 +32,12 @@
 //! `go_backwards` the sequence is read from its end and the returned
 //! sequence is in that (reversed) order, as Keras returns it.
 //!
+//! Weights are made in the input's dtype on the first call. Under a
+//! mixed-precision [`Policy`] (the global one when the layer is made, or
+//! `dtype_policy`) they are made in its variable dtype and cast to its
+//! compute dtype, and the input and initial states are cast to that: the
+//! loop carries compute-dtype states.
+//!
 //! Keras' `dropout`/`recurrent_dropout` are not offered: the layers
 //! ignore the [`Mode`].
 //!
@@ -47,12 +53,14 @@
 //! # Ok::<(), xlafn::Error>(())
 //! ```
 
+use super::util::{autocast, read_as, variable_dtype};
 use super::{Layer, Mode, Param};
 use crate::control::{TensorArray, for_range};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::initializers::Initializer;
 use crate::module::{Module, join};
+use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::random;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
@@ -273,6 +281,31 @@ fn project_inputs(x: &Tensor, kernel: &Tensor, bias: Option<&Tensor>) -> Result<
     y.reshape(&[t, b, width])
 }
 
+/// What a cell computes with under `policy`: `x` and the given initial
+/// states cast to the compute dtype, and a reader of weights (kept in the
+/// variable dtype, else `x`'s) in it.
+struct Inputs {
+    x: Tensor,
+    states: Option<Vec<Tensor>>,
+    stored: DType,
+}
+
+impl Inputs {
+    fn new(x: &Tensor, states: Option<&[Tensor]>, policy: Option<&Policy>) -> Result<Inputs> {
+        let x = autocast(x, policy)?;
+        let states = states
+            .map(|s| s.iter().map(|t| autocast(t, policy)).collect())
+            .transpose()?;
+        let stored = variable_dtype(policy, x.dtype());
+        Ok(Inputs { x, states, stored })
+    }
+
+    /// Weight `p` of `dims`, in the compute dtype.
+    fn read(&self, p: &Param, dims: &[i64]) -> Result<Tensor> {
+        read_as(p, dims, self.stored, self.x.dtype())
+    }
+}
+
 fn check_units(op: &str, units: i64) -> Result<()> {
     if units < 1 {
         return Err(Error::invalid(
@@ -319,6 +352,7 @@ pub struct Lstm {
     /// The bias, absent without biases.
     pub bias: Option<Param>,
     key: Tensor,
+    policy: Option<Policy>,
 }
 
 impl Lstm {
@@ -333,6 +367,7 @@ impl Lstm {
             recurrent_kernel: Param::lazy(Initializer::Orthogonal(1.0), &fold(key, 1)?),
             bias: Some(Param::lazy(forget_bias_init(), key)),
             key: key.clone(),
+            policy: current_policy(),
         })
     }
 
@@ -373,6 +408,14 @@ impl Lstm {
         self
     }
 
+    /// The mixed-precision policy (default the global one when the layer
+    /// was made): weights in its variable dtype, input, states and outputs
+    /// in its compute dtype. Call before the first call.
+    pub fn with_dtype_policy(mut self, policy: Policy) -> Lstm {
+        self.policy = Some(policy);
+        self
+    }
+
     /// With or without a bias (Keras' `use_bias`, default true), and the
     /// forget gate's bias starting at 1 (`unit_forget_bias`, default
     /// true) or 0. Call before the first call.
@@ -402,15 +445,17 @@ impl Recurrent for Lstm {
     ) -> Result<RnnOutput> {
         const OP: &str = "Lstm";
         let [b, t, f] = sequence_dims(OP, x)?;
+        let inputs = Inputs::new(x, initial_state, self.policy.as_ref())?;
+        let x = &inputs.x;
         let (u, dtype) = (self.units, x.dtype());
-        let kernel = self.kernel.read(&[f, 4 * u], dtype)?;
-        let recurrent = self.recurrent_kernel.read(&[u, 4 * u], dtype)?;
+        let kernel = inputs.read(&self.kernel, &[f, 4 * u])?;
+        let recurrent = inputs.read(&self.recurrent_kernel, &[u, 4 * u])?;
         let bias = self
             .bias
             .as_ref()
-            .map(|p| p.read(&[4 * u], dtype))
+            .map(|p| inputs.read(p, &[4 * u]))
             .transpose()?;
-        let states = initial_states(OP, initial_state, 2, b, u, dtype)?;
+        let states = initial_states(OP, inputs.states.as_deref(), 2, b, u, dtype)?;
         let mask = mask.map(|m| time_major_mask(OP, m, b, t)).transpose()?;
         let projected = project_inputs(x, &kernel, bias.as_ref())?;
         let step = |xw: &Tensor, s: &[Tensor]| -> Result<Vec<Tensor>> {
@@ -488,6 +533,7 @@ pub struct Gru {
     /// The bias (zeros), absent without biases.
     pub bias: Option<Param>,
     key: Tensor,
+    policy: Option<Policy>,
 }
 
 impl Gru {
@@ -503,6 +549,7 @@ impl Gru {
             recurrent_kernel: Param::lazy(Initializer::Orthogonal(1.0), &fold(key, 1)?),
             bias: Some(Param::lazy(Initializer::Zeros, key)),
             key: key.clone(),
+            policy: current_policy(),
         })
     }
 
@@ -540,6 +587,14 @@ impl Gru {
         self
     }
 
+    /// The mixed-precision policy (default the global one when the layer
+    /// was made): weights in its variable dtype, input, states and outputs
+    /// in its compute dtype. Call before the first call.
+    pub fn with_dtype_policy(mut self, policy: Policy) -> Gru {
+        self.policy = Some(policy);
+        self
+    }
+
     /// Keras' `reset_after` (default true). Call before the first call.
     pub fn with_reset_after(mut self, on: bool) -> Gru {
         self.reset_after = on;
@@ -569,19 +624,21 @@ impl Recurrent for Gru {
     ) -> Result<RnnOutput> {
         const OP: &str = "Gru";
         let [b, t, f] = sequence_dims(OP, x)?;
+        let inputs = Inputs::new(x, initial_state, self.policy.as_ref())?;
+        let x = &inputs.x;
         let (u, dtype) = (self.units, x.dtype());
-        let kernel = self.kernel.read(&[f, 3 * u], dtype)?;
-        let recurrent = self.recurrent_kernel.read(&[u, 3 * u], dtype)?;
+        let kernel = inputs.read(&self.kernel, &[f, 3 * u])?;
+        let recurrent = inputs.read(&self.recurrent_kernel, &[u, 3 * u])?;
         let (input_bias, recurrent_bias) = match (&self.bias, self.reset_after) {
             (None, _) => (None, None),
-            (Some(p), false) => (Some(p.read(&[3 * u], dtype)?), None),
+            (Some(p), false) => (Some(inputs.read(p, &[3 * u])?), None),
             (Some(p), true) => {
-                let both = p.read(&[2, 3 * u], dtype)?;
+                let both = inputs.read(p, &[2, 3 * u])?;
                 let [i, r]: [Tensor; 2] = both.split(2, 0)?.try_into().expect("two rows");
                 (Some(i.reshape(&[3 * u])?), Some(r.reshape(&[3 * u])?))
             }
         };
-        let states = initial_states(OP, initial_state, 1, b, u, dtype)?;
+        let states = initial_states(OP, inputs.states.as_deref(), 1, b, u, dtype)?;
         let mask = mask.map(|m| time_major_mask(OP, m, b, t)).transpose()?;
         let projected = project_inputs(x, &kernel, input_bias.as_ref())?;
         let gates = |x: &Tensor| -> Result<[Tensor; 3]> {

@@ -1,12 +1,14 @@
 //! Layer: helpers the layers of `nn::layers` share (input checks, the
 //! kernel-and-bias pair of the weighted layers, half-precision
-//! statistics). Imports `tensor`, `random`, `initializers` and [`Param`].
+//! statistics, the mixed-precision casts). Imports `tensor`, `random`,
+//! `initializers`, `nn::mixed_precision` and [`Param`].
 
 use super::Param;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::initializers::Initializer;
 use crate::module::{Module, join};
+use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::random;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
@@ -86,6 +88,23 @@ pub(crate) fn read_as(p: &Param, dims: &[i64], dtype: DType, like: DType) -> Res
     if dtype == like { Ok(w) } else { w.cast(like) }
 }
 
+/// `x` as a layer under `policy` computes on it: a floating input cast to
+/// the compute dtype (Keras' autocasting), anything else, or any input
+/// without a policy, as it is. Every layer with a policy calls this first,
+/// so the weights it reads are then cast to `x`'s dtype by [`read_as`].
+pub(crate) fn autocast(x: &Tensor, policy: Option<&Policy>) -> Result<Tensor> {
+    match policy {
+        Some(p) => p.cast_input(x),
+        None => Ok(x.clone()),
+    }
+}
+
+/// The dtype of a layer's variables: its policy's variable dtype, else
+/// `fallback` (the layer's own default).
+pub(crate) fn variable_dtype(policy: Option<&Policy>, fallback: DType) -> DType {
+    policy.map_or(fallback, |p| p.variable_dtype())
+}
+
 /// The kernel and the optional bias of a weighted layer ([`Linear`] and
 /// the convolutions), with what it takes to make them again when an
 /// option changes: initializers, keys, dtype. Visited as `kernel` and
@@ -101,13 +120,17 @@ pub(crate) struct KernelBias {
     pub kernel_init: Initializer,
     pub bias_init: Initializer,
     pub dtype: DType,
+    /// The mixed-precision policy, from the global one when made.
+    pub policy: Option<Policy>,
 }
 
 impl KernelBias {
     /// Unbuilt weights: a GlorotUniform kernel and a zero bias (Keras'
-    /// defaults for `Dense` and `Conv*`), float32.
+    /// defaults for `Dense` and `Conv*`), float32 or the global policy's
+    /// variable dtype.
     pub fn new(key: &Tensor) -> Result<KernelBias> {
         let (kernel_key, bias_key) = (subkey(key, 0)?, subkey(key, 1)?);
+        let policy = current_policy();
         Ok(KernelBias {
             kernel: Param::lazy(Initializer::GlorotUniform, &kernel_key),
             bias: Some(Param::lazy(Initializer::Zeros, &bias_key)),
@@ -115,8 +138,25 @@ impl KernelBias {
             bias_key,
             kernel_init: Initializer::GlorotUniform,
             bias_init: Initializer::Zeros,
-            dtype: DType::F32,
+            dtype: variable_dtype(policy.as_ref(), DType::F32),
+            policy,
         })
+    }
+
+    /// Follows `policy`: its variable dtype for the weights (weights
+    /// already made in another dtype are dropped and made again on the
+    /// next call, from the same keys), its compute dtype for the call.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.policy = Some(policy);
+        if self.dtype != policy.variable_dtype() {
+            self.dtype = policy.variable_dtype();
+            self.reset();
+        }
+    }
+
+    /// The layer's input under its policy ([`autocast`]).
+    pub fn autocast(&self, x: &Tensor) -> Result<Tensor> {
+        autocast(x, self.policy.as_ref())
     }
 
     /// Forgets weights already made, so the next build uses the current
