@@ -37,6 +37,7 @@
 //! # Ok::<(), xlafn::Error>(())
 //! ```
 
+use super::util::read_as;
 use super::{Layer, Mode, Param};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -73,7 +74,11 @@ impl Projection {
     }
 
     /// `einsum(spec, x, kernel) + bias`; the kernel has `kernel_dims`, the
-    /// bias the kernel's dims after the first `bias_from`.
+    /// bias the kernel's dims after the first `bias_from`. Weights made on
+    /// a first call take the input's dtype; weights already made in
+    /// another (float32 ones from [`MultiHeadAttention::build`] called on
+    /// bfloat16 inputs) are cast to it, as the other layers do for mixed
+    /// precision.
     fn apply(
         &self,
         spec: &str,
@@ -82,9 +87,11 @@ impl Projection {
         bias_from: usize,
     ) -> Result<Tensor> {
         let dtype = x.dtype();
-        let y = einsum(spec, &[x, &self.kernel.read(kernel_dims, dtype)?])?;
+        let stored = |p: &Param| p.variable().map_or(dtype, Variable::dtype);
+        let kernel = read_as(&self.kernel, kernel_dims, stored(&self.kernel), dtype)?;
+        let y = einsum(spec, &[x, &kernel])?;
         match &self.bias {
-            Some(b) => y.add(&b.read(&kernel_dims[bias_from..], dtype)?),
+            Some(b) => y.add(&read_as(b, &kernel_dims[bias_from..], stored(b), dtype)?),
             None => Ok(y),
         }
     }
@@ -505,7 +512,9 @@ impl MultiHeadAttention {
             )));
         }
         if !len.is_symbolic() {
-            let n = len.cast(DType::I64)?.item::<i64>()?;
+            // Read on the host: a cast here would be an op, traced (and
+            // unreadable) when a concrete cache meets a compiled function.
+            let n = len.to_f64_vec()?[0] as i64;
             if n < 0 || n + t > m {
                 return Err(invalid(format!(
                     "the cache holds {m} positions: {n} written plus {t} new do not fit"
