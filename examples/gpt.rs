@@ -32,7 +32,9 @@ fn steps_argument() -> Result<usize> {
         [] => Ok(300),
         [flag, n] if flag == "--steps" => match n.parse::<usize>() {
             Ok(n) if n >= 2 => Ok(n),
-            _ => Err(Error::Value(format!("--steps needs a number >= 2, got {n}"))),
+            _ => Err(Error::Value(format!(
+                "--steps needs a number >= 2, got {n}"
+            ))),
         },
         _ => Err(Error::Value(format!(
             "usage: gpt [--steps N], got {args:?}"

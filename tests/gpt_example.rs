@@ -15,9 +15,9 @@ mod scratch;
 use gpt::{Config, Corpus, Gpt, Precision, Sampling, Training};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use xlafn::ArraySpec;
 use xlafn::module::Module;
 use xlafn::nn::layers::Mode;
-use xlafn::ArraySpec;
 use xlafn::prelude::*;
 
 fn tiny(corpus: &Corpus, precision: Precision) -> Config {
@@ -96,7 +96,13 @@ fn layer_norm(x: &[f64], gamma: &[f64], beta: &[f64]) -> Vec<f64> {
 fn dense(x: &[f64], w: &[f64], b: &[f64]) -> Vec<f64> {
     let m = b.len();
     (0..m)
-        .map(|j| b[j] + x.iter().enumerate().map(|(i, v)| v * w[i * m + j]).sum::<f64>())
+        .map(|j| {
+            b[j] + x
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v * w[i * m + j])
+                .sum::<f64>()
+        })
         .collect()
 }
 
@@ -115,7 +121,11 @@ fn reference_logits(w: &BTreeMap<String, Vec<f64>>, cfg: &Config, ids: &[i32]) -
     let mut xs: Vec<Vec<f64>> = ids
         .iter()
         .enumerate()
-        .map(|(t, &id)| (0..d).map(|j| table[id as usize * d + j] + pos[t * d + j]).collect())
+        .map(|(t, &id)| {
+            (0..d)
+                .map(|j| table[id as usize * d + j] + pos[t * d + j])
+                .collect()
+        })
         .collect();
     for l in 0..cfg.layers {
         let p = |n: &str| get(&format!("blocks.{l}.{n}"));
@@ -127,7 +137,13 @@ fn reference_logits(w: &BTreeMap<String, Vec<f64>>, cfg: &Config, ids: &[i32]) -
         let project = |n: &str| -> Vec<Vec<f64>> {
             normed
                 .iter()
-                .map(|x| dense(x, p(&format!("attn.{n}.kernel")), p(&format!("attn.{n}.bias"))))
+                .map(|x| {
+                    dense(
+                        x,
+                        p(&format!("attn.{n}.kernel")),
+                        p(&format!("attn.{n}.bias")),
+                    )
+                })
                 .collect()
         };
         let (q, k, v) = (project("query"), project("key"), project("value"));

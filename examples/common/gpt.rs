@@ -208,7 +208,8 @@ impl Block {
     fn new(key: &Tensor, cfg: &Config) -> Result<Block> {
         let d = cfg.d_model;
         let k = |i: u32| random::fold_in(key, &Tensor::scalar(i));
-        let attn = MultiHeadAttention::new(cfg.heads, d / cfg.heads, &k(0)?)?.with_dropout(cfg.dropout)?;
+        let attn =
+            MultiHeadAttention::new(cfg.heads, d / cfg.heads, &k(0)?)?.with_dropout(cfg.dropout)?;
         // Float32 weights, made now (a restore must find them, and the
         // decoding loop's body cannot create them).
         attn.build(d, d, d, DType::F32)?;
@@ -275,7 +276,13 @@ impl Gpt {
         let key = random::key(seed)?;
         let k = |i: u32| random::fold_in(&key, &Tensor::scalar(i));
         let table = |i: u32, rows: i64| {
-            Embedding::with_initializer(&k(i)?, rows, cfg.d_model, Initializer::Normal(0.02), DType::F32)
+            Embedding::with_initializer(
+                &k(i)?,
+                rows,
+                cfg.d_model,
+                Initializer::Normal(0.02),
+                DType::F32,
+            )
         };
         Ok(Gpt {
             tokens: table(0, cfg.vocab)?,
@@ -337,14 +344,21 @@ impl Gpt {
     pub fn empty_caches(&self, batch: i64) -> Result<Vec<KvCache>> {
         self.blocks
             .iter()
-            .map(|b| b.attn.empty_cache(batch, self.cfg.context, self.cfg.precision.compute))
+            .map(|b| {
+                b.attn
+                    .empty_cache(batch, self.cfg.context, self.cfg.precision.compute)
+            })
             .collect()
     }
 
     /// Runs ids `[batch, t]` (the next `t` positions) through the caches;
     /// returns the float32 logits of the last position `[batch, vocab]`
     /// and the caches with `t` more positions.
-    pub fn logits_cached(&self, ids: &Tensor, caches: &[KvCache]) -> Result<(Tensor, Vec<KvCache>)> {
+    pub fn logits_cached(
+        &self,
+        ids: &Tensor,
+        caches: &[KvCache],
+    ) -> Result<(Tensor, Vec<KvCache>)> {
         let start = caches
             .first()
             .ok_or_else(|| Error::Value("one cache per block".into()))?
@@ -383,7 +397,8 @@ pub struct Training {
 /// gradients clipped together to a global norm.
 pub fn optimizer(t: &Training) -> Result<Adam> {
     let decay_steps = t.steps.saturating_sub(t.warmup).max(1) as i64;
-    let schedule = CosineDecay::new(0.0, decay_steps)?.warmup(t.peak_rate, t.warmup.max(1) as i64)?;
+    let schedule =
+        CosineDecay::new(0.0, decay_steps)?.warmup(t.peak_rate, t.warmup.max(1) as i64)?;
     Ok(AdamW::new(schedule)
         .beta2(0.99)
         .weight_decay(t.weight_decay)
@@ -398,10 +413,12 @@ pub type TrainStep = Function<(Tensor, Tensor, Tensor), Tensor>;
 pub fn train_step(model: &Arc<Gpt>, opt: &Arc<Adam>, seed: u64) -> Result<TrainStep> {
     let (model, opt) = (model.clone(), opt.clone());
     let base = random::key(seed)?;
-    Ok(function(move |x: Tensor, y: Tensor, step: Tensor| -> Result<Tensor> {
-        let mode = Mode::training_with_key(&random::fold_in(&base, &step)?);
-        opt.minimize(&model.trainable_variables(), || model.loss(&x, &y, &mode))
-    }))
+    Ok(function(
+        move |x: Tensor, y: Tensor, step: Tensor| -> Result<Tensor> {
+            let mode = Mode::training_with_key(&random::fold_in(&base, &step)?);
+            opt.minimize(&model.trainable_variables(), || model.loss(&x, &y, &mode))
+        },
+    ))
 }
 
 /// Runs `step` over steps `range` of `t`'s batches; returns the losses
@@ -417,7 +434,9 @@ pub fn train(
     let mut losses = Vec::new();
     for i in range {
         let (x, y) = corpus.batch(i as u64, t.batch, model.cfg.context, false)?;
-        let loss = step.call((x, y, Tensor::try_scalar(i as i32)?))?.item::<f32>()?;
+        let loss = step
+            .call((x, y, Tensor::try_scalar(i as i32)?))?
+            .item::<f32>()?;
         each(i, loss);
         losses.push(loss);
     }
@@ -469,7 +488,9 @@ pub fn resume(
     let model = Arc::new(Gpt::new(cfg, seed)?);
     let opt = Arc::new(optimizer(t)?);
     let step = train_step(&model, &opt, t.seed)?;
-    let mut straight = train(&step, corpus, &model, t, 0..at, |i, l| each("straight", i, l))?;
+    let mut straight = train(&step, corpus, &model, t, 0..at, |i, l| {
+        each("straight", i, l)
+    })?;
     checkpoint::save_training(&*model, &*opt, path)?;
     straight.extend(train(&step, corpus, &model, t, at..t.steps, |i, l| {
         each("straight", i, l)
