@@ -508,6 +508,43 @@ fn half_precision_inputs_match_the_reference_at_their_precision() {
     }
 }
 
+/// Mixed precision: float32 weights serve bfloat16 inputs, cast to them
+/// as the other layers do, and a cache made inside a compiled function
+/// (concrete, not loop state) takes a first call there.
+#[test]
+fn float32_weights_serve_bfloat16_inputs_and_a_fresh_cache_in_a_function() {
+    // Self-attention sizes: the query's features and length for all three.
+    let c = Cfg {
+        s: CFG.t,
+        dk: CFG.dq,
+        dv: CFG.dq,
+        ..CFG
+    };
+    let mha = Arc::new(layer(c, 9));
+    let w = build_and_randomize(&mha, c, DType::F32, 90);
+    let x = inputs(c, 91);
+    let (q, k, v) = qkv(c, &x, DType::BF16);
+    let (qh, kh, vh) = (host(&q), host(&k), host(&v));
+    let y = mha
+        .call_qkv(&q, &k, &v, &AttentionOptions::causal(), &Mode::inference())
+        .unwrap();
+    assert_eq!(y.dtype(), DType::BF16);
+    assert!(mha.variables().iter().all(|v| v.dtype() == DType::F32));
+    let want = reference(&w, c, &qh, &kh, &vh, &|_, t, s| s <= t);
+    assert_close(&host(&y), &want, 8e-2, "bf16 over f32 weights");
+
+    let cached = {
+        let mha = mha.clone();
+        function(move |q: Tensor| -> Result<Tensor> {
+            let cache = mha.empty_cache(c.b as i64, c.t as i64, DType::BF16)?;
+            Ok(mha.call_cached(&q, &cache, &Mode::inference())?.0)
+        })
+    };
+    let got = cached.call((&q,)).unwrap();
+    let want = reference(&w, c, &qh, &qh, &qh, &|_, t, s| s <= t);
+    assert_close(&host(&got), &want, 8e-2, "cached, compiled");
+}
+
 #[test]
 fn dropout_needs_a_key_in_training_and_is_off_in_inference() {
     let c = CFG;

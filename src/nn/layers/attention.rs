@@ -81,8 +81,10 @@ impl Projection {
     }
 
     /// `einsum(spec, x, kernel) + bias`; the kernel has `kernel_dims`, the
-    /// bias the kernel's dims after the first `bias_from`. Both are kept in
-    /// `policy`'s variable dtype (else `x`'s) and used in `x`'s.
+    /// bias the kernel's dims after the first `bias_from`. Weights made
+    /// here take `policy`'s variable dtype (else `x`'s); weights already
+    /// made in another (float32 ones from [`MultiHeadAttention::build`]
+    /// called on bfloat16 inputs) keep theirs. Both are used in `x`'s.
     fn apply(
         &self,
         spec: &str,
@@ -92,11 +94,16 @@ impl Projection {
         policy: Option<&Policy>,
     ) -> Result<Tensor> {
         let dtype = x.dtype();
-        let stored = policy.map_or(dtype, |p| p.variable_dtype());
-        let kernel = read_as(&self.kernel, kernel_dims, stored, dtype)?;
+        let stored = |p: &Param| {
+            p.variable().map_or(
+                policy.map_or(dtype, |p| p.variable_dtype()),
+                Variable::dtype,
+            )
+        };
+        let kernel = read_as(&self.kernel, kernel_dims, stored(&self.kernel), dtype)?;
         let y = einsum(spec, &[x, &kernel])?;
         match &self.bias {
-            Some(b) => y.add(&read_as(b, &kernel_dims[bias_from..], stored, dtype)?),
+            Some(b) => y.add(&read_as(b, &kernel_dims[bias_from..], stored(b), dtype)?),
             None => Ok(y),
         }
     }
@@ -538,7 +545,9 @@ impl MultiHeadAttention {
             )));
         }
         if !len.is_symbolic() {
-            let n = len.cast(DType::I64)?.item::<i64>()?;
+            // Read on the host: a cast here would be an op, traced (and
+            // unreadable) when a concrete cache meets a compiled function.
+            let n = len.to_f64_vec()?[0] as i64;
             if n < 0 || n + t > m {
                 return Err(invalid(format!(
                     "the cache holds {m} positions: {n} written plus {t} new do not fit"
