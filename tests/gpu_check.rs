@@ -12,7 +12,7 @@
 //! Left out: the files that need the CPU plugin itself (devices, runtime,
 //! runtime_spmd, robust_plugin, export_calling_convention, distributed),
 //! two GPUs (multi_process), or the source tree's data files at their
-//! build-time path (cli, tensor_files, cnn_digits).
+//! build-time path (cli, tensor_files, cnn_digits, gpt_example).
 #![cfg(xlafn_gpu_check)]
 
 // Every device kind, and the guide's behaviour: tracing, retracing, concrete
@@ -127,6 +127,8 @@ mod loop_gradient_program;
 mod losses;
 #[path = "metrics.rs"]
 mod metrics;
+#[path = "mixed_precision.rs"]
+mod mixed_precision;
 #[path = "modules_and_checkpoints.rs"]
 mod modules_and_checkpoints;
 #[path = "nn.rs"]
