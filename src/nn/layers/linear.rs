@@ -139,10 +139,32 @@ impl Layer for Linear {
         let built = self.weights.built_dims().map(|d| d[0]);
         check_built("Linear", "input features (axis -1)", built, n_in, x)?;
         let kernel = self.weights.kernel(&[n_in, self.units], x.dtype())?;
-        // Contracting the last axis keeps any leading axes: [..., in] to
-        // [..., units] with no reshape.
-        let y = x.dot_general(&kernel, &[-1], &[0], &[], &[])?;
+        let y = product(x, &kernel, n_in, self.units)?;
         let y = self.weights.add_bias(y, self.units)?;
         self.activation.apply(&y)
+    }
+}
+
+/// `x` `[..., n_in]` times `kernel` `[n_in, units]`, giving `[..., units]`,
+/// as a careful hand writes it: with the leading shape known, the rows
+/// flattened into one matrix product (`[rows, n_in] @ [n_in, units]`)
+/// between free reshapes. Its kernel gradient is then one plain product of
+/// `[rows, n_in]` and `[rows, units]` matrices; contracting several
+/// leading axes at once instead (what a product of the unflattened input
+/// needs) makes XLA rearrange the input with a transpose, and the general
+/// `dot_general` gradient adds one more to put the result in place.
+fn product(x: &Tensor, kernel: &Tensor, n_in: i64, units: i64) -> Result<Tensor> {
+    match x.shape().as_known() {
+        Some(dims) if dims.len() == 2 => x.matmul(kernel),
+        Some(dims) if dims.len() > 2 => {
+            let lead = &dims[..dims.len() - 1];
+            let mut out = lead.to_vec();
+            out.push(units);
+            x.reshape(&[lead.iter().product(), n_in])?
+                .matmul(kernel)?
+                .reshape(&out)
+        }
+        // A vector, or leading axes unknown until run time.
+        _ => x.dot_general(kernel, &[-1], &[0], &[], &[]),
     }
 }
