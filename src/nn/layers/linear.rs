@@ -139,32 +139,33 @@ impl Layer for Linear {
         let built = self.weights.built_dims().map(|d| d[0]);
         check_built("Linear", "input features (axis -1)", built, n_in, x)?;
         let kernel = self.weights.kernel(&[n_in, self.units], x.dtype())?;
-        let y = product(x, &kernel, n_in, self.units)?;
-        let y = self.weights.add_bias(y, self.units)?;
-        self.activation.apply(&y)
-    }
-}
-
-/// `x` `[..., n_in]` times `kernel` `[n_in, units]`, giving `[..., units]`,
-/// as a careful hand writes it: with the leading shape known, the rows
-/// flattened into one matrix product (`[rows, n_in] @ [n_in, units]`)
-/// between free reshapes. Its kernel gradient is then one plain product of
-/// `[rows, n_in]` and `[rows, units]` matrices; contracting several
-/// leading axes at once instead (what a product of the unflattened input
-/// needs) makes XLA rearrange the input with a transpose, and the general
-/// `dot_general` gradient adds one more to put the result in place.
-fn product(x: &Tensor, kernel: &Tensor, n_in: i64, units: i64) -> Result<Tensor> {
-    match x.shape().as_known() {
-        Some(dims) if dims.len() == 2 => x.matmul(kernel),
-        Some(dims) if dims.len() > 2 => {
-            let lead = &dims[..dims.len() - 1];
-            let mut out = lead.to_vec();
-            out.push(units);
-            x.reshape(&[lead.iter().product(), n_in])?
-                .matmul(kernel)?
-                .reshape(&out)
+        // As a careful hand writes it: with the leading shape known, the
+        // rows are flattened into one matrix (`[rows, n_in] @ [n_in,
+        // units]`, bias, activation) between free reshapes. The kernel's
+        // gradient is then one plain product of two `[rows, ..]` matrices
+        // and the bias' a sum over one axis; contracting several leading
+        // axes at once instead makes XLA rearrange the input with a
+        // transpose, and the general `dot_general` gradient adds another to
+        // put the result in place.
+        let affine = |rows: &Tensor| -> Result<Tensor> {
+            let y = self.weights.add_bias(rows.matmul(&kernel)?, self.units)?;
+            self.activation.apply(&y)
+        };
+        match x.shape().as_known() {
+            Some(dims) if dims.len() == 2 => affine(x),
+            Some(dims) if dims.len() > 2 => {
+                let lead = &dims[..dims.len() - 1];
+                let mut out = lead.to_vec();
+                out.push(self.units);
+                affine(&x.reshape(&[lead.iter().product(), n_in])?)?.reshape(&out)
+            }
+            // A vector, or leading axes unknown until run time: contract
+            // the last axis, keeping the others.
+            _ => {
+                let y = x.dot_general(&kernel, &[-1], &[0], &[], &[])?;
+                let y = self.weights.add_bias(y, self.units)?;
+                self.activation.apply(&y)
+            }
         }
-        // A vector, or leading axes unknown until run time.
-        _ => x.dot_general(kernel, &[-1], &[0], &[], &[]),
     }
 }
