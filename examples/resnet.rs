@@ -55,10 +55,8 @@ fn main() -> Result<()> {
     // A checkpoint round trip: a model made from another seed, restored
     // from the trained one's file (moving statistics included), classifies
     // the same.
-    let path = std::env::temp_dir().join(format!(
-        "xlafn-resnet-{}.safetensors",
-        std::process::id()
-    ));
+    let path =
+        std::env::temp_dir().join(format!("xlafn-resnet-{}.safetensors", std::process::id()));
     xlafn::checkpoint::save(&*model, &path)?;
     let restored = resnet::ResNet::new(2, &[16, 32, 64])?;
     xlafn::checkpoint::restore(&restored, &path)?;

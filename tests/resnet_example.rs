@@ -55,7 +55,8 @@ fn conv(x: &[f64], hw: usize, c: usize, kernel: &[f64], k: usize, o: usize, s: u
                     for ch in 0..c {
                         let xv = x[(r as usize * hw + q as usize) * c + ch];
                         for f in 0..o {
-                            y[(i * out + j) * o + f] += xv * kernel[((di * k + dj) * c + ch) * o + f];
+                            y[(i * out + j) * o + f] +=
+                                xv * kernel[((di * k + dj) * c + ch) * o + f];
                         }
                     }
                 }
@@ -98,9 +99,17 @@ fn reference_logits(p: &HashMap<String, Vec<f64>>, image: &[f64]) -> Vec<f64> {
         let a = conv(&h, hw, cin, &p[&at("conv1.kernel")], 3, cout, s);
         let out = hw.div_ceil(s);
         let a = relu(bn(&a, p, &at("bn1")));
-        let a = bn(&conv(&a, out, cout, &p[&at("conv2.kernel")], 3, cout, 1), p, &at("bn2"));
+        let a = bn(
+            &conv(&a, out, cout, &p[&at("conv2.kernel")], 3, cout, 1),
+            p,
+            &at("bn2"),
+        );
         let skip = match p.get(&at("shortcut.layers.0.kernel")) {
-            Some(k) => bn(&conv(&h, hw, cin, k, 1, cout, s), p, &at("shortcut.layers.1")),
+            Some(k) => bn(
+                &conv(&h, hw, cin, k, 1, cout, s),
+                p,
+                &at("shortcut.layers.1"),
+            ),
             None => h.clone(),
         };
         h = relu(a.iter().zip(&skip).map(|(x, y)| x + y).collect());
@@ -116,7 +125,12 @@ fn reference_logits(p: &HashMap<String, Vec<f64>>, image: &[f64]) -> Vec<f64> {
 }
 
 /// Logits of rows `rows` of `split` in `mode`, as f64 rows.
-fn logits(model: &resnet::ResNet, split: &cnn::Split, rows: &[usize], mode: &Mode) -> Vec<Vec<f64>> {
+fn logits(
+    model: &resnet::ResNet,
+    split: &cnn::Split,
+    rows: &[usize],
+    mode: &Mode,
+) -> Vec<Vec<f64>> {
     let (x, _) = split.batch(rows).unwrap();
     let z = model.call(&x, mode).unwrap().to_vec::<f32>().unwrap();
     z.chunks(10)
@@ -136,13 +150,20 @@ fn training_lowers_the_loss_and_inference_uses_the_moving_statistics() {
     // The moving statistics moved away from their starting 0 and 1.
     let p = values(&model);
     assert!(p["blocks.1.bn2.moving_mean"].iter().any(|m| m.abs() > 1e-3));
-    assert!(p["stem.layers.1.moving_variance"].iter().any(|v| (v - 1.0).abs() > 1e-3));
+    assert!(
+        p["stem.layers.1.moving_variance"]
+            .iter()
+            .any(|v| (v - 1.0).abs() > 1e-3)
+    );
 
     // Inference mode is the loop reference on the moving statistics.
     let rows = [0usize, 1, 2, 3];
     let got = logits(&model, &test, &rows, &Mode::inference());
     for (n, &r) in rows.iter().enumerate() {
-        let image: Vec<f64> = test.images[r * 64..r * 64 + 64].iter().map(|v| f64::from(*v)).collect();
+        let image: Vec<f64> = test.images[r * 64..r * 64 + 64]
+            .iter()
+            .map(|v| f64::from(*v))
+            .collect();
         let want = reference_logits(&p, &image);
         for c in 0..10 {
             assert!(
@@ -162,7 +183,9 @@ fn training_lowers_the_loss_and_inference_uses_the_moving_statistics() {
     // ... while in training mode (batch statistics) they do.
     let a = logits(&model, &test, &[0, 1, 2, 3], &Mode::training());
     let b = logits(&model, &test, &[0, 10, 11, 12, 13, 14], &Mode::training());
-    let moved = (0..10).map(|c| (a[0][c] - b[0][c]).abs()).fold(0.0, f64::max);
+    let moved = (0..10)
+        .map(|c| (a[0][c] - b[0][c]).abs())
+        .fold(0.0, f64::max);
     assert!(moved > 1e-3, "training-mode logits moved by only {moved}");
 }
 

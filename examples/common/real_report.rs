@@ -140,7 +140,8 @@ pub fn real_workloads(
     for workload in [Workload::W9, Workload::W10, Workload::W11] {
         let name = workload.name();
         // `--only W9_layers` runs W9 too: it is timed beside it.
-        if !wants(name) && !(workload == Workload::W9 && wants("W9_LAYERS")) {
+        let wanted = wants(name) || (workload == Workload::W9 && wants("W9_LAYERS"));
+        if !wanted {
             continue;
         }
         let m = real_model(workload, hlo)?;

@@ -83,7 +83,7 @@ impl W9Layers {
         // Each value reshaped to its variable's layout (the attention
         // kernels: [d, d] as [d, heads, head_dim] or [heads, head_dim, d]).
         for (var, value) in vars.iter().zip(&init.params) {
-            var.assign(&value.tensor()?.reshape(&var.dims())?)?;
+            var.assign(&value.tensor()?.reshape(var.dims())?)?;
         }
         Ok(model)
     }
