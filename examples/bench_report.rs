@@ -21,7 +21,8 @@
 //! Flags:
 //! - `--only W9,W11,...`: run only the named workloads. W9-W12 are picked
 //!   one by one; W1-W8 run as one group when any of them is named. `DP`
-//!   is the data-parallel step on 1 and on 4 devices.
+//!   is the data-parallel step on 1 and on 4 devices. W9 includes
+//!   `W9_layers`, its step written with the layer library.
 //! - `--hlo DIR`: also write the StableHLO of the W9, W10 and W11 training
 //!   steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
 //!   program as lowered, before the in-place aliasing of the variables is
@@ -39,6 +40,8 @@ mod real_models;
 mod real_report;
 #[path = "common/w3.rs"]
 mod w3;
+#[path = "common/w9_layers.rs"]
+mod w9_layers;
 
 use std::fmt::Write as _;
 use std::process::Command;

@@ -1,9 +1,12 @@
 //! The W9-W12 part of the benchmark report: times the real models of
 //! `real_models.rs`, prints their figures and their losses beside the
-//! peers', and adds their targets to the report's checks.
+//! peers', and adds their targets to the report's checks. W9 is also
+//! timed written with the layer library (`w9_layers.rs`, `W9_layers`),
+//! its step beside the hand-written one's.
 
 use super::peers::Peers;
 use super::real_models::{ConvLayer, Model, W12_FLOP, W12_PEER_CHECK, Workload, conv_layer};
+use super::w9_layers::LayersModel;
 use super::{Check, side_by_side_us};
 use xlafn::ArraySpec;
 use xlafn::prelude::*;
@@ -18,11 +21,15 @@ struct RealModel {
     traces: usize,
     compiles: usize,
     in_place: bool,
+    /// W9 only: the step written with the layer library, timed in turn
+    /// with the hand-written one (ms), and its first three losses.
+    layers: Option<(f64, Vec<f64>)>,
 }
 
 /// One of W9-W11: the training step (and the forward loss alone for W9 and
 /// W11) timed side by side, inputs on the device, each call's loss awaited.
-/// With `hlo`, writes the step's StableHLO to `hlo/xlafn_wN_step.mlir`.
+/// With `hlo`, writes the step's StableHLO to `hlo/xlafn_wN_step.mlir`
+/// (and W9's with layers to `hlo/xlafn_w9_layers_step.mlir`).
 fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel> {
     let model = Model::new(workload)?;
     let (a, b) = model.data.clone();
@@ -32,6 +39,17 @@ fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel>
     for _ in 0..3 {
         losses.push(f64::from(step.call((&a, &b))?.item::<f32>()?));
     }
+    let layers = if workload == Workload::W9 {
+        let m = LayersModel::new()?;
+        let step = m.train_step()?;
+        let mut losses = Vec::new();
+        for _ in 0..3 {
+            losses.push(f64::from(step.call((&a, &b))?.item::<f32>()?));
+        }
+        Some((step, losses))
+    } else {
+        None
+    };
     let address = model.params[0].device_address()?;
     let timed_forward = workload != Workload::W10;
     let mut step_call = || {
@@ -40,24 +58,41 @@ fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel>
     let mut forward_call = || {
         forward.call((&a, &b)).unwrap().block_until_ready().unwrap();
     };
-    let t = if timed_forward {
-        side_by_side_us(&mut [&mut step_call, &mut forward_call])
-    } else {
-        side_by_side_us(&mut [&mut step_call])
+    let t = match (&layers, timed_forward) {
+        (Some((layers_step, _)), _) => {
+            let mut layers_call = || {
+                layers_step
+                    .call((&a, &b))
+                    .unwrap()
+                    .block_until_ready()
+                    .unwrap();
+            };
+            side_by_side_us(&mut [&mut step_call, &mut forward_call, &mut layers_call])
+        }
+        (None, true) => side_by_side_us(&mut [&mut step_call, &mut forward_call]),
+        (None, false) => side_by_side_us(&mut [&mut step_call]),
     };
     if let Some(dir) = hlo {
         let specs = [
             ArraySpec::new(a.dtype(), &a.dims()),
             ArraySpec::new(b.dtype(), &b.dims()),
         ];
-        let text = step.get_concrete_function((&a, &b))?.stablehlo(&specs)?;
-        let path = format!("{dir}/xlafn_{}_step.mlir", workload.name().to_lowercase());
-        std::fs::write(&path, text)
-            .map_err(|e| Error::Value(format!("cannot write {path}: {e}")))?;
+        let name = workload.name().to_lowercase();
+        let mut programs = vec![(name.clone(), &step)];
+        if let Some((layers_step, _)) = &layers {
+            programs.push((format!("{name}_layers"), layers_step));
+        }
+        for (name, step) in programs {
+            let text = step.get_concrete_function((&a, &b))?.stablehlo(&specs)?;
+            let path = format!("{dir}/xlafn_{name}_step.mlir");
+            std::fs::write(&path, text)
+                .map_err(|e| Error::Value(format!("cannot write {path}: {e}")))?;
+        }
     }
     Ok(RealModel {
         step_ms: t[0] / 1e3,
         forward_ms: t.get(1).map(|us| us / 1e3),
+        layers: layers.map(|(_, l)| (t[2] / 1e3, l)),
         losses,
         traces: step.tracing_count(),
         compiles: step.compile_count(),
@@ -104,7 +139,9 @@ pub fn real_workloads(
     let mut json = Vec::new();
     for workload in [Workload::W9, Workload::W10, Workload::W11] {
         let name = workload.name();
-        if !wants(name) {
+        // `--only W9_layers` runs W9 too: it is timed beside it.
+        let wanted = wants(name) || (workload == Workload::W9 && wants("W9_LAYERS"));
+        if !wanted {
             continue;
         }
         let m = real_model(workload, hlo)?;
@@ -168,6 +205,27 @@ pub fn real_workloads(
                 ));
             }
             None => json.push(format!("  \"{name}\": {{\"step_ms\": {:.4}}}", m.step_ms)),
+        }
+        if let Some((layers_ms, layers_losses)) = &m.layers {
+            let worst = layers_losses
+                .iter()
+                .zip(peer_losses)
+                .map(|(l, p)| (l - p).abs() / p)
+                .fold(0.0, f64::max);
+            println!(
+                "{:<9} {:<30} {layers_ms:>12.3}  ms/step (layers / hand-written {:.3}; \
+                 losses differ from the peers' by <= {worst:.1e} rel.)",
+                "W9_layers",
+                "step_ms (Adam step)",
+                layers_ms / m.step_ms
+            );
+            checks.push(Check::at_most(
+                "W9_layers",
+                format!("step_ms <= 1.03 x W9's ({:.3})", m.step_ms),
+                *layers_ms,
+                1.03 * m.step_ms,
+            ));
+            json.push(format!("  \"W9_layers\": {{\"step_ms\": {layers_ms:.4}}}"));
         }
     }
     if wants("W12") {

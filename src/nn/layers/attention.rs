@@ -1,5 +1,5 @@
 //! Layer: nn::layers (multi-head attention). Imports `tensor` ops
-//! (`einsum`, `softmax`, `dynamic_update_slice`, `iota`), `random`
+//! (`matmul`, `softmax`, `dynamic_update_slice`, `iota`), `random`
 //! (fold-in keys, dropout), `initializers`, `function::Output` (so a
 //! [`KvCache`] can be loop state) and this folder's [`Param`], [`Layer`]
 //! and [`Mode`].
@@ -51,7 +51,6 @@ use crate::function::Output;
 use crate::initializers::Initializer;
 use crate::module::{Module, join};
 use crate::nn::mixed_precision::{Policy, current_policy};
-use crate::ops::einsum::einsum;
 use crate::random;
 use crate::tensor::Tensor;
 use crate::variable::Variable;
@@ -80,17 +79,27 @@ impl Projection {
         })
     }
 
-    /// `einsum(spec, x, kernel) + bias`; the kernel has `kernel_dims`, the
-    /// bias the kernel's dims after the first `bias_from`. Weights made
-    /// here take `policy`'s variable dtype (else `x`'s); weights already
-    /// made in another (float32 ones from [`MultiHeadAttention::build`]
-    /// called on bfloat16 inputs) keep theirs. Both are used in `x`'s.
+    /// `x` `[b, t, in..]` contracted with the kernel `[in.., out..]`
+    /// (`kernel_dims`, its first `n_in` axes the input's) plus the bias
+    /// `[out..]`, giving `[b, t, out..]`.
+    ///
+    /// Written as a matrix product of `x` as `[b * t, in]` by the kernel
+    /// as `[in, out]` between free reshapes (what `EinsumDense`'s einsum
+    /// means), as in [`Linear`](super::Linear): the kernel gradient is
+    /// then one plain product in the kernel's layout, where an einsum's
+    /// comes out as `[out.., in..]` and is transposed, and contracts the
+    /// `b` and `t` axes at once, which XLA prepares with another
+    /// transpose.
+    ///
+    /// Weights made here take `policy`'s variable dtype (else `x`'s);
+    /// weights already made in another (float32 ones from
+    /// [`MultiHeadAttention::build`] called on bfloat16 inputs) keep
+    /// theirs. Both are used in `x`'s.
     fn apply(
         &self,
-        spec: &str,
         x: &Tensor,
         kernel_dims: &[i64],
-        bias_from: usize,
+        n_in: usize,
         policy: Option<&Policy>,
     ) -> Result<Tensor> {
         let dtype = x.dtype();
@@ -100,10 +109,19 @@ impl Projection {
                 Variable::dtype,
             )
         };
-        let kernel = read_as(&self.kernel, kernel_dims, stored(&self.kernel), dtype)?;
-        let y = einsum(spec, &[x, &kernel])?;
+        let dims = x.dims();
+        let size_in: i64 = kernel_dims[..n_in].iter().product();
+        let size_out: i64 = kernel_dims[n_in..].iter().product();
+        let kernel = read_as(&self.kernel, kernel_dims, stored(&self.kernel), dtype)?
+            .reshape(&[size_in, size_out])?;
+        let mut out = dims[..2].to_vec();
+        out.extend(&kernel_dims[n_in..]);
+        let y = x
+            .reshape(&[dims[0] * dims[1], size_in])?
+            .matmul(&kernel)?
+            .reshape(&out)?;
         match &self.bias {
-            Some(b) => y.add(&read_as(b, &kernel_dims[bias_from..], stored(b), dtype)?),
+            Some(b) => y.add(&read_as(b, &kernel_dims[n_in..], stored(b), dtype)?),
             None => Ok(y),
         }
     }
@@ -472,7 +490,10 @@ impl MultiHeadAttention {
         let k = self.project_kv("key", &self.key, key, self.key_dim)?;
         let v = self.project_kv("value", &self.value, value, self.value_dim)?;
         let mask = build_mask(options, b, t, s)?;
-        let (attended, probs) = self.attend(&q, &k, &v, mask.as_ref(), mode)?;
+        // A causal mask alone leaves every query a key to attend to (its
+        // own position, or key 0): only the other masks can empty a row.
+        let may_empty = options.padding_mask.is_some() || options.attention_mask.is_some();
+        let (attended, probs) = self.attend(&q, &k, &v, mask.as_ref(), may_empty, mode)?;
         let y = self.project_output(&attended, query)?;
         let probs = probs.reshape(&[b, self.num_heads, t, s])?;
         Ok((y, probs))
@@ -566,7 +587,8 @@ impl MultiHeadAttention {
         let rows = Tensor::iota(&[t, m], 0, DType::I32)?.add(&start)?;
         let cols = Tensor::iota(&[t, m], 1, DType::I32)?;
         let mask = cols.le(&rows)?.expand_dims(0)?.broadcast_to(&[b, t, m])?;
-        let (attended, _) = self.attend(&q, &keys, &values, Some(&mask), mode)?;
+        // Cached position 0 is always visible: no row is empty.
+        let (attended, _) = self.attend(&q, &keys, &values, Some(&mask), false, mode)?;
         let y = self.project_output(&attended, x)?;
         let length = len.add(&Tensor::try_scalar(t)?.cast(len.dtype())?)?;
         Ok((
@@ -579,53 +601,54 @@ impl MultiHeadAttention {
         ))
     }
 
-    /// `[b, t, heads, key_dim]` queries, as `[b, t, kv_heads, group,
-    /// key_dim]` (query head `g * group + r`).
+    /// `[b, t, heads, key_dim]` queries (query head `h` reads kv head `h /
+    /// (heads / kv_heads)`).
     fn project_query(&self, query: &Tensor) -> Result<Tensor> {
         let d = feature_dim("query", query)?;
-        let (h, g, kd) = (self.num_heads, self.num_kv_heads, self.key_dim);
-        let q = self
-            .query
-            .apply("btd,dhk->bthk", query, &[d, h, kd], 1, self.policy.as_ref())?;
-        let dims = q.dims();
-        q.reshape(&[dims[0], dims[1], g, h / g, kd])
+        self.query.apply(
+            query,
+            &[d, self.num_heads, self.key_dim],
+            1,
+            self.policy.as_ref(),
+        )
     }
 
     /// `[b, s, kv_heads, size]` keys or values.
     fn project_kv(&self, what: &str, proj: &Projection, x: &Tensor, size: i64) -> Result<Tensor> {
         let d = feature_dim(what, x)?;
-        let dims = [d, self.num_kv_heads, size];
-        proj.apply("bsd,dgk->bsgk", x, &dims, 1, self.policy.as_ref())
+        proj.apply(x, &[d, self.num_kv_heads, size], 1, self.policy.as_ref())
     }
 
-    /// `[b, t, kv_heads, group, value_dim]` back to `[b, t, output_dim]`.
+    /// `[b, t, heads, value_dim]` back to `[b, t, output_dim]`.
     fn project_output(&self, attended: &Tensor, query: &Tensor) -> Result<Tensor> {
         let out = match self.output_dim {
             Some(o) => o,
             None => feature_dim("query", query)?,
         };
-        let dims = attended.dims();
         let (h, vd) = (self.num_heads, self.value_dim);
-        let merged = attended.reshape(&[dims[0], dims[1], h, vd])?;
-        self.output.apply(
-            "bthv,hvo->bto",
-            &merged,
-            &[h, vd, out],
-            2,
-            self.policy.as_ref(),
-        )
+        self.output
+            .apply(attended, &[h, vd, out], 2, self.policy.as_ref())
     }
 
-    /// Scaled dot-product attention: `q` `[b, t, g, r, k]`, `k` `[b, s, g,
-    /// k]`, `v` `[b, s, g, v]`, `mask` bool `[b, t, s]`. Returns the
-    /// attended values `[b, t, g, r, v]` and the probabilities `[b, g, r,
-    /// t, s]`.
+    /// Scaled dot-product attention: `q` `[b, t, heads, k]`, `k` `[b, s,
+    /// g, k]`, `v` `[b, s, g, v]` (`g` kv heads, each serving `r = heads /
+    /// g` query heads), `mask` bool `[b, t, s]`; `may_empty` when the mask
+    /// can hide every key from a query. Returns the attended values `[b,
+    /// t, heads, v]` and the probabilities `[b, g, r, t, s]`.
+    ///
+    /// The heads are moved ahead of the positions first (`[b, g, r * t,
+    /// k]`, `[b, g, s, k]`, `[b, g, s, v]`), so both products are batched
+    /// matmuls over leading batch axes, as one writes attention by hand:
+    /// XLA takes those as they are, where products batched over axes in
+    /// the middle (an einsum's `btgrk,bsgk->bgrts`) are first rearranged
+    /// by copies and transposes of their operands and gradients.
     fn attend(
         &self,
         q: &Tensor,
         k: &Tensor,
         v: &Tensor,
         mask: Option<&Tensor>,
+        may_empty: bool,
         mode: &Mode,
     ) -> Result<(Tensor, Tensor)> {
         let dtype = q.dtype();
@@ -633,24 +656,38 @@ impl MultiHeadAttention {
             DType::F16 | DType::BF16 => DType::F32,
             other => other,
         };
+        let (qd, kd, vd) = (q.dims(), k.dims(), v.dims());
+        let [b, t, h, key_dim] = [qd[0], qd[1], qd[2], qd[3]];
+        let [s, g, value_dim] = [kd[1], kd[2], vd[3]];
+        let r = h / g;
         // Keras scales the query before the product (smaller values in
         // half precision than scaling the scores).
-        let q = q.mul_scalar(1.0 / (self.key_dim as f64).sqrt())?;
-        let scores = einsum("btgrk,bsgk->bgrts", &[&q, k])?.cast(compute)?;
+        let q = q
+            .mul_scalar(1.0 / (self.key_dim as f64).sqrt())?
+            .transpose(&[0, 2, 1, 3])?
+            .reshape(&[b, g, r * t, key_dim])?;
+        let k = k.transpose(&[0, 2, 1, 3])?;
+        let v = v.transpose(&[0, 2, 1, 3])?;
+        let scores = q
+            .matmul_t(&k, false, true)?
+            .reshape(&[b, g, r, t, s])?
+            .cast(compute)?;
         let probs = match mask {
             None => scores.softmax(-1)?,
             Some(mask) => {
-                let dims = scores.dims();
-                let [b, t, s] = [dims[0], dims[3], dims[4]];
                 let mask = mask.reshape(&[b, 1, 1, t, s])?;
                 // A large finite negative (Keras' choice for half
                 // precision), chosen by `where`, never added: no overflow,
                 // and exactly zero weight where any key is visible.
                 let lowest = Tensor::fill(&[], -0.7 * max_finite(compute), compute)?;
                 let probs = mask.where_(&scores, &lowest)?.softmax(-1)?;
-                // Rows with no visible key would be uniform: zero them.
-                let any = mask.cast(compute)?.reduce_max(&[-1], true)?;
-                probs.mul(&any)?
+                if may_empty {
+                    // Rows with no visible key would be uniform: zero them.
+                    let any = mask.cast(compute)?.reduce_max(&[-1], true)?;
+                    probs.mul(&any)?
+                } else {
+                    probs
+                }
             }
         };
         let mut probs = probs.cast(dtype)?;
@@ -663,7 +700,11 @@ impl MultiHeadAttention {
             })?;
             probs = random::dropout(&probs, self.dropout, key)?;
         }
-        let attended = einsum("bgrts,bsgv->btgrv", &[&probs, v])?;
+        let attended = probs
+            .reshape(&[b, g, r * t, s])?
+            .matmul(&v)?
+            .reshape(&[b, h, t, value_dim])?
+            .transpose(&[0, 2, 1, 3])?;
         Ok((attended, probs))
     }
 }

@@ -159,10 +159,33 @@ impl Layer for Linear {
         let built = self.weights.built_dims().map(|d| d[0]);
         check_built("Linear", "input features (axis -1)", built, n_in, x)?;
         let kernel = self.weights.kernel(&[n_in, self.units], x.dtype())?;
-        // Contracting the last axis keeps any leading axes: [..., in] to
-        // [..., units] with no reshape.
-        let y = x.dot_general(&kernel, &[-1], &[0], &[], &[])?;
-        let y = self.weights.add_bias(y, self.units)?;
-        self.activation.apply(&y)
+        // As a careful hand writes it: with the leading shape known, the
+        // rows are flattened into one matrix (`[rows, n_in] @ [n_in,
+        // units]`, bias, activation) between free reshapes. The kernel's
+        // gradient is then one plain product of two `[rows, ..]` matrices
+        // and the bias' a sum over one axis; contracting several leading
+        // axes at once instead makes XLA rearrange the input with a
+        // transpose, and the general `dot_general` gradient adds another to
+        // put the result in place.
+        let affine = |rows: &Tensor| -> Result<Tensor> {
+            let y = self.weights.add_bias(rows.matmul(&kernel)?, self.units)?;
+            self.activation.apply(&y)
+        };
+        match x.shape().as_known() {
+            Some(dims) if dims.len() == 2 => affine(x),
+            Some(dims) if dims.len() > 2 => {
+                let lead = &dims[..dims.len() - 1];
+                let mut out = lead.to_vec();
+                out.push(self.units);
+                affine(&x.reshape(&[lead.iter().product(), n_in])?)?.reshape(&out)
+            }
+            // A vector, or leading axes unknown until run time: contract
+            // the last axis, keeping the others.
+            _ => {
+                let y = x.dot_general(&kernel, &[-1], &[0], &[], &[])?;
+                let y = self.weights.add_bias(y, self.units)?;
+                self.activation.apply(&y)
+            }
+        }
     }
 }
