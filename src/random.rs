@@ -218,7 +218,9 @@ pub fn dropout(x: &Tensor, rate: f64, key: &Tensor) -> Result<Tensor> {
 
 /// TensorFlow's stateful `tf.random.Generator`: a key in a variable that
 /// every draw advances, eagerly and inside compiled functions (where the
-/// advance is a variable update).
+/// advance is a variable update). It is a [`crate::module::Module`] whose
+/// one variable is `state`, so a model holding a generator checkpoints it
+/// and a restored run draws what the uninterrupted one drew.
 #[derive(Clone, Debug)]
 pub struct Generator {
     state: Variable,
@@ -228,7 +230,7 @@ impl Generator {
     /// A generator seeded with `seed` (`tf.random.Generator.from_seed`).
     pub fn from_seed(seed: u64) -> Result<Generator> {
         Ok(Generator {
-            state: Variable::try_new(key(seed)?)?.named("random_generator_state"),
+            state: Variable::try_new(key(seed)?)?.non_trainable(),
         })
     }
 
@@ -254,5 +256,12 @@ impl Generator {
     /// The variable holding the state (to checkpoint it).
     pub fn state(&self) -> &Variable {
         &self.state
+    }
+}
+
+/// The state, under `state` (`rng.state` in a model's field `rng`).
+impl crate::module::Module for Generator {
+    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        f(crate::module::join(prefix, "state"), &self.state);
     }
 }
