@@ -7,7 +7,7 @@
 //! [`Linear`] to 4x width with GELU, a `Linear` back, dropout), a final
 //! `LayerNorm` and logits tied to the token table ([`Embedding::attend`]).
 //! Weights are float32; the blocks compute in bfloat16 (see
-//! [`Precision`]). Training is AdamW on a warmup-cosine schedule with
+//! [`Precision`], a mixed-precision `Policy`). Training is AdamW on a warmup-cosine schedule with
 //! gradient clipping by global norm, one compiled program per step whose
 //! dropout key is folded from the step number, so a run restored from a
 //! checkpoint at step N draws the same masks as the uninterrupted one.
@@ -26,6 +26,7 @@ use xlafn::nn::layers::{
     MultiHeadAttention,
 };
 use xlafn::nn::losses::{CrossEntropy, sparse_categorical_cross_entropy};
+use xlafn::nn::mixed_precision::Policy;
 use xlafn::optimizers::{CosineDecay, GradientClip};
 use xlafn::prelude::*;
 use xlafn::{initializers::Initializer, random};
@@ -135,33 +136,38 @@ impl Corpus {
     }
 }
 
-/// Mixed precision, in one place: float32 weights, the blocks computing
-/// in `compute` (the layers cast their weights to their input's dtype),
-/// float32 logits for the loss. Activations enter `compute` after the
-/// embedding and leave it at the logits.
+/// Mixed precision, in one place: a [`Policy`] every layer is given
+/// (Keras' `mixed_bfloat16`: float32 variables, the layers computing in
+/// bfloat16, normalization statistics and softmax in float32), and
+/// float32 logits for the loss.
 #[derive(Clone, Copy, Debug)]
 pub struct Precision {
-    pub compute: DType,
+    pub policy: Policy,
 }
 
 impl Precision {
-    /// bfloat16 compute.
+    /// bfloat16 compute, float32 variables.
     pub fn mixed_bf16() -> Precision {
         Precision {
-            compute: DType::BF16,
+            policy: Policy::mixed_bfloat16(),
         }
     }
 
     /// Everything in float32.
     pub fn float32() -> Precision {
         Precision {
-            compute: DType::F32,
+            policy: Policy::float32(),
         }
+    }
+
+    /// The dtype the blocks compute in.
+    pub fn compute(&self) -> DType {
+        self.policy.compute_dtype()
     }
 
     /// `x` in the compute dtype.
     fn activations(&self, x: &Tensor) -> Result<Tensor> {
-        cast(x, self.compute)
+        cast(x, self.compute())
     }
 
     /// `logits` in float32.
@@ -208,17 +214,21 @@ impl Block {
     fn new(key: &Tensor, cfg: &Config) -> Result<Block> {
         let d = cfg.d_model;
         let k = |i: u32| random::fold_in(key, &Tensor::scalar(i));
-        let attn =
-            MultiHeadAttention::new(cfg.heads, d / cfg.heads, &k(0)?)?.with_dropout(cfg.dropout)?;
+        let policy = cfg.precision.policy;
+        let attn = MultiHeadAttention::new(cfg.heads, d / cfg.heads, &k(0)?)?
+            .with_dropout(cfg.dropout)?
+            .with_dtype_policy(policy);
         // Float32 weights, made now (a restore must find them, and the
         // decoding loop's body cannot create them).
         attn.build(d, d, d, DType::F32)?;
         Ok(Block {
-            ln1: LayerNorm::new(d)?,
+            ln1: LayerNorm::new(d)?.dtype_policy(policy)?,
             attn,
-            ln2: LayerNorm::new(d)?,
-            fc: Linear::new(&k(1)?, d, 4 * d)?.activation(Activation::Gelu { approximate: true }),
-            proj: Linear::new(&k(2)?, 4 * d, d)?,
+            ln2: LayerNorm::new(d)?.dtype_policy(policy)?,
+            fc: Linear::new(&k(1)?, d, 4 * d)?
+                .activation(Activation::Gelu { approximate: true })
+                .dtype_policy(policy),
+            proj: Linear::new(&k(2)?, 4 * d, d)?.dtype_policy(policy),
             drop: Dropout::new(cfg.dropout)?,
         })
     }
@@ -290,7 +300,7 @@ impl Gpt {
             blocks: (0..cfg.layers)
                 .map(|i| Block::new(&k(10 + i as u32)?, &cfg))
                 .collect::<Result<_>>()?,
-            ln_f: LayerNorm::new(cfg.d_model)?,
+            ln_f: LayerNorm::new(cfg.d_model)?.dtype_policy(cfg.precision.policy)?,
             drop: Dropout::new(cfg.dropout)?,
             cfg,
         })
@@ -346,7 +356,7 @@ impl Gpt {
             .iter()
             .map(|b| {
                 b.attn
-                    .empty_cache(batch, self.cfg.context, self.cfg.precision.compute)
+                    .empty_cache(batch, self.cfg.context, self.cfg.precision.compute())
             })
             .collect()
     }
