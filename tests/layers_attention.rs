@@ -18,27 +18,15 @@ use xlafn::module::Module;
 use xlafn::nn::layers::{AttentionOptions, KvCache, Layer, Mode, MultiHeadAttention};
 use xlafn::prelude::*;
 
-fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + ((s >> 33) as f64 / (1u64 << 31) as f64) * (hi - lo)
-        })
-        .collect()
-}
+#[path = "common/layer_data.rs"]
+mod layer_data;
+use layer_data::{assert_close, host, values};
 
 fn tensor(v: &[f64], dims: &[i64], dtype: DType) -> Tensor {
     Tensor::from_vec(v.to_vec(), dims)
         .unwrap()
         .cast(dtype)
         .unwrap()
-}
-
-fn host(t: &Tensor) -> Vec<f64> {
-    t.cast(DType::F64).unwrap().to_vec::<f64>().unwrap()
 }
 
 /// The sizes of one test case.
@@ -172,16 +160,6 @@ fn reference(
         }
     }
     y
-}
-
-fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}: element {i}: {g} vs {w}"
-        );
-    }
 }
 
 struct Inputs {

@@ -17,21 +17,13 @@ use xlafn::nn::metrics::{
 };
 use xlafn::prelude::*;
 
+#[path = "common/layer_data.rs"]
+mod layer_data;
+use layer_data::values;
+
 const ROWS: usize = 6;
 const COLS: usize = 4;
 const BATCHES: u64 = 3;
-
-fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + ((s >> 33) as f64 / (1u64 << 31) as f64) * (hi - lo)
-        })
-        .collect()
-}
 
 /// Values rounded to f32 (what the tensors hold), as f64 for the reference.
 fn f32s(v: Vec<f64>) -> Vec<f64> {

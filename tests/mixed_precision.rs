@@ -24,22 +24,14 @@ use xlafn::optimizers::LossScaleOptimizer;
 use xlafn::prelude::*;
 use xlafn::random;
 
+#[path = "common/layer_data.rs"]
+mod layer_data;
+use layer_data::{assert_close, host, values};
+
 static LOCK: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + ((s >> 33) as f64 / (1u64 << 31) as f64) * (hi - lo)
-        })
-        .collect()
 }
 
 fn key(seed: u64) -> Tensor {
@@ -51,23 +43,8 @@ fn f32s(v: &[f64], dims: &[i64]) -> Tensor {
     Tensor::from_vec(v, dims).unwrap()
 }
 
-fn host(t: &Tensor) -> Vec<f64> {
-    t.cast(DType::F64).unwrap().to_vec::<f64>().unwrap()
-}
-
 fn bf16(v: f64) -> f64 {
     half::bf16::from_f64(v).to_f64()
-}
-
-/// `|got - want| <= tol * (1 + |want|)` elementwise.
-fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}: element {i}: {g} vs {w}"
-        );
-    }
 }
 
 /// `x [n, i] @ w [i, o] + b [o]` with every operand rounded by `round`
