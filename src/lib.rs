@@ -129,6 +129,9 @@
 
 #![warn(missing_docs)]
 
+// `tensor` is declared first (and `ops::constant` first among the ops) so
+// that rustdoc lists `Tensor`'s constructors before its op methods: it
+// shows a type's inherent impl blocks in declaration order.
 pub mod autodiff;
 /// Unstable internals, not part of the public API: The run-time side of `#[xlafn::function]`'s AutoGraph rewrite (called by generated code).
 #[doc(hidden)]
@@ -156,8 +159,9 @@ pub mod nn;
 pub mod ops;
 pub mod optimizers;
 pub mod random;
-/// Unstable internals, not part of the public API: The PJRT C API bindings: clients, buffers, executables.
-#[doc(hidden)]
+/// The layer below functions: PJRT clients, devices, buffers and compiled
+/// programs, for inspecting what XLA compiled, timing raw execution, or
+/// driving a plugin directly. Most programs never name it.
 pub mod runtime;
 pub mod sharding;
 pub(crate) mod single_flight;
@@ -184,7 +188,7 @@ pub use function::{
 /// callers use the version xlafn's `Element` impls are for instead of
 /// pinning a matching one by hand.
 pub use half;
-pub use ir::Shape;
+pub use ir::{Scalar, Shape, TensorType};
 /// The `ndarray` crate, re-exported for the same reason as `half`:
 /// `Tensor::from_ndarray` and `to_ndarray` take and return this version's
 /// arrays, and an `ndarray` of another version is a different type.

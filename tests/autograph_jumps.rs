@@ -13,9 +13,9 @@ fn op_names<A: xlafn::function::ArgList, O: xlafn::function::Output>(
     f: &xlafn::ConcreteFunction<A, O>,
 ) -> Vec<String> {
     f.graph()
-        .nodes()
+        .operations()
         .iter()
-        .map(|n| xlafn::ops::OpDef::name(&n.op).to_string())
+        .map(|n| n.op_type().to_string())
         .collect()
 }
 

@@ -54,9 +54,9 @@ fn tensor_while_and_if_are_compiled_once() {
     let cf = &collatz_steps::function().concrete_functions()[0];
     let ops: Vec<&str> = cf
         .graph()
-        .nodes()
+        .operations()
         .iter()
-        .map(|n| xlafn::ops::OpDef::name(&n.op))
+        .map(|n| n.op_type())
         .collect();
     assert!(ops.contains(&"while"), "{ops:?}");
 }
@@ -141,13 +141,13 @@ fn tensor_range_loops_stay_small_while_host_loops_unroll() {
     let sizes: Vec<usize> = train_unrolled::function()
         .concrete_functions()
         .iter()
-        .map(|c| c.graph().nodes().len())
+        .map(|c| c.graph().operations().len())
         .collect();
     assert!(sizes[0] < sizes[1] && sizes[1] < sizes[2], "{sizes:?}");
     assert!(
         train::function().concrete_functions()[0]
             .graph()
-            .nodes()
+            .operations()
             .len()
             < sizes[0] + 10
     );
@@ -191,9 +191,9 @@ fn host_conditions_run_at_trace_time() {
     for cf in maybe_double::function().concrete_functions() {
         assert!(
             cf.graph()
-                .nodes()
+                .operations()
                 .iter()
-                .all(|n| xlafn::ops::OpDef::name(&n.op) != "cond")
+                .all(|n| n.op_type() != "cond")
         );
     }
 }

@@ -167,11 +167,16 @@ fn in_graph_loop_graph_size_is_constant_while_a_host_loop_unrolls() {
                 .last()
                 .unwrap()
                 .graph()
-                .nodes()
+                .operations()
                 .len(),
         );
         graph_loop.call((&x, Tensor::scalar(n as i32))).unwrap();
-        graph_sizes.push(graph_loop.concrete_functions()[0].graph().nodes().len());
+        graph_sizes.push(
+            graph_loop.concrete_functions()[0]
+                .graph()
+                .operations()
+                .len(),
+        );
     }
     assert!(
         host_sizes[0] < host_sizes[1] && host_sizes[1] < host_sizes[2],

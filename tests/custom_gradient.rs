@@ -100,9 +100,9 @@ fn a_scaled_user_gradient_is_what_the_tape_returns_eagerly_and_traced() {
     );
     let names: Vec<&str> = traced.concrete_functions()[0]
         .graph()
-        .nodes()
+        .operations()
         .iter()
-        .map(|n| xlafn::ops::OpDef::name(&n.op))
+        .map(|n| n.op_type())
         .collect();
     assert!(names.contains(&"custom_gradient"), "{names:?}");
 

@@ -219,9 +219,9 @@ fn gradients_of_variables_inside_a_traced_step_and_through_nested_functions() {
     assert_eq!(step.tracing_count(), 1);
     let ops: Vec<&str> = step.concrete_functions()[0]
         .graph()
-        .nodes()
+        .operations()
         .iter()
-        .map(|n| xlafn::ops::OpDef::name(&n.op))
+        .map(|n| n.op_type())
         .collect();
     assert!(
         ops.contains(&"mul") && ops.len() > 6,

@@ -64,9 +64,9 @@ fn a_function_inside_another_function_is_inlined() -> Result<()> {
     let outer = dense_layer.get_concrete_function((&x, &w, &b))?;
     let ops: Vec<String> = outer
         .graph()
-        .nodes()
+        .operations()
         .iter()
-        .map(|n| n.op.describe())
+        .map(|n| n.describe())
         .collect();
     assert_eq!(ops.len(), 2, "{ops:?}");
     assert!(ops[0].starts_with("matmul"), "{ops:?}");
@@ -74,10 +74,10 @@ fn a_function_inside_another_function_is_inlined() -> Result<()> {
     assert_eq!(outer.graph().params().len(), 3);
     assert_eq!(outer.num_captures(), 0);
     // The add consumes the matmul's result and the bias parameter.
-    let nodes = outer.graph().nodes();
+    let nodes = outer.graph().operations();
     assert_eq!(
-        nodes[1].inputs,
-        vec![nodes[0].outputs[0], outer.graph().params()[2]]
+        nodes[1].inputs(),
+        vec![nodes[0].outputs()[0], outer.graph().params()[2]]
     );
 
     // The inner function kept its own cache: calling it directly with the
@@ -117,9 +117,9 @@ fn nested_function_captures_are_carried_into_the_outer_graph() -> Result<()> {
     // add, add, mul (by a scalar constant, however the op spells it).
     let adds = c
         .graph()
-        .nodes()
+        .operations()
         .iter()
-        .filter(|n| n.op.describe() == "add")
+        .filter(|n| n.describe() == "add")
         .count();
     assert_eq!(adds, 2);
     // The bias is captured once, through the inlined graph.

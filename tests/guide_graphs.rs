@@ -22,11 +22,11 @@ fn graph_lists_nodes_with_their_inputs() -> Result<()> {
     let g = c.graph();
     assert_eq!(g.params().len(), 1);
     let a = g.params()[0];
-    assert_eq!(g.nodes().len(), 1);
-    let add = &g.nodes()[0];
-    assert_eq!(add.op.describe(), "add");
-    assert_eq!(add.inputs, vec![a, a]);
-    assert_eq!(g.results(), add.outputs.as_slice());
+    assert_eq!(g.operations().len(), 1);
+    let add = &g.operations()[0];
+    assert_eq!(add.describe(), "add");
+    assert_eq!(add.inputs(), vec![a, a]);
+    assert_eq!(g.results(), add.outputs());
     assert_eq!(
         g.to_string(),
         "%0 = param : i32()\n%1 = add(%0, %0) : i32()\nreturn %1"
@@ -44,13 +44,13 @@ fn graph_of_a_longer_function_chains_node_inputs() -> Result<()> {
         TensorSpec::new(&[None], DType::F32),
     ))?;
     let g = c.graph();
-    let names: Vec<String> = g.nodes().iter().map(|n| n.op.describe()).collect();
+    let names: Vec<String> = g.operations().iter().map(|n| n.describe()).collect();
     assert_eq!(names, vec!["mul", "add", "tanh"]);
     let (x, y) = (g.params()[0], g.params()[1]);
-    let nodes = g.nodes();
-    assert_eq!(nodes[0].inputs, vec![x, y]);
-    assert_eq!(nodes[1].inputs, vec![nodes[0].outputs[0], x]);
-    assert_eq!(nodes[2].inputs, vec![nodes[1].outputs[0]]);
+    let nodes = g.operations();
+    assert_eq!(nodes[0].inputs(), vec![x, y]);
+    assert_eq!(nodes[1].inputs(), vec![nodes[0].outputs()[0], x]);
+    assert_eq!(nodes[2].inputs(), vec![nodes[1].outputs()[0]]);
     assert_eq!(
         g.to_string(),
         "%0 = param : f32(None,)\n\
@@ -93,8 +93,8 @@ fn host_loop_unrolls_so_the_graph_grows_with_the_data() -> Result<()> {
     let small_graph = train.get_concrete_function((small.clone(),))?;
     let big_graph = train.get_concrete_function((big.clone(),))?;
     // One constant, then (constant, abs, add) per element.
-    assert_eq!(small_graph.graph().nodes().len(), 1 + 3 * 3);
-    assert_eq!(big_graph.graph().nodes().len(), 1 + 10 * 3);
+    assert_eq!(small_graph.graph().operations().len(), 1 + 3 * 3);
+    assert_eq!(big_graph.graph().operations().len(), 1 + 10 * 3);
     assert_eq!(train.tracing_count(), 2);
 
     let count = |text: &str, op: &str| text.matches(&format!("\"stablehlo.{op}\"")).count();
@@ -134,8 +134,8 @@ fn loop_over_a_list_of_tensors_unrolls_too() -> Result<()> {
     let zeros = Tensor::zeros(&[2], DType::F32);
     let two = sum_sq.get_concrete_function((vec![zeros.clone(); 2],))?;
     let five = sum_sq.get_concrete_function((vec![zeros.clone(); 5],))?;
-    assert_eq!(two.graph().nodes().len(), 2 + 1);
-    assert_eq!(five.graph().nodes().len(), 5 + 4);
+    assert_eq!(two.graph().operations().len(), 2 + 1);
+    assert_eq!(five.graph().operations().len(), 5 + 4);
     assert_eq!(five.graph().params().len(), 5);
 
     let specs = vec![ArraySpec::new(DType::F32, &[2]); 5];

@@ -276,9 +276,9 @@ fn recursion_on_a_changing_host_literal_traces_once_per_level() -> Result<()> {
     let top = g.get_concrete_function((&x, 3i64))?;
     let ops: Vec<String> = top
         .graph()
-        .nodes()
+        .operations()
         .iter()
-        .map(|n| n.op.describe())
+        .map(|n| n.describe())
         .collect();
     assert_eq!(ops.iter().filter(|o| *o == "mul").count(), 3, "{ops:?}");
     assert_eq!(ops.iter().filter(|o| *o == "add").count(), 3, "{ops:?}");

@@ -296,13 +296,13 @@ fn the_graph_of_a_concrete_function_lists_its_nodes() -> Result<()> {
     let c = double.get_concrete_function((TensorSpec::new(&[None], DType::F32),))?;
     let graph = c.graph();
     assert_eq!(graph.params().len(), 1);
-    assert_eq!(graph.nodes().len(), 1);
-    let node = &graph.nodes()[0];
-    assert_eq!(node.op.describe(), "add");
+    assert_eq!(graph.operations().len(), 1);
+    let node = &graph.operations()[0];
+    assert_eq!(node.describe(), "add");
     // `a + a`: both inputs are the one parameter; the result is the add's.
     let a = graph.params()[0];
-    assert_eq!(node.inputs, vec![a, a]);
-    assert_eq!(graph.results(), node.outputs.as_slice());
+    assert_eq!(node.inputs(), vec![a, a]);
+    assert_eq!(graph.results(), node.outputs());
 
     // A loop over host data unrolls at trace time: one node per step.
     let unrolled = function(|x: Tensor, n: i64| {
@@ -314,7 +314,7 @@ fn the_graph_of_a_concrete_function_lists_its_nodes() -> Result<()> {
     });
     for n in [1i64, 3, 5] {
         let c = unrolled.get_concrete_function((TensorSpec::known(&[], DType::I32), n))?;
-        assert_eq!(c.graph().nodes().len(), n as usize);
+        assert_eq!(c.graph().operations().len(), n as usize);
         let y = unrolled.call((Tensor::scalar(7i32), n))?;
         assert_eq!(y.item::<i32>()?, 7 * (n as i32 + 1));
     }

@@ -91,12 +91,12 @@ pub fn loops() -> Result<()> {
     }
     let graph_loop = train::function().concrete_functions()[0]
         .graph()
-        .nodes()
+        .operations()
         .len();
     let sizes: Vec<usize> = train_unrolled::function()
         .concrete_functions()
         .iter()
-        .map(|c| c.graph().nodes().len())
+        .map(|c| c.graph().operations().len())
         .collect();
     println!(
         "in-graph loop: {graph_loop} nodes for any num_steps ({} trace)",
@@ -148,13 +148,16 @@ pub fn looping_over_host_data() -> Result<()> {
     );
     println!(
         "graph nodes: {} (one add per element: the loop unrolled)",
-        sum_list.concrete_functions()[0].graph().nodes().len()
+        sum_list.concrete_functions()[0].graph().operations().len()
     );
     let stacked = Tensor::stack(&data, 0)?;
     println!("sum over one tensor: {}", sum_tensor.call((&stacked,))?);
     println!(
         "graph nodes: {}",
-        sum_tensor.concrete_functions()[0].graph().nodes().len()
+        sum_tensor.concrete_functions()[0]
+            .graph()
+            .operations()
+            .len()
     );
     Ok(())
 }

@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 use xlafn::ArraySpec;
 use xlafn::function::{Arg, ByValue};
-use xlafn::ops::OpDef;
 use xlafn::prelude::*;
 
 mod control_flow;
@@ -380,14 +379,14 @@ fn graphs(double: &Function<(Tensor,), Tensor>) -> Result<()> {
     for (i, p) in graph.params().iter().enumerate() {
         println!("[] -> {p} (parameter {i})");
     }
-    for node in graph.nodes() {
-        let inputs: Vec<String> = node.inputs.iter().map(|v| format!("'{v}'")).collect();
-        let outputs: Vec<String> = node.outputs.iter().map(|v| v.to_string()).collect();
+    for node in graph.operations() {
+        let inputs: Vec<String> = node.inputs().iter().map(|v| format!("'{v}'")).collect();
+        let outputs: Vec<String> = node.outputs().iter().map(|v| v.to_string()).collect();
         println!(
             "[{}] -> {} = {}",
             inputs.join(", "),
             outputs.join(", "),
-            node.op.name()
+            node.op_type()
         );
     }
     let results: Vec<String> = graph.results().iter().map(|v| format!("'{v}'")).collect();
@@ -407,7 +406,7 @@ fn graphs(double: &Function<(Tensor,), Tensor>) -> Result<()> {
     let c = unrolled.get_concrete_function((TensorSpec::known(&[1000], DType::F32),))?;
     println!(
         "50 host-loop iterations of tanh(x) * 0.5 + 0.1 traced into {} nodes",
-        c.graph().nodes().len()
+        c.graph().operations().len()
     );
     Ok(())
 }

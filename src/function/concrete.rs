@@ -280,9 +280,10 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
         self.core.call_flat(args, &[])
     }
 
-    /// The traced graph: nodes with their inputs.
-    pub fn graph(&self) -> &Graph {
-        &self.core.graph
+    /// The traced graph, read-only: its operations, parameters and
+    /// results (TensorFlow's `ConcreteFunction.graph`).
+    pub fn graph(&self) -> super::FuncGraph<'_> {
+        super::FuncGraph::new(&self.core.graph)
     }
 
     /// The function type as TensorFlow prints it: `(a: TensorSpec(...)) -> ...`.

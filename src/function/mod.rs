@@ -9,6 +9,7 @@ mod call;
 pub mod closure;
 pub mod concrete;
 pub mod dispatch;
+mod graph_view;
 mod lifting;
 pub mod output;
 pub mod polymorphic;
@@ -16,11 +17,13 @@ mod sharded;
 pub mod signature;
 pub mod trace_type;
 
+pub use crate::ir::ValueId;
 pub use args::{Arg, ByValue, IntoArg, IntoTraceType, Shared};
 pub(crate) use call::{calls_host, program_traits};
 pub use closure::{ArgList, IntoArgs, IntoTraceTypes, TraceableFn};
 pub use concrete::ConcreteFunction;
 pub use dispatch::{DispatchTable, FunctionType};
+pub use graph_view::{FuncGraph, Operation};
 pub use output::{IntoOutput, Output};
 pub use polymorphic::{
     Function, FunctionOptions, function, functions_run_eagerly, run_functions_eagerly,

@@ -215,10 +215,12 @@ impl Buffer {
         self.raw
     }
 
+    /// The client that made the buffer.
     pub fn client(&self) -> &Arc<Client> {
         &self.client
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
@@ -278,10 +280,12 @@ impl Buffer {
         ))
     }
 
+    /// The dimensions (row-major).
     pub fn dims(&self) -> &[i64] {
         &self.dims
     }
 
+    /// The number of elements: the product of the dimensions.
     pub fn element_count(&self) -> usize {
         self.dims.iter().product::<i64>() as usize
     }

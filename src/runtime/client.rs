@@ -22,17 +22,24 @@ use std::sync::{Arc, OnceLock};
 /// A value for a client create option.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OptionValue {
+    /// A string option.
     Str(String),
+    /// An integer option.
     Int(i64),
+    /// A boolean option.
     Bool(bool),
+    /// A floating-point option.
     Float(f32),
 }
 
 /// Which kind of device the client drives; decides the read-back fast path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Platform {
+    /// XLA's CPU plugin.
     Cpu,
+    /// A CUDA plugin.
     Cuda,
+    /// Any other plugin.
     Other,
 }
 
@@ -313,10 +320,12 @@ impl Client {
         self.raw
     }
 
+    /// The kind of device the client drives.
     pub fn platform(&self) -> Platform {
         self.platform
     }
 
+    /// The platform's name as the plugin reports it (`cpu`, `cuda`).
     pub fn platform_name(&self) -> &str {
         &self.platform_name
     }

@@ -291,14 +291,18 @@ impl Executable {
         &self.params[..self.params.len() - self.output_slots]
     }
 
+    /// Every parameter of the program: the user's, then any the runtime
+    /// appends (captured values, a callback's state).
     pub fn params(&self) -> &[ArraySpec] {
         &self.params
     }
 
+    /// The program's results.
     pub fn outputs(&self) -> &[ArraySpec] {
         &self.outputs
     }
 
+    /// The client that compiled the program.
     pub fn client(&self) -> &Arc<Client> {
         &self.client
     }

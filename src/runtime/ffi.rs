@@ -39,8 +39,11 @@ pub const HOST_CALLBACK_TARGET: &str = "xlafn_host_callback";
 /// A dense row-major array on the host, as a callback sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostArray {
+    /// The element type.
     pub dtype: DType,
+    /// The dimensions (row-major).
     pub dims: Vec<i64>,
+    /// The elements' bytes, little-endian, row-major.
     pub bytes: Vec<u8>,
 }
 
@@ -91,13 +94,25 @@ pub type HostCallbackFn =
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CallbackKind {
     /// `xlafn::print` with its message.
-    Print { message: String },
+    Print {
+        /// The text printed before the values.
+        message: String,
+    },
     /// A `check_numerics` probe of the op `what` describes.
-    CheckNumerics { what: String },
+    CheckNumerics {
+        /// The op the probe follows, as error messages name it.
+        what: String,
+    },
     /// A run-time check failing with `message` when a value is zero.
-    NonZero { message: String },
+    NonZero {
+        /// The error raised when the value is zero.
+        message: String,
+    },
     /// A user closure; only a named one can be supplied again at load time.
-    Host { name: Option<String> },
+    Host {
+        /// The name given with `named_host_callback`, if any.
+        name: Option<String>,
+    },
 }
 
 struct Entry {

@@ -263,8 +263,9 @@ const INT_FLAG_RANGES: &[(&str, std::ops::RangeInclusive<i64>)] =
     &[("xla_cpu_parallel_codegen_split_count", 0..=1024)];
 
 impl CompileOptions {
-    /// Errors on flag values known to abort or hang the plugin (see
-    /// [`INT_FLAG_RANGES`]); every compile checks its options first.
+    /// Errors on flag values known to abort or hang the plugin (today
+    /// `xla_cpu_parallel_codegen_split_count` outside 0..=1024); every
+    /// compile checks its options first.
     pub fn check(&self) -> Result<()> {
         for (name, value) in &self.int_flags {
             let range = INT_FLAG_RANGES.iter().find(|(n, _)| n == name);

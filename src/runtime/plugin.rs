@@ -230,6 +230,7 @@ impl Plugin {
         self.api
     }
 
+    /// The shared library the plugin was loaded from.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -49,6 +49,7 @@ pub(crate) fn scalar_tensor(value: Scalar, dtype: DType) -> Result<Tensor> {
     }
 }
 
+/// Making tensors from host data, and reading them back.
 impl Tensor {
     /// A tensor of shape `dims` holding `data` in row-major order.
     ///

@@ -10,11 +10,11 @@
 
 mod device;
 mod display;
+mod host;
 pub(crate) use device::{client_device, gather_on, place};
 pub use device::{default_device, devices, local_devices, with_device};
 pub(crate) use display::render_array;
 pub(crate) mod eager;
-mod host;
 mod operators;
 
 use crate::dtype::DType;
@@ -81,6 +81,7 @@ pub(crate) struct Symbol {
     pub function: Arc<str>,
 }
 
+/// What a tensor is: its dtype and shape, symbolic or on a device.
 impl Tensor {
     pub(crate) fn from_buffer(buffer: Buffer) -> Tensor {
         Tensor {
