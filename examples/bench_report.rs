@@ -19,6 +19,8 @@
 //! losses beside the peers'.
 //!
 //! Flags:
+//! - `--model-peers FILE`: the model workloads' (W15) peer figures as
+//!   `bench/peers_models.py` measured them on this machine.
 //! - `--only W9,W11,...`: run only the named workloads. W9-W12 are picked
 //!   one by one; W1-W8 run as one group when any of them is named. `DP`
 //!   is the data-parallel step on 1 and on 4 devices. W9 includes
@@ -32,12 +34,16 @@
 #[allow(dead_code)]
 #[path = "common/data_parallel.rs"]
 mod data_parallel;
+#[path = "common/model_report.rs"]
+mod model_report;
 #[path = "common/peers.rs"]
 mod peers;
 #[path = "common/real_models.rs"]
 mod real_models;
 #[path = "common/real_report.rs"]
 mod real_report;
+#[path = "common/w15_gru.rs"]
+mod w15_gru;
 #[path = "common/w3.rs"]
 mod w3;
 #[path = "common/w9_layers.rs"]
@@ -720,6 +726,10 @@ fn main() -> xlafn::Result<()> {
         Some(path) => peers::Peers::from_file(&path)?,
         None => peers::Peers::reference(),
     };
+    let peer = match value_of("--model-peers") {
+        Some(path) => peer.with_models_file(&path)?,
+        None => peer,
+    };
     let only: Option<Vec<String>> =
         value_of("--only").map(|list| list.split(',').map(|w| w.trim().to_uppercase()).collect());
     let wants = |w: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == w));
@@ -747,6 +757,7 @@ fn main() -> xlafn::Result<()> {
         hlo_dir.as_deref(),
         &mut checks,
     )?);
+    groups.push(model_report::model_workloads(&peer, &wants, &mut checks)?);
 
     println!(
         "\n{:<5} {:<60} {:>10} {:>10}  {:<4} margin",

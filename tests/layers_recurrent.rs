@@ -588,6 +588,52 @@ fn compiled_gradient_is_two_loops_and_matches_eager() {
     assert_eq!(text.matches("stablehlo.while").count(), 1, "{text}");
 }
 
+/// #29 item 1: under a tape, the GRU's forward loop records its gates
+/// (the two sigmoids and the tanh candidate: the activations whose
+/// gradient reads their output) beside its state and its recurrent dot,
+/// and the backward loop reads them instead of recomputing them. The
+/// recorded `[T, B, U]` buffers are the two states and the three gates
+/// (before: the two states only). The compiled gradient still equals the
+/// eager one.
+#[test]
+fn the_grus_forward_loop_records_its_gates() {
+    let layer = Arc::new(gru(21, true));
+    randomize(&*layer, Kind::Gru { reset_after: true }, F, 820);
+    let (_, xt) = input(830);
+    let recurrent = layer.recurrent_kernel.variable().unwrap().clone();
+    let grads = move |layer: &Gru, x: &Tensor| -> Result<(Tensor, Tensor)> {
+        let tape = GradientTape::new();
+        tape.watch(x);
+        let y = layer.run(x, None, Some(&mask_tensor()))?.outputs;
+        let loss = y.square()?.reduce_sum(&[], false)?;
+        let g = tape.gradient(&loss, &[Source::from(x), Source::from(&recurrent)])?;
+        Ok((g[0].clone().expect("dx"), g[1].clone().expect("dR")))
+    };
+    let (dx, dr) = grads(&layer, &xt).unwrap();
+    let f = {
+        let (layer, grads) = (layer.clone(), grads.clone());
+        function(move |x: Tensor| grads(&layer, &x))
+    };
+    let (cx, cr) = f.call((xt.clone(),)).unwrap();
+    assert_close(&host(&cx), &host(&dx), 1e-10, "compiled dx");
+    assert_close(&host(&cr), &host(&dr), 1e-10, "compiled dR");
+    let spec = [ArraySpec::new(DType::F64, &[B as i64, T as i64, F as i64])];
+    let text = f.concrete_functions()[0].stablehlo(&spec).unwrap();
+    // The forward loop's result types: its loop values, then the record.
+    let start = text.find("stablehlo.while").expect("a forward loop");
+    let types = text[start..]
+        .lines()
+        .find(|l| l.trim_start().starts_with("}) : ("))
+        .expect("the loop's types");
+    let results = types.split(") -> (").nth(1).expect("result types");
+    // Two states (h, the last output), then recorded: both states and the
+    // three gates.
+    let per_step = format!("tensor<{T}x{B}x{U}xf64>");
+    assert_eq!(results.matches(&per_step).count(), 5, "{types}");
+    let dot = format!("tensor<{T}x{B}x{}xf64>", 3 * U);
+    assert_eq!(results.matches(&dot).count(), 1, "{types}");
+}
+
 #[test]
 fn errors_name_the_problem() {
     let key = xlafn::random::key(12).unwrap();

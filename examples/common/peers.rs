@@ -57,6 +57,8 @@ pub struct Peers {
     pub w12_tf_jit_ms: Figure,
     /// W12's best peer (ms) and which peer that is.
     pub w12_best_ms: (Figure, &'static str),
+    /// W15 (`bench/peers_models.py`): JAX jit's step.
+    pub w15_step_jax_jit_ms: Figure,
 }
 
 /// The peers of W10 and W12 in `peers.py`'s result keys, with their names.
@@ -72,6 +74,9 @@ const W12_PEERS: [(&str, &str); 5] = [
     ("jax_eager", "JAX eager"),
     ("jax_jit", "JAX jit"),
 ];
+
+/// W15's JAX jit step in `bench/peers_models.json` (ms).
+const W15_REFERENCE_MS: f64 = 4.2;
 
 /// W7's work per call (2·1024³ flops) and W8's traffic (128 MiB).
 const W7_FLOPS: f64 = 2.0 * 1024.0 * 1024.0 * 1024.0;
@@ -98,6 +103,9 @@ impl Peers {
             w11_fwd_jax_jit_ms: Figure::reference(0.36),
             w12_tf_jit_ms: Figure::reference(26.9),
             w12_best_ms: (Figure::reference(18.6), "TF function"),
+            // W15: bench/peers_models.py on this project's machine,
+            // 2026-11-26 (bench/peers_models.json).
+            w15_step_jax_jit_ms: Figure::reference(W15_REFERENCE_MS),
         }
     }
 
@@ -189,5 +197,24 @@ impl Peers {
             }
         }
         Ok(peers)
+    }
+
+    /// Overrides the model workloads' figures (W13-W15) with what
+    /// `bench/peers_models.py` wrote to `path`.
+    pub fn with_models_file(mut self, path: &str) -> Result<Peers> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Value(format!("cannot read {path}: {e}")))?;
+        let doc: Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Value(format!("{path} is not peers_models.py JSON: {e}")))?;
+        if let Some(value) = doc["results"]["W15step/jax_jit"]["value"]
+            .as_f64()
+            .filter(|v| v.is_finite() && *v > 0.0)
+        {
+            self.w15_step_jax_jit_ms = Figure {
+                value,
+                measured_here: true,
+            };
+        }
+        Ok(self)
     }
 }

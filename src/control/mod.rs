@@ -321,11 +321,12 @@ where
         cond: cond_region,
         body: body_region,
         record: None,
+        record_activations: false,
         loop_types,
         trip_count,
         hidden_values,
     };
-    op.record = recording_slots(&inputs, &op);
+    (op.record, op.record_activations) = recording_slots(&inputs, &mut op);
     let mut outs = apply(op, &inputs)?.into_iter();
     let state = S::rebuild(&init, &mut outs);
     assign_all(&carried, outs)?;
@@ -468,24 +469,39 @@ where
 }
 
 /// Under a recording gradient tape, a loop with float inputs records its
-/// states for the gradient (see `While::record`).
-fn recording_slots(inputs: &[&Tensor], op: &While) -> Option<i64> {
+/// states for the gradient (see `While::record`): the slots, and whether
+/// the body's activations are recorded too. They are when the record
+/// with them keeps as many slots as the record without: then the
+/// backward loop reads them instead of recomputing them, and no state
+/// is checkpointed that would otherwise have been stored.
+fn recording_slots(inputs: &[&Tensor], op: &mut While) -> (Option<i64>, bool) {
     if !crate::autodiff::recording() || !inputs.iter().any(|t| t.dtype().is_inexact()) {
-        return None;
+        return (None, false);
     }
-    let recorded: Vec<TensorType> = op
-        .loop_types
-        .iter()
-        .zip(op.recorded_values())
-        .filter(|(_, r)| *r)
-        .map(|(t, _)| t.clone())
-        .chain(
-            op.residuals()
-                .into_iter()
-                .map(|v| op.body.graph.value_type(v).clone()),
-        )
-        .collect();
-    crate::ops::while_grad::record_slots(&recorded, op.trip_count)
+    let slots = |op: &While| {
+        let recorded: Vec<TensorType> = op
+            .loop_types
+            .iter()
+            .zip(op.recorded_values())
+            .filter(|(_, r)| *r)
+            .map(|(t, _)| t.clone())
+            .chain(
+                op.residuals()
+                    .into_iter()
+                    .map(|v| op.body.graph.value_type(v).clone()),
+            )
+            .collect();
+        crate::ops::while_grad::record_slots(&recorded, op.trip_count)
+    };
+    op.record_activations = false;
+    let without = slots(op);
+    op.record_activations = true;
+    let with = slots(op);
+    op.record_activations = false;
+    match (without, with) {
+        (Some(a), Some(b)) if a == b => (Some(a), true),
+        _ => (without, false),
+    }
 }
 
 /// The number of iterations of an integer `for_range` whose bounds and

@@ -135,6 +135,8 @@ enum OpJson {
         loop_types: Vec<TensorType>,
         #[serde(default)]
         record: Option<i64>,
+        #[serde(default)]
+        record_activations: bool,
     },
 }
 
@@ -235,6 +237,7 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
             body: encode_region(&o.body, declare)?,
             loop_types: o.loop_types.clone(),
             record: o.record,
+            record_activations: o.record_activations,
         },
         Op::CustomGradient(_) => {
             return Err(Error::Value(
@@ -408,6 +411,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
             body,
             loop_types,
             record,
+            record_activations,
         } => {
             loop_types.iter().try_for_each(check_type)?;
             let n = loop_types.len();
@@ -418,6 +422,7 @@ fn decode_op(j: &OpJson, node_inputs: usize, bind: BindCallback) -> Result<Op> {
                 trip_count: None,
                 hidden_values: 0,
                 record: *record,
+                record_activations: *record_activations,
             })
         }
     })

@@ -302,6 +302,10 @@ pub struct While {
     /// values, the trip count (i32) and one `[slots, ...]` buffer per loop
     /// value as extra outputs. XLA drops them when nothing reads them.
     pub record: Option<i64>,
+    /// Whether the record also keeps the body's activations (see
+    /// [`While::residuals`]): set when they fit the budget beside the
+    /// states without costing slots.
+    pub record_activations: bool,
 }
 
 impl std::fmt::Debug for While {
@@ -319,7 +323,10 @@ impl std::fmt::Debug for While {
 
 impl PartialEq for While {
     fn eq(&self, other: &Self) -> bool {
-        self.cond.same(&other.cond) && self.body.same(&other.body) && self.record == other.record
+        self.cond.same(&other.cond)
+            && self.body.same(&other.body)
+            && self.record == other.record
+            && self.record_activations == other.record_activations
     }
 }
 impl Eq for While {}
@@ -328,6 +335,7 @@ impl Hash for While {
         hash_region(&self.cond, state);
         hash_region(&self.body, state);
         self.record.hash(state);
+        self.record_activations.hash(state);
     }
 }
 
@@ -335,12 +343,28 @@ impl While {
     /// The body values a state record keeps besides the loop values: the
     /// results of its dots and convolutions (float, of known shape), so
     /// that the gradient's replay of the body takes them from the record
-    /// instead of multiplying again, as JAX's scan keeps its residuals.
+    /// instead of multiplying again, as JAX's scan keeps its residuals;
+    /// with [`While::record_activations`], also the outputs of the
+    /// activations whose gradient reads their output (`tanh`, `sigmoid`,
+    /// `exp`, `sqrt`). Stored, they are not recomputed in the backward
+    /// loop, and in the forward loop their second reader (the record)
+    /// keeps XLA from fusing a whole recurrent cell into one kernel that
+    /// its CPU emitter compiles to scalar code.
+    /// An activation that is itself the next loop value is left out: the
+    /// next iteration's recorded state holds it already.
     pub(crate) fn residuals(&self) -> Vec<crate::ir::ValueId> {
         let g = &self.body.graph;
         g.nodes()
             .iter()
-            .filter(|node| matches!(node.op, Op::MatMul(_) | Op::DotGeneral(_) | Op::Conv(_)))
+            .filter(|node| match &node.op {
+                Op::MatMul(_) | Op::DotGeneral(_) | Op::Conv(_) => true,
+                Op::Unary(u) => {
+                    self.record_activations
+                        && u.gradient_reads_output()
+                        && !node.outputs.iter().any(|v| g.results().contains(v))
+                }
+                _ => false,
+            })
             .flat_map(|node| node.outputs.iter().copied())
             .filter(|&v| {
                 let t = g.value_type(v);

@@ -99,6 +99,14 @@ impl Unary {
         }
     }
 
+    /// Does the op's gradient read its output rather than its input (as
+    /// `tanh`'s `1 - y^2`)? A loop's gradient may then keep the output
+    /// instead of recomputing it (`While::residuals`).
+    pub(crate) fn gradient_reads_output(self) -> bool {
+        use Unary::*;
+        matches!(self, Exp | Sqrt | Tanh | Sigmoid)
+    }
+
     /// Does XLA compute the op on complex numbers (see the module docs)?
     fn takes_complex(self) -> bool {
         use Unary::*;

@@ -11,7 +11,12 @@
 //! recording tape therefore records them itself (`While::record`): each
 //! iteration writes its entering state, and the results of its body's
 //! dots and convolutions (`While::residuals`, which the replay then takes
-//! instead of multiplying again), into a slot of per-value buffers. Values
+//! instead of multiplying again), into a slot of per-value buffers. When
+//! the budget allows without losing slots, the outputs of its `tanh`,
+//! `sigmoid`, `exp` and `sqrt` too, as `lax.scan` keeps them: their
+//! gradient reads them, and a second reader keeps XLA's CPU compiler from
+//! fusing a whole recurrent cell into one scalar kernel (a bidirectional
+//! GRU's step went from 5.5-6.1 ms to 4.1-4.9 ms). Values
 //! the body only writes into (a `TensorArray` of outputs) are not
 //! recorded, and their cotangent stays loop-invariant (`while_rows`).
 //! Three plans, cheapest first:
