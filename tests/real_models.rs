@@ -130,9 +130,12 @@ fn w11_lstm_matches_the_peers() {
 /// The LSTM splits its gate pre-activations with one `split`, so the step's
 /// gradient joins the four gate gradients with one `concatenate` per
 /// backward step instead of padding each into zeros and summing (which cost
-/// W11 a third of its step time); one forward and one backward loop.
+/// W11 a third of its step time); one forward and one backward loop. The
+/// input projection of every step (`x[t] @ wx`, a row of the captured
+/// inputs times a captured matrix) is one product before the loop, and
+/// its weight gradient one product after it (#29 item 4).
 #[test]
-fn w11_step_program_joins_gate_gradients_with_one_concatenate() {
+fn w11_step_program_joins_gate_gradients_and_hoists_the_input_projection() {
     let model = Model::new(Workload::W11).unwrap();
     let (a, b) = model.data.clone();
     let step = model.train_step().unwrap();
@@ -147,13 +150,51 @@ fn w11_step_program_joins_gate_gradients_with_one_concatenate() {
         .unwrap();
     assert_eq!(text.matches("stablehlo.while").count(), 2, "{text}");
     assert_eq!(text.matches("stablehlo.concatenate").count(), 1, "{text}");
-    // Eight row writes, all the loops' own (the forward record and output
-    // rows, the backward loop's claimed rows); gate gradients through four
+    // Thirteen row writes, all the loops' own: the forward record (the
+    // counter, h, c, the recurrent product and the five activations: three
+    // sigmoids, two tanh), the output rows, the backward loop's claimed rows
+    // and the hoisted product's gradient rows; gate gradients through four
     // `slice`s wrote each gate into zeros, four more.
     assert_eq!(
         text.matches("stablehlo.dynamic_update_slice").count(),
-        8,
+        13,
         "{text}"
+    );
+    let products: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("stablehlo.dot"))
+        .map(|l| l.rsplit(" : ").next().unwrap_or(l))
+        .collect();
+    use real_models::{W11_B, W11_H, W11_I, W11_T};
+    let (t, bs, i, h) = (W11_T, W11_B, W11_I, W11_H);
+    let projection = format!(
+        "(tensor<{}x{i}xf32>, tensor<{i}x{}xf32>) -> tensor<{}x{}xf32>",
+        t * bs,
+        4 * h,
+        t * bs,
+        4 * h
+    );
+    let weight_gradient = format!(
+        "(tensor<{}x{i}xf32>, tensor<{}x{}xf32>) -> tensor<{i}x{}xf32>",
+        t * bs,
+        t * bs,
+        4 * h,
+        4 * h
+    );
+    let per_step = format!("(tensor<{bs}x{i}xf32>, tensor<{i}x{}xf32>)", 4 * h);
+    assert_eq!(
+        products.iter().filter(|p| **p == projection).count(),
+        1,
+        "{products:#?}"
+    );
+    assert_eq!(
+        products.iter().filter(|p| **p == weight_gradient).count(),
+        1,
+        "{products:#?}"
+    );
+    assert!(
+        !products.iter().any(|p| p.starts_with(&per_step)),
+        "{products:#?}"
     );
 }
 

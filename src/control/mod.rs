@@ -29,6 +29,7 @@ use crate::trace::{self, FinishedTrace, RegionTrace};
 use crate::variable::{Variable, VariableInner};
 use std::sync::Arc;
 
+mod hoist;
 mod tensor_array;
 pub use tensor_array::TensorArray;
 
@@ -311,7 +312,17 @@ where
     }
     let n = loop_init.len();
     let (cond_region, cond_inputs) = region(cond_trace.trace, n)?;
-    let (body_region, body_inputs) = region(body_trace.trace, n + cond_inputs.len())?;
+    let (mut body_region, mut body_inputs) = region(body_trace.trace, n + cond_inputs.len())?;
+    if let Some(hoisted) =
+        hoist::hoist_row_products(&body_region.graph, n, &body_inputs, trip_count)?
+    {
+        let first = n + cond_inputs.len() + body_inputs.len();
+        body_region
+            .captures
+            .extend(first..first + hoisted.products.len());
+        body_region.graph = Arc::new(hoisted.graph);
+        body_inputs.extend(hoisted.products);
+    }
     let inputs: Vec<&Tensor> = loop_init
         .iter()
         .chain(&cond_inputs)
