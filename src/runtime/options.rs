@@ -122,8 +122,20 @@ impl CompileOptions {
     /// The options xlafn compiles with on `platform`. On a CPU with
     /// AVX-512, XLA is asked for 512-bit vectors (its default is 256):
     /// elementwise chains ran about a quarter faster in the W2 benchmark.
+    ///
+    /// On the CPU, XNNPACK's dot and convolution kernels are off
+    /// (`xla_cpu_use_xnnpack=false`; Eigen runs them): the pinned XLA lets
+    /// them pack a parameter right-hand side once and reuse the packing
+    /// while the parameter's buffer keeps its address, which a variable
+    /// updated in place does, and a freed buffer's successor may: every
+    /// later product then used the old weights, silently
+    /// (`tests/xnn_captured_weights.rs`). XNNPACK's graph fusion of small
+    /// elementwise programs (`for_program`) captures nothing and stays.
     pub fn for_platform(platform: super::Platform) -> CompileOptions {
         let mut options = CompileOptions::default();
+        if platform == super::Platform::Cpu {
+            options.add_optional_flags([("xla_cpu_use_xnnpack", "false")]);
+        }
         if platform == super::Platform::Cpu && cpu_has_avx512() {
             options.add_optional_flags([("xla_cpu_prefer_vector_width", "512")]);
         }
