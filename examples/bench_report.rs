@@ -19,9 +19,11 @@
 //! losses beside the peers'.
 //!
 //! Flags:
-//! - `--model-peers FILE`: the model workloads' (W15) peer figures as
-//!   `bench/peers_models.py` measured them on this machine.
-//! - `--only W9,W11,...`: run only the named workloads. W9-W12 are picked
+//! - `--model-peers FILE`: the model workloads' (W13, W14, W15) peer
+//!   figures as `bench/peers_models.py` measured them on this machine
+//!   (without it, the copies of `bench/peers_models.json`'s in
+//!   `common/peers.rs`).
+//! - `--only W9,W11,...`: run only the named workloads. W9-W15 are picked
 //!   one by one; W1-W8 run as one group when any of them is named. `DP`
 //!   is the data-parallel step on 1 and on 4 devices. W9 includes
 //!   `W9_layers`, its step written with the layer library.
@@ -42,6 +44,10 @@ mod peers;
 mod real_models;
 #[path = "common/real_report.rs"]
 mod real_report;
+#[path = "common/w13_gpt.rs"]
+mod w13_gpt;
+#[path = "common/w14_resnet.rs"]
+mod w14_resnet;
 #[path = "common/w15_gru.rs"]
 mod w15_gru;
 #[path = "common/w3.rs"]

@@ -57,6 +57,10 @@ pub struct Peers {
     pub w12_tf_jit_ms: Figure,
     /// W12's best peer (ms) and which peer that is.
     pub w12_best_ms: (Figure, &'static str),
+    /// W13 (`bench/peers_models.py`): JAX jit's step.
+    pub w13_step_jax_jit_ms: Figure,
+    /// W14 (`bench/peers_models.py`): JAX jit's step.
+    pub w14_step_jax_jit_ms: Figure,
     /// W15 (`bench/peers_models.py`): JAX jit's step.
     pub w15_step_jax_jit_ms: Figure,
 }
@@ -75,8 +79,11 @@ const W12_PEERS: [(&str, &str); 5] = [
     ("jax_jit", "JAX jit"),
 ];
 
-/// W15's JAX jit step in `bench/peers_models.json` (ms).
-const W15_REFERENCE_MS: f64 = 4.2;
+/// W13's, W14's and W15's JAX jit steps in `bench/peers_models.json`
+/// (ms).
+const W13_REFERENCE_MS: f64 = 16.63;
+const W14_REFERENCE_MS: f64 = 17.05;
+const W15_REFERENCE_MS: f64 = 3.61;
 
 /// W7's work per call (2·1024³ flops) and W8's traffic (128 MiB).
 const W7_FLOPS: f64 = 2.0 * 1024.0 * 1024.0 * 1024.0;
@@ -103,8 +110,10 @@ impl Peers {
             w11_fwd_jax_jit_ms: Figure::reference(0.36),
             w12_tf_jit_ms: Figure::reference(26.9),
             w12_best_ms: (Figure::reference(18.6), "TF function"),
-            // W15: bench/peers_models.py on this project's machine,
+            // W13-W15: bench/peers_models.py on this project's machine,
             // 2026-11-26 (bench/peers_models.json).
+            w13_step_jax_jit_ms: Figure::reference(W13_REFERENCE_MS),
+            w14_step_jax_jit_ms: Figure::reference(W14_REFERENCE_MS),
             w15_step_jax_jit_ms: Figure::reference(W15_REFERENCE_MS),
         }
     }
@@ -206,14 +215,20 @@ impl Peers {
             .map_err(|e| Error::Value(format!("cannot read {path}: {e}")))?;
         let doc: Value = serde_json::from_str(&text)
             .map_err(|e| Error::Value(format!("{path} is not peers_models.py JSON: {e}")))?;
-        if let Some(value) = doc["results"]["W15step/jax_jit"]["value"]
-            .as_f64()
-            .filter(|v| v.is_finite() && *v > 0.0)
-        {
-            self.w15_step_jax_jit_ms = Figure {
-                value,
-                measured_here: true,
-            };
+        for (figure, cell) in [
+            (&mut self.w13_step_jax_jit_ms, "W13step/jax_jit"),
+            (&mut self.w14_step_jax_jit_ms, "W14step/jax_jit"),
+            (&mut self.w15_step_jax_jit_ms, "W15step/jax_jit"),
+        ] {
+            if let Some(value) = doc["results"][cell]["value"]
+                .as_f64()
+                .filter(|v| v.is_finite() && *v > 0.0)
+            {
+                *figure = Figure {
+                    value,
+                    measured_here: true,
+                };
+            }
         }
         Ok(self)
     }
