@@ -37,8 +37,7 @@ fn step_ms(mut step: impl FnMut() -> xlafn::Result<Tensor>) -> f64 {
 
 /// W13: the GPT's AdamW step (ms). The losses come from a step built with
 /// dropout rate 0 (the peers' random bits differ from ours); the timed
-/// step, from the same parameters, drops 10%. On the pinned CPU plugin
-/// they match only with XNNPACK dots off (see `w13_gpt.rs`).
+/// step, from the same parameters, drops 10%.
 fn w13() -> xlafn::Result<Measured> {
     let check = W13::new(0.0)?;
     let check_step = check.train_step()?;

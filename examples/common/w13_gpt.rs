@@ -36,14 +36,11 @@
 //! (`W13::new(0.0)`); the timed step (`W13::new(W13_DROPOUT)`) uses 0.1,
 //! in xlafn and in the peers alike.
 //!
-//! Known issue (2026-11-26): on the pinned CPU plugin the losses match
-//! the peers' only with XLA's XNNPACK dots off
-//! (`XLAFN_XLA_FLAGS=xla_cpu_use_xnnpack=false`). With them on, a dot
-//! whose right-hand side is a variable that a compiled step updated in
-//! place keeps computing with that variable's first value (here the MLP's
-//! `proj` kernels, `[512, 512] x [512, 128]`), so from the second step on
-//! the losses drift (1.8e-2 relative at step 3). `tests/w13_gpt.rs` sets
-//! the flag; the bench report runs as it is called.
+//! Its loss check found a silent wrong answer in the pinned XLA: XNNPACK
+//! dots reused a variable's first value after a compiled step updated it
+//! in place (the MLP's `proj` kernels, `[512, 512] x [512, 128]`; losses
+//! drifted by 1.8e-2 by step 3). xlafn compiles without them since
+//! (`CompileOptions::for_platform`).
 //!
 //! Requires the sibling module `real_models`.
 
