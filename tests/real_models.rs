@@ -131,11 +131,11 @@ fn w11_lstm_matches_the_peers() {
 /// gradient joins the four gate gradients with one `concatenate` per
 /// backward step instead of padding each into zeros and summing (which cost
 /// W11 a third of its step time); one forward and one backward loop. The
-/// input projection of every step (`x[t] @ wx`, a row of the captured
-/// inputs times a captured matrix) is one product before the loop, and
-/// its weight gradient one product after it (#29 item 4).
+/// input projection of every step (`x[t] @ wx`, `[16, 32] x [32, 256]`)
+/// stays in the loop: hoisted, it measured 2-5% slower (a narrow input
+/// into a wide product, see `control::hoist`).
 #[test]
-fn w11_step_program_joins_gate_gradients_and_hoists_the_input_projection() {
+fn w11_step_program_joins_gate_gradients_with_one_concatenate() {
     let model = Model::new(Workload::W11).unwrap();
     let (a, b) = model.data.clone();
     let step = model.train_step().unwrap();
@@ -152,49 +152,23 @@ fn w11_step_program_joins_gate_gradients_and_hoists_the_input_projection() {
     assert_eq!(text.matches("stablehlo.concatenate").count(), 1, "{text}");
     // Thirteen row writes, all the loops' own: the forward record (the
     // counter, h, c, the recurrent product and the five activations: three
-    // sigmoids, two tanh), the output rows, the backward loop's claimed rows
-    // and the hoisted product's gradient rows; gate gradients through four
-    // `slice`s wrote each gate into zeros, four more.
+    // sigmoids, two tanh), the output rows and the backward loop's claimed
+    // rows; gate gradients through four `slice`s wrote each gate into zeros,
+    // four more.
     assert_eq!(
         text.matches("stablehlo.dynamic_update_slice").count(),
         13,
         "{text}"
     );
-    let products: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("stablehlo.dot"))
-        .map(|l| l.rsplit(" : ").next().unwrap_or(l))
-        .collect();
-    use real_models::{W11_B, W11_H, W11_I, W11_T};
-    let (t, bs, i, h) = (W11_T, W11_B, W11_I, W11_H);
-    let projection = format!(
-        "(tensor<{}x{i}xf32>, tensor<{i}x{}xf32>) -> tensor<{}x{}xf32>",
-        t * bs,
-        4 * h,
-        t * bs,
-        4 * h
-    );
-    let weight_gradient = format!(
-        "(tensor<{}x{i}xf32>, tensor<{}x{}xf32>) -> tensor<{i}x{}xf32>",
-        t * bs,
-        t * bs,
-        4 * h,
-        4 * h
-    );
-    let per_step = format!("(tensor<{bs}x{i}xf32>, tensor<{i}x{}xf32>)", 4 * h);
-    assert_eq!(
-        products.iter().filter(|p| **p == projection).count(),
-        1,
-        "{products:#?}"
-    );
-    assert_eq!(
-        products.iter().filter(|p| **p == weight_gradient).count(),
-        1,
-        "{products:#?}"
+    use real_models::{W11_B, W11_H, W11_I};
+    let per_step = format!(
+        "(tensor<{W11_B}x{W11_I}xf32>, tensor<{W11_I}x{}xf32>)",
+        4 * W11_H
     );
     assert!(
-        !products.iter().any(|p| p.starts_with(&per_step)),
-        "{products:#?}"
+        text.lines()
+            .any(|l| l.contains("stablehlo.dot") && l.contains(&per_step)),
+        "{text}"
     );
 }
 
