@@ -303,7 +303,7 @@ pub struct While {
     /// value as extra outputs. XLA drops them when nothing reads them.
     pub record: Option<i64>,
     /// Whether the record also keeps the body's activations (see
-    /// [`While::residuals`]): set when they fit the budget beside the
+    /// `While::residuals`): set when they fit the budget beside the
     /// states without costing slots.
     pub record_activations: bool,
 }
