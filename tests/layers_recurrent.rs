@@ -550,17 +550,15 @@ fn gradients_match_finite_differences() {
 /// The compiled layer is one `while` loop; its compiled gradient is one
 /// forward and one backward loop, and equals the eager gradient, with
 /// respect to the input and the recurrent kernel.
-#[test]
-fn compiled_gradient_is_two_loops_and_matches_eager() {
-    let layer = Arc::new(
-        Lstm::new(U as i64, &xlafn::random::key(11).unwrap())
-            .unwrap()
-            .with_return_sequences(true),
-    );
-    randomize(&*layer, Kind::Lstm, F, 800);
-    let (_, xt) = input(810);
-    let recurrent = layer.recurrent_kernel.variable().unwrap().clone();
-    let grads = move |layer: &Lstm, x: &Tensor| -> Result<(Tensor, Tensor)> {
+/// The gradients of `sum(y^2)` (y: `layer`'s masked output sequence)
+/// with respect to the input and the recurrent kernel, eagerly and
+/// compiled, checked equal; returns the compiled function's StableHLO.
+fn compiled_gradients_match_eager<R>(layer: Arc<R>, recurrent: Variable, seed: u64) -> String
+where
+    R: Recurrent + Send + Sync + 'static,
+{
+    let (_, xt) = input(seed);
+    let grads = move |layer: &R, x: &Tensor| -> Result<(Tensor, Tensor)> {
         let tape = GradientTape::new();
         tape.watch(x);
         let y = layer.run(x, None, Some(&mask_tensor()))?.outputs;
@@ -569,21 +567,29 @@ fn compiled_gradient_is_two_loops_and_matches_eager() {
         Ok((g[0].clone().expect("dx"), g[1].clone().expect("dR")))
     };
     let (dx, dr) = grads(&layer, &xt).unwrap();
-    let f = {
-        let (layer, grads) = (layer.clone(), grads.clone());
-        function(move |x: Tensor| grads(&layer, &x))
-    };
-    let (cx, cr) = f.call((xt.clone(),)).unwrap();
+    let f = function(move |x: Tensor| grads(&layer, &x));
+    let (cx, cr) = f.call((xt,)).unwrap();
     assert_close(&host(&cx), &host(&dx), 1e-10, "compiled dx");
     assert_close(&host(&cr), &host(&dr), 1e-10, "compiled dR");
     let spec = [ArraySpec::new(DType::F64, &[B as i64, T as i64, F as i64])];
-    let text = f.concrete_functions()[0].stablehlo(&spec).unwrap();
+    f.concrete_functions()[0].stablehlo(&spec).unwrap()
+}
+
+#[test]
+fn compiled_gradient_is_two_loops_and_matches_eager() {
+    let layer = Arc::new(
+        Lstm::new(U as i64, &xlafn::random::key(11).unwrap())
+            .unwrap()
+            .with_return_sequences(true),
+    );
+    randomize(&*layer, Kind::Lstm, F, 800);
+    let recurrent = layer.recurrent_kernel.variable().unwrap().clone();
+    let text = compiled_gradients_match_eager(layer.clone(), recurrent, 810);
     assert_eq!(text.matches("stablehlo.while").count(), 2, "{text}");
-    let forward = {
-        let layer = layer.clone();
-        function(move |x: Tensor| layer.forward(&x))
-    };
+    let forward = function(move |x: Tensor| layer.forward(&x));
+    let (_, xt) = input(810);
     forward.call((xt,)).unwrap();
+    let spec = [ArraySpec::new(DType::F64, &[B as i64, T as i64, F as i64])];
     let text = forward.concrete_functions()[0].stablehlo(&spec).unwrap();
     assert_eq!(text.matches("stablehlo.while").count(), 1, "{text}");
 }
@@ -599,26 +605,8 @@ fn compiled_gradient_is_two_loops_and_matches_eager() {
 fn the_grus_forward_loop_records_its_gates() {
     let layer = Arc::new(gru(21, true));
     randomize(&*layer, Kind::Gru { reset_after: true }, F, 820);
-    let (_, xt) = input(830);
     let recurrent = layer.recurrent_kernel.variable().unwrap().clone();
-    let grads = move |layer: &Gru, x: &Tensor| -> Result<(Tensor, Tensor)> {
-        let tape = GradientTape::new();
-        tape.watch(x);
-        let y = layer.run(x, None, Some(&mask_tensor()))?.outputs;
-        let loss = y.square()?.reduce_sum(&[], false)?;
-        let g = tape.gradient(&loss, &[Source::from(x), Source::from(&recurrent)])?;
-        Ok((g[0].clone().expect("dx"), g[1].clone().expect("dR")))
-    };
-    let (dx, dr) = grads(&layer, &xt).unwrap();
-    let f = {
-        let (layer, grads) = (layer.clone(), grads.clone());
-        function(move |x: Tensor| grads(&layer, &x))
-    };
-    let (cx, cr) = f.call((xt.clone(),)).unwrap();
-    assert_close(&host(&cx), &host(&dx), 1e-10, "compiled dx");
-    assert_close(&host(&cr), &host(&dr), 1e-10, "compiled dR");
-    let spec = [ArraySpec::new(DType::F64, &[B as i64, T as i64, F as i64])];
-    let text = f.concrete_functions()[0].stablehlo(&spec).unwrap();
+    let text = compiled_gradients_match_eager(layer, recurrent, 830);
     // The forward loop's result types: its loop values, then the record.
     let start = text.find("stablehlo.while").expect("a forward loop");
     let types = text[start..]
