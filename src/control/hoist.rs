@@ -38,8 +38,9 @@
 //! and `tensor` (the hoisted product, traced in the enclosing graph).
 
 use crate::error::Result;
-use crate::ir::{Graph, Node, Producer, TensorType, ValueId};
+use crate::ir::{Graph, Producer, TensorType, ValueId};
 use crate::ops::indexing::DynamicSlice;
+use crate::ops::linalg::MatMul;
 use crate::ops::shape::Reshape;
 use crate::ops::{Op, OpDef};
 use crate::tensor::{Tensor, apply};
@@ -56,10 +57,12 @@ pub(super) struct Hoisted {
     pub products: Vec<Tensor>,
 }
 
-/// One product to hoist: the node, the captured array and matrix (as
-/// body parameters), and the row index and zero starts of the read.
+/// One product to hoist: the node and its op, the captured array and
+/// matrix (as body parameters), and the row index and zero starts of the
+/// read.
 struct RowProduct {
     node: usize,
+    product: MatMul,
     array: usize,
     matrix: usize,
     starts: Vec<ValueId>,
@@ -85,14 +88,11 @@ pub(super) fn hoist_row_products(
     }
     let mut products = Vec::new();
     for p in &found {
-        let Op::MatMul(mm) = &body.nodes()[p.node].op else {
-            unreachable!("row_product matched a product");
-        };
         let c = &captured[p.array - loop_values];
         let w = &captured[p.matrix - loop_values];
         let dims = c.dims();
         let flat = c.reshape(&[dims[0] * dims[1], dims[2]])?;
-        let product = apply(Op::MatMul(mm.clone()), &[&flat, w])?.remove(0);
+        let product = apply(Op::MatMul(p.product.clone()), &[&flat, w])?.remove(0);
         let cols = product.dims()[1];
         products.push(product.reshape(&[dims[0], dims[1], cols])?);
     }
@@ -151,6 +151,7 @@ fn row_product(body: &Graph, i: usize, loop_values: usize, trips: i64) -> Option
             <= HOISTED_BYTES;
     fits.then(|| RowProduct {
         node: i,
+        product: mm.clone(),
         array,
         matrix,
         starts: slice.inputs[1..].to_vec(),
@@ -163,7 +164,7 @@ fn row_product(body: &Graph, i: usize, loop_values: usize, trips: i64) -> Option
 fn rebuild(body: &Graph, found: &[RowProduct], products: &[Tensor]) -> Result<Graph> {
     let replaced: HashMap<usize, usize> =
         found.iter().enumerate().map(|(k, p)| (p.node, k)).collect();
-    let live = live_nodes(body, &replaced);
+    let live = live_nodes(body, found, &replaced);
     let mut g = Graph::new();
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     for &p in body.params() {
@@ -207,7 +208,7 @@ fn rebuild(body: &Graph, found: &[RowProduct], products: &[Tensor]) -> Result<Gr
 /// Which nodes the rebuilt body still needs: those the results or a side
 /// effect depend on, with each replaced product depending only on its row
 /// index and zero starts.
-fn live_nodes(body: &Graph, replaced: &HashMap<usize, usize>) -> Vec<bool> {
+fn live_nodes(body: &Graph, found: &[RowProduct], replaced: &HashMap<usize, usize>) -> Vec<bool> {
     let nodes = body.nodes();
     let mut live = vec![false; nodes.len()];
     let mut wanted: HashSet<ValueId> = body.results().iter().copied().collect();
@@ -220,20 +221,10 @@ fn live_nodes(body: &Graph, replaced: &HashMap<usize, usize>) -> Vec<bool> {
         live[i] = true;
         let inputs = match replaced.get(&i) {
             // The row read keeps the slice's starts only.
-            Some(_) => row_starts(body, node),
+            Some(&k) => found[k].starts.clone(),
             None => node.inputs.clone(),
         };
         wanted.extend(inputs);
     }
     live
-}
-
-/// The starts of the row read feeding product `node` (see `row_product`).
-fn row_starts(body: &Graph, node: &Node) -> Vec<ValueId> {
-    let of = |v: ValueId| match body.producer(v) {
-        Producer::Node { node, .. } => &body.nodes()[node],
-        Producer::Param(_) => unreachable!("row_product checked the producers"),
-    };
-    let slice = of(of(node.inputs[0]).inputs[0]);
-    slice.inputs[1..].to_vec()
 }

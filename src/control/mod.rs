@@ -337,7 +337,7 @@ where
         trip_count,
         hidden_values,
     };
-    (op.record, op.record_activations) = recording_slots(&inputs, &mut op);
+    (op.record, op.record_activations) = recording_slots(&inputs, &op);
     let mut outs = apply(op, &inputs)?.into_iter();
     let state = S::rebuild(&init, &mut outs);
     assign_all(&carried, outs)?;
@@ -485,11 +485,11 @@ where
 /// with them keeps as many slots as the record without: then the
 /// backward loop reads them instead of recomputing them, and no state
 /// is checkpointed that would otherwise have been stored.
-fn recording_slots(inputs: &[&Tensor], op: &mut While) -> (Option<i64>, bool) {
+fn recording_slots(inputs: &[&Tensor], op: &While) -> (Option<i64>, bool) {
     if !crate::autodiff::recording() || !inputs.iter().any(|t| t.dtype().is_inexact()) {
         return (None, false);
     }
-    let slots = |op: &While| {
+    let slots = |activations: bool| {
         let recorded: Vec<TensorType> = op
             .loop_types
             .iter()
@@ -497,18 +497,14 @@ fn recording_slots(inputs: &[&Tensor], op: &mut While) -> (Option<i64>, bool) {
             .filter(|(_, r)| *r)
             .map(|(t, _)| t.clone())
             .chain(
-                op.residuals()
+                op.residuals_with(activations)
                     .into_iter()
                     .map(|v| op.body.graph.value_type(v).clone()),
             )
             .collect();
         crate::ops::while_grad::record_slots(&recorded, op.trip_count)
     };
-    op.record_activations = false;
-    let without = slots(op);
-    op.record_activations = true;
-    let with = slots(op);
-    op.record_activations = false;
+    let (without, with) = (slots(false), slots(true));
     match (without, with) {
         (Some(a), Some(b)) if a == b => (Some(a), true),
         _ => (without, false),

@@ -353,13 +353,19 @@ impl While {
     /// An activation that is itself the next loop value is left out: the
     /// next iteration's recorded state holds it already.
     pub(crate) fn residuals(&self) -> Vec<crate::ir::ValueId> {
+        self.residuals_with(self.record_activations)
+    }
+
+    /// [`While::residuals`] as they would be with `activations` recorded
+    /// or not, whatever the op says (the tracer compares the two).
+    pub(crate) fn residuals_with(&self, activations: bool) -> Vec<crate::ir::ValueId> {
         let g = &self.body.graph;
         g.nodes()
             .iter()
             .filter(|node| match &node.op {
                 Op::MatMul(_) | Op::DotGeneral(_) | Op::Conv(_) => true,
                 Op::Unary(u) => {
-                    self.record_activations
+                    activations
                         && u.gradient_reads_output()
                         && !node.outputs.iter().any(|v| g.results().contains(v))
                 }
