@@ -12,7 +12,8 @@
 //! Left out: the files that need the CPU plugin itself (devices, runtime,
 //! runtime_spmd, robust_plugin, export_calling_convention, distributed),
 //! two GPUs (multi_process), or the source tree's data files at their
-//! build-time path (cli, tensor_files, cnn_digits, gpt_example).
+//! build-time path (cli, tensor_files, cnn_digits, gpt_example,
+//! resnet_example).
 #![cfg(xlafn_gpu_check)]
 
 // Every device kind, and the guide's behaviour: tracing, retracing, concrete
@@ -149,6 +150,21 @@ mod remat;
 mod resumable_training;
 #[path = "weights.rs"]
 mod weights;
+
+// The bench report's models against their peers' losses, and the
+// program rewrites made for them (#29).
+#[path = "loop_hoisting.rs"]
+mod loop_hoisting;
+#[path = "w13_gpt.rs"]
+mod w13_gpt;
+#[path = "w14_resnet.rs"]
+mod w14_resnet;
+#[path = "w15_gru.rs"]
+mod w15_gru;
+#[path = "w9_layers.rs"]
+mod w9_layers;
+#[path = "xnn_captured_weights.rs"]
+mod xnn_captured_weights;
 
 // Exports (loaded here and run by the `xlafn` tool), the compile cache,
 // concurrency, buffers and hostile input.

@@ -711,6 +711,19 @@ impl Emitter {
         out: ArraySpec,
     ) -> Val {
         self.size.has_contractions = true;
+        // A narrower float product with an f64 result (`preferred_element_type`)
+        // multiplies f64 operands: each product of two f32 (or bf16, f16)
+        // values is exact in f64, so the result is the same, and XLA's CUDA
+        // backend cannot compile the mixed form (measured on an H200: "GEMM
+        // is not supported by cublasLt").
+        let widened;
+        let (a, b) = if out.dtype == DType::F64 && a.ty.dtype.is_float() && a.ty.dtype != DType::F64
+        {
+            widened = (self.convert(a, DType::F64), self.convert(b, DType::F64));
+            (&widened.0, &widened.1)
+        } else {
+            (a, b)
+        };
         let attr = format!(
             "#stablehlo.dot<lhs_batching_dimensions = {}, rhs_batching_dimensions = {}, lhs_contracting_dimensions = {}, rhs_contracting_dimensions = {}>",
             list(lhs_batch),

@@ -31,7 +31,9 @@
 //! ([`Tensor::matmul_preferred`], [`Tensor::dot_general_preferred`]): bf16
 //! operands with an f32 result, as mixed-precision training wants, with no
 //! casts around the product. The lowering is the same single `dot_general`
-//! with the wider result type. The gradient follows the forward product:
+//! with the wider result type, except for an f64 result from narrower
+//! floats: its operands are widened first (the same values; no GPU library
+//! has that mixed product). The gradient follows the forward product:
 //! the output gradient is rounded to the operands' dtype, each operand's
 //! gradient is a product accumulated in the preferred type, and it is cast
 //! back to its operand's dtype (JAX's rule), so gradients keep their
