@@ -155,6 +155,8 @@ mod weights;
 // program rewrites made for them (#29).
 #[path = "loop_hoisting.rs"]
 mod loop_hoisting;
+#[path = "slice_gradients.rs"]
+mod slice_gradients;
 #[path = "w13_gpt.rs"]
 mod w13_gpt;
 #[path = "w14_resnet.rs"]

@@ -21,6 +21,7 @@
 //! checkpoints, see `ops::control::While::vjp`); host callbacks have no
 //! gradient rule (an error names the op).
 
+mod cotangent;
 mod remat;
 mod tape;
 

@@ -1,5 +1,6 @@
 //! The tape: what was computed, and the backward walk over it.
 
+use super::cotangent::Cotangent;
 use crate::error::{Error, Result};
 use crate::ops::{Op, OpDef};
 use crate::tensor::{Tensor, TensorKey};
@@ -202,8 +203,8 @@ impl GradientTape {
         }
         let state = self.state.borrow();
         let leads_to_source = leads_to_sources(&state, sources);
-        let mut grads: HashMap<TensorKey, Tensor> = HashMap::new();
-        grads.insert(target.key(), target.ones_like()?);
+        let mut grads: HashMap<TensorKey, Cotangent> = HashMap::new();
+        accumulate(&mut grads, target.key(), target.ones_like()?)?;
         for entry in state.entries.iter().rev() {
             // Only inputs a source flows into need a gradient (TensorFlow's
             // tape prunes the same way).
@@ -218,9 +219,18 @@ impl GradientTape {
             let out_grads: Vec<Option<Tensor>> = entry
                 .outputs
                 .iter()
-                .map(|o| grads.get(&o.key()).cloned())
-                .collect();
+                .map(|o| resolved(&mut grads, o.key()))
+                .collect::<Result<_>>()?;
             if out_grads.iter().all(Option::is_none) {
+                continue;
+            }
+            if let (true, Some(g), Some(begin)) = (
+                needed[0],
+                &out_grads[0],
+                entry.op.cotangent_placement(&entry.inputs),
+            ) {
+                let x = &entry.inputs[0];
+                grads.entry(x.key()).or_default().place(x, begin, g.clone());
                 continue;
             }
             let in_grads =
@@ -235,14 +245,14 @@ impl GradientTape {
         }
         sources
             .iter()
-            .map(|s| self.source_gradient(&state, &grads, s))
+            .map(|s| self.source_gradient(&state, &mut grads, s))
             .collect()
     }
 
     fn source_gradient(
         &self,
         state: &State,
-        grads: &HashMap<TensorKey, Tensor>,
+        grads: &mut HashMap<TensorKey, Cotangent>,
         source: &Source<'_>,
     ) -> Result<Option<Tensor>> {
         match source {
@@ -250,11 +260,11 @@ impl GradientTape {
                 let key = t.key();
                 let variable_read = state.variable_reads.iter().any(|(_, r)| r.key() == key);
                 let watched = state.watched.contains(&key) || t.is_symbolic() || variable_read;
-                Ok(if watched {
-                    grads.get(&key).cloned()
+                if watched {
+                    resolved(grads, key)
                 } else {
-                    None
-                })
+                    Ok(None)
+                }
             }
             Source::Variable(v) => {
                 let mut total: Option<Tensor> = None;
@@ -263,10 +273,10 @@ impl GradientTape {
                     if !seen.insert(read.key()) {
                         continue;
                     }
-                    if let Some(g) = grads.get(&read.key()) {
+                    if let Some(g) = resolved(grads, read.key())? {
                         total = Some(match total {
-                            Some(t) => t.add(g)?,
-                            None => g.clone(),
+                            Some(t) => t.add(&g)?,
+                            None => g,
                         });
                     }
                 }
@@ -303,13 +313,13 @@ fn leads_to_sources(state: &State, sources: &[Source<'_>]) -> HashSet<TensorKey>
     set
 }
 
-fn accumulate(grads: &mut HashMap<TensorKey, Tensor>, key: TensorKey, g: Tensor) -> Result<()> {
-    let sum = match grads.remove(&key) {
-        Some(existing) => existing.add(&g)?,
-        None => g,
-    };
-    grads.insert(key, sum);
-    Ok(())
+fn accumulate(grads: &mut HashMap<TensorKey, Cotangent>, key: TensorKey, g: Tensor) -> Result<()> {
+    grads.entry(key).or_default().add(g)
+}
+
+/// The gradient gathered for `key`, its slices assembled (`None`: none).
+fn resolved(grads: &mut HashMap<TensorKey, Cotangent>, key: TensorKey) -> Result<Option<Tensor>> {
+    grads.get_mut(&key).map(Cotangent::resolve).transpose()
 }
 
 impl Drop for GradientTape {

@@ -82,6 +82,16 @@ pub trait OpDef {
     ) -> Result<Vec<Option<Tensor>>> {
         self.vjp(inputs, outputs, grads)
     }
+    /// Where the op's one result lies in its first input, when its
+    /// gradient is that result's cotangent placed into zeros of the
+    /// input's (known) shape, as a static slice's is: the offsets. The tape
+    /// then assembles the cotangents of several slices of one array (an
+    /// LSTM's gates cut from one product) as one concatenate instead of
+    /// summing one padded copy per slice (`autodiff::cotangent`). The
+    /// default, `None`, applies `vjp`.
+    fn cotangent_placement(&self, _inputs: &[Tensor]) -> Option<Vec<i64>> {
+        None
+    }
     /// Does running the op do something besides computing its results
     /// (printing, calling back into Rust)? Recomputing values for a
     /// gradient skips such ops when nothing uses their results.
@@ -119,6 +129,9 @@ macro_rules! op_catalog {
             }
             fn has_side_effects(&self) -> bool {
                 match self { $(Op::$variant(o) => o.has_side_effects()),* }
+            }
+            fn cotangent_placement(&self, inputs: &[Tensor]) -> Option<Vec<i64>> {
+                match self { $(Op::$variant(o) => o.cotangent_placement(inputs)),* }
             }
             fn vjp_needed(&self, inputs: &[Tensor], outputs: &[Tensor], grads: &[Option<Tensor>], needed: &[bool]) -> Result<Vec<Option<Tensor>>> {
                 match self { $(Op::$variant(o) => o.vjp_needed(inputs, outputs, grads, needed)),* }

@@ -423,6 +423,11 @@ impl OpDef for Slice {
             x.zeros_like()?.dynamic_update_slice(&g, &starts)?,
         )])
     }
+
+    fn cotangent_placement(&self, inputs: &[Tensor]) -> Option<Vec<i64>> {
+        let x = &inputs[0];
+        (x.dtype().is_inexact() && x.shape().as_known().is_some()).then(|| self.begin.clone())
+    }
 }
 
 // ---------------------------------------------------------- strided slice
@@ -539,9 +544,10 @@ impl OpDef for StridedSlice {
         Ok(vec![cx.slice(&x, &start, &limit, &strides)])
     }
 
-    /// A strided slice is linear: its gradient places each element of `g`
-    /// back at the position it was read from, one axis at a time, as a
-    /// product with a one-hot selection matrix (any stride sign).
+    /// A strided slice is linear: its gradient puts each element of `g`
+    /// back where it was read from, which is StableHLO's `pad` with zeros
+    /// (`interior` fills the stride's gaps) in the frame where
+    /// negative-stride dimensions are reversed, then reversed back.
     fn vjp(
         &self,
         inputs: &[Tensor],
@@ -552,36 +558,40 @@ impl OpDef for StridedSlice {
         if !x.dtype().is_inexact() {
             return Ok(vec![None]);
         }
-        let mut g = grad_or_zeros(grads, &outputs[0])?;
-        let xd = x.dims();
-        let rank = xd.len();
-        for (axis, &n) in xd.iter().enumerate().take(self.begin.len()) {
-            let step = self.strides[axis];
-            let (start, count) = python_slice(n, self.begin[axis], self.end[axis], step);
-            let positions = Tensor::range(
-                start as f64,
-                (start + count * step) as f64,
-                step as f64,
-                crate::dtype::DType::I64,
-            )?;
-            let select = positions.one_hot(n, 1.0, 0.0, x.dtype())?; // [count, n]
-            // Move `axis` last, multiply by the selection, move it back.
-            let mut perm: Vec<i64> = (0..rank as i64).filter(|&d| d != axis as i64).collect();
-            perm.push(axis as i64);
-            let moved = g.transpose(&perm)?;
-            let lead: Vec<i64> = moved.dims()[..rank - 1].to_vec();
-            let flat = moved
-                .reshape(&[lead.iter().product(), count])?
-                .matmul(&select)?;
-            let mut spread_dims = lead.clone();
-            spread_dims.push(n);
-            let mut inverse = vec![0i64; rank];
-            for (i, &p) in perm.iter().enumerate() {
-                inverse[p as usize] = i as i64;
-            }
-            g = flat.reshape(&spread_dims)?.transpose(&inverse)?;
+        let g = grad_or_zeros(grads, &outputs[0])?;
+        let dims = x.dims();
+        let (mut low, mut high, mut interior) = (
+            vec![0; dims.len()],
+            vec![0; dims.len()],
+            vec![0; dims.len()],
+        );
+        for (k, &n) in dims.iter().enumerate().take(self.begin.len()) {
+            let (start, limit, stride) = self.bounds(k, n);
+            (low[k], high[k], interior[k]) = (start, n - limit, stride - 1);
         }
-        Ok(vec![Some(g)])
+        let placed = g.pad_general(&low, &high, &interior, 0i64)?;
+        let backwards: Vec<i64> = (0..self.strides.len() as i64)
+            .filter(|&k| self.strides[k as usize] < 0)
+            .collect();
+        Ok(vec![Some(if backwards.is_empty() {
+            placed
+        } else {
+            placed.reverse(&backwards)?
+        })])
+    }
+
+    /// Slices with unit strides place their cotangent at their starts.
+    fn cotangent_placement(&self, inputs: &[Tensor]) -> Option<Vec<i64>> {
+        let x = &inputs[0];
+        let dims = x.shape().as_known().filter(|_| x.dtype().is_inexact())?;
+        if self.strides.iter().any(|&s| s != 1) {
+            return None;
+        }
+        let mut begin = vec![0; dims.len()];
+        for (k, &n) in dims.iter().enumerate().take(self.begin.len()) {
+            begin[k] = self.bounds(k, n).0;
+        }
+        Some(begin)
     }
 }
 
