@@ -15,6 +15,7 @@ pub mod output;
 pub mod polymorphic;
 mod sharded;
 pub mod signature;
+mod stages;
 pub mod trace_type;
 
 pub use crate::ir::ValueId;
@@ -28,4 +29,5 @@ pub use output::{IntoOutput, Output};
 pub use polymorphic::{
     Function, FunctionOptions, function, functions_run_eagerly, run_functions_eagerly,
 };
+pub use stages::{Compiled, Lowered, StageTimes};
 pub use trace_type::{CustomTraceType, Literal, TensorSpec, TraceType};

@@ -29,7 +29,7 @@ use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 mod inspect;
-pub use inspect::MemoryStats;
+pub use inspect::{CostAnalysis, MemoryStats};
 use std::sync::{Arc, Mutex};
 
 /// Held by each execution of a program compiled with XNNPACK graph fusion,

@@ -39,7 +39,7 @@ pub use client::{
 pub(crate) use client::{check_addressable, check_can_join_run, join_run, leave_run};
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
-pub use executable::{Executable, MemoryStats};
+pub use executable::{CostAnalysis, Executable, MemoryStats};
 pub(crate) use ffi::in_host_callback;
 pub use ffi::{
     CallbackKind, CallbackRegistration, HOST_CALLBACK_TARGET, HostArray, HostCallbackFn,

@@ -1,10 +1,12 @@
 //! Read-only questions to a compiled program: the program as XLA
-//! optimized it and the device memory XLA planned for it. Each asks the
-//! loaded executable for its `PJRT_Executable` and destroys it after.
+//! optimized it, the device memory XLA planned for it and XLA's cost
+//! analysis of it. Each asks the loaded executable for its
+//! `PJRT_Executable` and destroys it after.
 
 use super::Executable;
 use crate::error::Result;
 use crate::runtime::sys;
+use std::collections::BTreeMap;
 use std::ffi::c_char;
 
 impl Executable {
@@ -94,6 +96,90 @@ impl Executable {
             temp_bytes: args.temp_size_in_bytes,
             peak_bytes: args.peak_memory_in_bytes,
         })
+    }
+}
+
+impl Executable {
+    /// XLA's cost analysis of the optimized program
+    /// (`PJRT_Executable_GetCostAnalysis`): its floating-point operations,
+    /// transcendental functions and bytes accessed, as the compiler
+    /// counts them (JAX's `compiled.cost_analysis()`).
+    pub fn cost_analysis(&self) -> Result<CostAnalysis> {
+        let exe = self.executable()?;
+        let result = self.read_cost_analysis(exe);
+        self.destroy_executable(exe);
+        result
+    }
+
+    fn read_cost_analysis(&self, exe: *mut sys::PJRT_Executable) -> Result<CostAnalysis> {
+        let plugin = self.client.plugin();
+        let f = plugin.func(
+            plugin.api().PJRT_Executable_GetCostAnalysis,
+            "PJRT_Executable_GetCostAnalysis",
+        )?;
+        let mut args = sys::PJRT_Executable_GetCostAnalysis_Args {
+            struct_size: sys::PJRT_Executable_GetCostAnalysis_Args_STRUCT_SIZE as usize,
+            executable: exe,
+            ..Default::default()
+        };
+        // SAFETY: `exe` is live until the caller destroys it; the plugin
+        // writes the count and a pointer to properties it owns.
+        plugin.check(unsafe { f(&mut args) }, "PJRT_Executable_GetCostAnalysis")?;
+        let mut properties = BTreeMap::new();
+        if args.properties.is_null() || args.num_properties == 0 {
+            return Ok(CostAnalysis { properties });
+        }
+        // SAFETY: the plugin wrote `num_properties` values at `properties`,
+        // which live as long as `exe`; everything is copied out here.
+        let named = unsafe { std::slice::from_raw_parts(args.properties, args.num_properties) };
+        for nv in named {
+            // SAFETY: `name` is a string of `name_size` bytes owned by the
+            // executable (above).
+            let name = unsafe { crate::runtime::client::string_from(nv.name, nv.name_size) };
+            // SAFETY: the union member read is the one `type_` names.
+            let value = unsafe {
+                match nv.type_ {
+                    t if t == sys::PJRT_NamedValue_kFloat => {
+                        f64::from(nv.__bindgen_anon_1.float_value)
+                    }
+                    t if t == sys::PJRT_NamedValue_kInt64 => nv.__bindgen_anon_1.int64_value as f64,
+                    _ => continue,
+                }
+            };
+            properties.insert(name, value);
+        }
+        Ok(CostAnalysis { properties })
+    }
+}
+
+/// XLA's cost analysis of a compiled program (see
+/// [`Executable::cost_analysis`]). Which properties a plugin reports is its
+/// own choice; the accessors give 0 for one it leaves out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CostAnalysis {
+    /// Every property the plugin reported, by its name (`flops`,
+    /// `transcendentals`, `bytes accessed`, `bytes accessed0{}`, ...).
+    pub properties: BTreeMap<String, f64>,
+}
+
+impl CostAnalysis {
+    fn get(&self, name: &str) -> f64 {
+        self.properties.get(name).copied().unwrap_or(0.0)
+    }
+
+    /// Floating-point operations (a multiply-add counts 2).
+    pub fn flops(&self) -> f64 {
+        self.get("flops")
+    }
+
+    /// Transcendental function evaluations (`exp`, `tanh`, `log`, ...).
+    pub fn transcendentals(&self) -> f64 {
+        self.get("transcendentals")
+    }
+
+    /// Bytes read and written, over all operations.
+    pub fn bytes_accessed(&self) -> f64 {
+        self.get("bytes accessed")
     }
 }
 
