@@ -136,6 +136,7 @@ pub mod autodiff;
 /// Unstable internals, not part of the public API: The run-time side of `#[xlafn::function]`'s AutoGraph rewrite (called by generated code).
 #[doc(hidden)]
 pub mod autograph;
+pub mod bench;
 pub(crate) mod bounded_cache;
 pub mod checkpoint;
 pub mod control;

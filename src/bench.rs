@@ -1,0 +1,310 @@
+//! Layer: tools, above `function`. Timing a function the way the guide
+//! compares execution modes: eagerly, as a `jit_compile(false)` function
+//! (traced, then run op by op) and compiled whole by XLA. Imports
+//! `function` (the three modes and the stages' cost analysis), `tensor`
+//! (to wait for results) and `error`.
+//!
+//! Each mode's first call (trace and compile for the functions) is timed
+//! apart from its steady state. The steady state is measured as the
+//! report example measures: a warm-up, then blocks of calls, each block
+//! long enough to time (the number of calls per block is calibrated from
+//! the warm-up), every call's results awaited. The statistics are over
+//! the blocks' per-call times: the median, the spread (min, max and the
+//! median absolute deviation) and the outliers, blocks further than
+//! 3 scaled MADs from the median (a machine's other load shows up there).
+//! With XLA's cost analysis of the compiled program, each mode's median
+//! becomes achieved GFLOP/s and GB/s.
+//!
+//! ```
+//! use xlafn::bench::{BenchOptions, compare};
+//! use xlafn::prelude::*;
+//! let x = Tensor::ones(&[64, 64], DType::F32);
+//! let body = |x: Tensor| x.matmul(&x)?.tanh();
+//! let report = compare("matmul+tanh", body, (x,), &BenchOptions::quick())?;
+//! println!("{report}");
+//! assert_eq!(report.rows.len(), 3);
+//! assert_eq!(report.flops, Some(2.0 * 64.0 * 64.0 * 64.0));
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+
+use crate::error::{Error, Result};
+use crate::function::{
+    ArgList, FunctionOptions, IntoArgs, IntoOutput, IntoTraceTypes, Output, TraceableFn,
+};
+use crate::tensor::Tensor;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// How long to warm up and to time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchOptions {
+    /// Calls before timing, for at least this long (and at least one).
+    pub warmup: Duration,
+    /// Each timed block lasts at least this long.
+    pub block: Duration,
+    /// Timed blocks; their per-call times make the statistics.
+    pub blocks: usize,
+}
+
+impl Default for BenchOptions {
+    /// The report example's settings: 0.2 s of warm-up, 7 blocks of at
+    /// least 0.2 s.
+    fn default() -> Self {
+        BenchOptions {
+            warmup: Duration::from_millis(200),
+            block: Duration::from_millis(200),
+            blocks: 7,
+        }
+    }
+}
+
+impl BenchOptions {
+    /// Short runs for tests and examples: 20 ms of warm-up, 5 blocks of
+    /// 20 ms.
+    pub fn quick() -> Self {
+        BenchOptions {
+            warmup: Duration::from_millis(20),
+            block: Duration::from_millis(20),
+            blocks: 5,
+        }
+    }
+}
+
+/// Statistics of a steady-state measurement, in µs per call.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Stats {
+    /// Calls in each timed block.
+    pub calls_per_block: u64,
+    /// Each block's time per call.
+    pub block_us: Vec<f64>,
+    /// The median of `block_us`.
+    pub median_us: f64,
+    /// The fastest block.
+    pub min_us: f64,
+    /// The slowest block.
+    pub max_us: f64,
+    /// The median absolute deviation of `block_us` from the median.
+    pub mad_us: f64,
+    /// Blocks further than 3 scaled MADs (1.4826 MAD, a standard
+    /// deviation for normal noise) from the median.
+    pub outliers: usize,
+}
+
+impl Stats {
+    fn from_blocks(calls_per_block: u64, block_us: Vec<f64>) -> Stats {
+        let median_us = median(&block_us);
+        let deviations: Vec<f64> = block_us.iter().map(|t| (t - median_us).abs()).collect();
+        let mad_us = median(&deviations);
+        let limit = 3.0 * 1.4826 * mad_us;
+        let outliers = deviations
+            .iter()
+            .filter(|&&d| mad_us > 0.0 && d > limit)
+            .count();
+        Stats {
+            calls_per_block,
+            min_us: block_us.iter().copied().fold(f64::INFINITY, f64::min),
+            max_us: block_us.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            median_us,
+            mad_us,
+            outliers,
+            block_us,
+        }
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Times `call` in its steady state: warm-up, calibration, then
+/// `options.blocks` blocks. `call` must finish its work before returning
+/// (await results: a call that only launches work times the launch).
+pub fn measure(options: &BenchOptions, mut call: impl FnMut() -> Result<()>) -> Result<Stats> {
+    if options.blocks == 0 {
+        return Err(Error::Value("bench: blocks must be at least 1".into()));
+    }
+    let began = Instant::now();
+    let mut warm_calls = 0u32;
+    while warm_calls == 0 || began.elapsed() < options.warmup {
+        call()?;
+        warm_calls += 1;
+    }
+    let per_call = began.elapsed().as_secs_f64() / f64::from(warm_calls);
+    let calls = ((options.block.as_secs_f64() / per_call.max(1e-9)).ceil() as u64).max(1);
+    let mut block_us = Vec::with_capacity(options.blocks);
+    for _ in 0..options.blocks {
+        let t = Instant::now();
+        for _ in 0..calls {
+            call()?;
+        }
+        block_us.push(t.elapsed().as_secs_f64() * 1e6 / calls as f64);
+    }
+    Ok(Stats::from_blocks(calls, block_us))
+}
+
+/// How a function ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The closure called directly: one compiled program per op.
+    Eager,
+    /// A `Function` with `jit_compile(false)`: traced once, run op by op.
+    Unfused,
+    /// A `Function` compiled whole by XLA.
+    Compiled,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Eager => "eager",
+            Mode::Unfused => "unfused",
+            Mode::Compiled => "compiled",
+        })
+    }
+}
+
+/// One mode's figures.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Row {
+    /// The mode.
+    pub mode: Mode,
+    /// The first call, in ms: trace and compile included for functions.
+    pub first_call_ms: f64,
+    /// The steady state.
+    pub steady: Stats,
+    /// The compiled program's flops per median call, in GFLOP/s.
+    pub gflops: Option<f64>,
+    /// The compiled program's bytes accessed per median call, in GB/s.
+    pub gbps: Option<f64>,
+}
+
+/// A function timed in every mode (see [`compare`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Comparison {
+    /// What was timed.
+    pub name: String,
+    /// Eager, unfused and compiled, in that order.
+    pub rows: Vec<Row>,
+    /// XLA's flops for one call of the compiled program.
+    pub flops: Option<f64>,
+    /// XLA's bytes accessed for one call of the compiled program.
+    pub bytes_accessed: Option<f64>,
+}
+
+impl Comparison {
+    /// The row of `mode`.
+    pub fn row(&self, mode: Mode) -> Option<&Row> {
+        self.rows.iter().find(|r| r.mode == mode)
+    }
+
+    /// The comparison as JSON (the struct's fields).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain numbers and strings")
+    }
+
+    /// Writes [`to_json`](Self::to_json), pretty-printed, to `path`.
+    pub fn write_json(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let path = path.as_ref();
+        let text = serde_json::to_string_pretty(&self.to_json()).expect("valid JSON");
+        std::fs::write(path, text)
+            .map_err(|e| Error::Value(format!("cannot write {}: {e}", path.display())))
+    }
+}
+
+impl fmt::Display for Comparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.name)?;
+        writeln!(
+            f,
+            "{:<9} {:>12} {:>12} {:>10} {:>10} {:>8} {:>9} {:>8}",
+            "mode", "median µs", "first ms", "min µs", "max µs", "outliers", "GFLOP/s", "GB/s"
+        )?;
+        let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+        for r in &self.rows {
+            writeln!(
+                f,
+                "{:<9} {:>12.2} {:>12.2} {:>10.2} {:>10.2} {:>8} {:>9} {:>8}",
+                r.mode.to_string(),
+                r.steady.median_us,
+                r.first_call_ms,
+                r.steady.min_us,
+                r.steady.max_us,
+                r.steady.outliers,
+                opt(r.gflops),
+                opt(r.gbps)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Waits for every tensor of `out`.
+fn finish<O: IntoOutput>(out: O) -> Result<()> {
+    let mut tensors = Vec::new();
+    out.into_output()?.flatten(&mut tensors);
+    tensors.iter().try_for_each(Tensor::block_until_ready)
+}
+
+/// Times `body` on `args` eagerly, as a `jit_compile(false)` function and
+/// compiled, each from a fresh function (so the first calls trace and
+/// compile), with XLA's cost analysis of the compiled program.
+pub fn compare<Args, F>(
+    name: &str,
+    body: F,
+    args: Args,
+    options: &BenchOptions,
+) -> Result<Comparison>
+where
+    Args: ArgList + Clone + IntoArgs<Args> + IntoTraceTypes<Args>,
+    F: TraceableFn<Args> + Clone,
+{
+    let mut rows = Vec::with_capacity(3);
+    let eager = |args: &Args| finish(body.call_with(args.clone()));
+    let first = Instant::now();
+    eager(&args)?;
+    let first_call = first.elapsed();
+    rows.push((Mode::Eager, first_call, measure(options, || eager(&args))?));
+
+    let unfused = FunctionOptions::new()
+        .jit_compile(false)
+        .build(body.clone());
+    let first = Instant::now();
+    finish(unfused.call(args.clone())?)?;
+    let first_call = first.elapsed();
+    let steady = measure(options, || finish(unfused.call(args.clone())?))?;
+    rows.push((Mode::Unfused, first_call, steady));
+
+    let compiled = FunctionOptions::new().build(body);
+    let first = Instant::now();
+    finish(compiled.call(args.clone())?)?;
+    let first_call = first.elapsed();
+    let steady = measure(options, || finish(compiled.call(args.clone())?))?;
+    rows.push((Mode::Compiled, first_call, steady));
+
+    let cost = compiled.lower(args)?.compile()?.cost_analysis()?;
+    let flops = (cost.flops() > 0.0).then(|| cost.flops());
+    let bytes = (cost.bytes_accessed() > 0.0).then(|| cost.bytes_accessed());
+    let rate = |amount: Option<f64>, us: f64| amount.map(|a| a / (us * 1e-6) / 1e9);
+    Ok(Comparison {
+        name: name.to_string(),
+        rows: rows
+            .into_iter()
+            .map(|(mode, first_call, steady)| Row {
+                mode,
+                first_call_ms: first_call.as_secs_f64() * 1e3,
+                gflops: rate(flops, steady.median_us),
+                gbps: rate(bytes, steady.median_us),
+                steady,
+            })
+            .collect(),
+        flops,
+        bytes_accessed: bytes,
+    })
+}
