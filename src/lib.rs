@@ -211,6 +211,7 @@ pub use ops::fft::{FftType, fft_op};
 pub use ops::pad::PadMode;
 pub use ops::stats::{NormOrd, clip_by_global_norm};
 pub use ops::window::{WindowDims, WindowKind};
+pub use runtime::profile;
 pub use runtime::{Device, MemoryStats, set_cpu_device_count};
 pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
 pub use tensor::{Tensor, default_device, devices, local_devices, with_device};

@@ -581,6 +581,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         variables: &[Variable],
     ) -> Result<(FinishedTrace, Out)> {
         self.inner.traces.fetch_add(1, Ordering::Relaxed);
+        let _span = crate::runtime::profile::span("trace").arg("function", &self.inner.name);
         let guard = TraceGuard::new(&self.inner.name);
         let args = with_actual_variables(variables, || Args::placeholders(ty))?;
         let out = (self.inner.body)(args)?;

@@ -78,6 +78,7 @@ pub fn lower_with_slots(
     aliases: &[(usize, usize)],
     wants_slot: impl Fn(&ArraySpec) -> bool,
 ) -> Result<Lowered> {
+    let _span = crate::runtime::profile::span("lower").arg("parameters", inputs.len());
     let (cx, results) = lower_body(graph, inputs, None)?;
     let result_types: Vec<ArraySpec> = results.iter().map(|r| r.ty.clone()).collect();
     let aliased = |r: usize| aliases.iter().any(|(_, a)| *a == r);
@@ -144,6 +145,7 @@ pub fn lower_annotated(
     aliases: &[(usize, usize)],
     annotations: &Annotations,
 ) -> Result<Lowered> {
+    let _span = crate::runtime::profile::span("lower").arg("parameters", inputs.len());
     let (cx, results) = lower_body(graph, inputs, annotations.partitioning.clone())?;
     let result_types: Vec<ArraySpec> = results.iter().map(|r| r.ty.clone()).collect();
     let size = cx.size();

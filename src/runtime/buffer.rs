@@ -122,6 +122,9 @@ impl Buffer {
         bytes: &[u8],
         dims: &[i64],
     ) -> Result<Buffer> {
+        let _span = super::profile::span("host to device")
+            .arg("bytes", bytes.len())
+            .arg("device", device);
         let ty = pjrt_type(dtype)?;
         crate::dtype::check_array_size(dtype, dims)?;
         check_device(client, device)?;
@@ -318,6 +321,7 @@ impl Buffer {
     /// `PJRT_Buffer_ToHostBuffer`, which completes on another thread.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let size = self.element_count() * self.dtype.size_in_bytes()?;
+        let _span = super::profile::span("device to host").arg("bytes", size);
         self.block_until_ready()?;
         let mut out = vec![0u8; size];
         if size == 0 {

@@ -104,6 +104,9 @@ impl Executable {
     ) -> Result<Executable> {
         options.check()?;
         super::program_limits::check_program(client, mlir)?;
+        let _span = super::profile::span("compile")
+            .arg("program_bytes", mlir.len())
+            .arg("platform", client.platform_name());
         let plugin = client.plugin();
         // xlafn's own tuning flags that this plugin refused before are
         // left out; one it refuses now is dropped and the compile retried.
@@ -177,6 +180,7 @@ impl Executable {
         let encoded = options.encode();
         let key = super::disk_cache::key(client, mlir, &encoded);
         if let Some(bytes) = key.as_ref().and_then(super::disk_cache::load) {
+            let _span = super::profile::span("disk cache load").arg("bytes", bytes.len());
             if let Ok(mut exe) = Self::deserialize(client, &bytes, params.clone()) {
                 exe.one_at_a_time = runs_one_at_a_time(options, mlir);
                 log("hit");
@@ -336,6 +340,12 @@ impl Executable {
 
     /// Starts the program; its results are ready when their events say so.
     fn launch(&self, args: &[&Buffer], non_donatable: &[i64]) -> Result<Vec<Buffer>> {
+        let _span = super::profile::span("execute").arg(
+            "device",
+            self.devices
+                .first()
+                .map_or_else(String::new, |d| d.to_string()),
+        );
         if self.devices.len() != 1 {
             return Err(Error::Value(format!(
                 "this program runs on {} devices: execute it with one argument list per device",
@@ -496,6 +506,7 @@ impl Executable {
         args: &[Vec<&Buffer>],
         non_donatable: &[i64],
     ) -> Result<Vec<Vec<Buffer>>> {
+        let _span = super::profile::span("execute").arg("devices", self.devices.len());
         if args.len() != self.devices.len() {
             return Err(Error::Value(format!(
                 "the program runs on {} devices, got {} argument lists",

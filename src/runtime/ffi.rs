@@ -519,7 +519,10 @@ unsafe extern "C" fn handler(frame: *mut CallFrame) -> *mut c_void {
     if frame.stage != STAGE_EXECUTE {
         return std::ptr::null_mut();
     }
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_callback(frame)));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _span = super::profile::span("host callback");
+        run_callback(frame)
+    }));
     let message = match outcome {
         Ok(Ok(())) => return std::ptr::null_mut(),
         Ok(Err(Failure::Check(m))) => {

@@ -24,6 +24,7 @@ mod in_flight;
 mod kv_callbacks;
 mod options;
 mod plugin;
+pub mod profile;
 mod program_limits;
 pub mod recycle;
 pub(crate) mod sys;
