@@ -308,3 +308,93 @@ where
         bytes_accessed: bytes,
     })
 }
+
+impl Comparison {
+    /// Writes [`write_chart`] of this comparison alone.
+    pub fn write_chart(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        write_chart(std::slice::from_ref(self), path)
+    }
+}
+
+/// A bar chart of comparisons as SVG: per comparison, one bar per mode
+/// (its median µs per call, on a log scale, since eager and compiled
+/// runs differ by orders of magnitude), with the min-max spread drawn as
+/// a line through each bar.
+pub fn write_chart(comparisons: &[Comparison], path: impl AsRef<std::path::Path>) -> Result<()> {
+    use plotters::prelude::*;
+    let path = path.as_ref();
+    let fail = |e: &dyn fmt::Display| Error::Value(format!("cannot draw {}: {e}", path.display()));
+    let rows = || comparisons.iter().flat_map(|c| c.rows.iter());
+    if rows().next().is_none() {
+        return Err(Error::Value("bench chart: nothing to draw".into()));
+    }
+    let low = rows()
+        .map(|r| r.steady.min_us)
+        .fold(f64::INFINITY, f64::min)
+        / 2.0;
+    let high = rows().map(|r| r.steady.max_us).fold(0.0, f64::max) * 2.0;
+    let groups = comparisons.len() as f64;
+    let root =
+        SVGBackend::new(path, (260 + 220 * comparisons.len() as u32, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("µs per call (median; line: min to max)", ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(36)
+        .y_label_area_size(72)
+        .build_cartesian_2d(0f64..groups, (low..high).log_scale())
+        .map_err(|e| fail(&e))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc("µs per call")
+        .draw()
+        .map_err(|e| fail(&e))?;
+    let colors = [
+        RGBColor(230, 159, 0),
+        RGBColor(86, 180, 233),
+        RGBColor(0, 158, 115),
+    ];
+    for (k, mode) in [Mode::Eager, Mode::Unfused, Mode::Compiled]
+        .into_iter()
+        .enumerate()
+    {
+        let color = colors[k];
+        let bars: Vec<(f64, &Row)> = comparisons
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.row(mode).map(|r| (i as f64 + 0.12 + 0.26 * k as f64, r)))
+            .collect();
+        chart
+            .draw_series(bars.iter().map(|(x, r)| {
+                Rectangle::new([(*x, low), (x + 0.24, r.steady.median_us)], color.filled())
+            }))
+            .map_err(|e| fail(&e))?
+            .label(mode.to_string())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+        chart
+            .draw_series(bars.iter().map(|(x, r)| {
+                PathElement::new(
+                    vec![(x + 0.12, r.steady.min_us), (x + 0.12, r.steady.max_us)],
+                    BLACK.stroke_width(2),
+                )
+            }))
+            .map_err(|e| fail(&e))?;
+    }
+    chart
+        .draw_series(
+            comparisons.iter().enumerate().map(|(i, c)| {
+                Text::new(c.name.clone(), (i as f64 + 0.12, low), ("sans-serif", 15))
+            }),
+        )
+        .map_err(|e| fail(&e))?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.85))
+        .draw()
+        .map_err(|e| fail(&e))?;
+    root.present().map_err(|e| fail(&e))
+}

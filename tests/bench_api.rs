@@ -1,7 +1,8 @@
 //! #30 item 2: `xlafn::bench`. Its statistics are checked on calls of a
 //! known length (a sleep), its comparison on a small function: three
 //! modes, first calls apart from the steady state, the compiled program's
-//! flops from XLA's cost analysis turned into GFLOP/s, and the JSON.
+//! flops from XLA's cost analysis turned into GFLOP/s, the JSON and the
+//! SVG chart.
 use std::time::Duration;
 use xlafn::bench::{BenchOptions, Mode, compare, measure};
 use xlafn::prelude::*;
@@ -99,6 +100,17 @@ fn a_comparison_has_every_mode_its_flops_and_json() {
     report.write_json(&path).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let chart = dir.path().join("bench.svg");
+    xlafn::bench::write_chart(&[report.clone(), report.clone()], &chart).unwrap();
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    for label in ["eager", "unfused", "compiled", "matmul", "µs per call"] {
+        assert!(svg.contains(label), "no {label} in the chart");
+    }
+    // Two groups of three bars, plus the legend's three swatches.
+    let filled_rects = svg.matches("<rect").count();
+    assert!(filled_rects >= 9, "{filled_rects} rects");
+    assert!(xlafn::bench::write_chart(&[], &chart).is_err());
     assert_eq!(json["name"], "matmul");
     assert_eq!(json["rows"][2]["mode"], "compiled");
     assert!(json["rows"][0]["steady"]["median_us"].as_f64().unwrap() > 0.0);
