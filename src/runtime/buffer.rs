@@ -16,13 +16,77 @@ use crate::dtype::ArraySpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 static LIVE_BUFFERS: AtomicUsize = AtomicUsize::new(0);
 
 /// How many `Buffer`s exist right now in this process (for leak tests).
 pub fn live_buffer_count() -> usize {
     LIVE_BUFFERS.load(Ordering::Relaxed)
+}
+
+/// Live buffers on one device: how many, and their arrays' bytes.
+struct Tally {
+    buffers: AtomicUsize,
+    bytes: AtomicI64,
+}
+
+impl Tally {
+    const fn new() -> Tally {
+        Tally {
+            buffers: AtomicUsize::new(0),
+            bytes: AtomicI64::new(0),
+        }
+    }
+}
+
+/// Devices tallied one by one per platform (the CPU client has at most
+/// 1024); any further device shares the last slot.
+const TALLIED_DEVICES: usize = 1024;
+const PLATFORMS: [Platform; 3] = [Platform::Cpu, Platform::Cuda, Platform::Other];
+static TALLIES: [[Tally; TALLIED_DEVICES]; 3] =
+    [const { [const { Tally::new() }; TALLIED_DEVICES] }; 3];
+
+fn tally(device: &Device) -> &'static Tally {
+    let platform = PLATFORMS
+        .iter()
+        .position(|p| *p == device.platform)
+        .unwrap_or(2);
+    &TALLIES[platform][device.index.min(TALLIED_DEVICES - 1)]
+}
+
+/// One device's live buffers (see [`live_memory`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// The device's platform.
+    pub platform: Platform,
+    /// Its index in its client's device list.
+    pub device: usize,
+    /// Live `Buffer`s on it.
+    pub buffers: usize,
+    /// Their arrays' bytes (elements times element size; a plugin's
+    /// padding and alignment are not counted).
+    pub bytes: i64,
+}
+
+/// Every device that holds live buffers now: their count and bytes. The
+/// buffers xlafn keeps for reuse (`runtime::recycle`) are not counted.
+pub fn live_memory() -> Vec<DeviceMemory> {
+    let mut out = Vec::new();
+    for (p, platform) in PLATFORMS.iter().enumerate() {
+        for (device, t) in TALLIES[p].iter().enumerate() {
+            let buffers = t.buffers.load(Ordering::Relaxed);
+            if buffers > 0 {
+                out.push(DeviceMemory {
+                    platform: *platform,
+                    device,
+                    buffers,
+                    bytes: t.bytes.load(Ordering::Relaxed),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// An array on a device.
@@ -84,6 +148,11 @@ pub(crate) fn dtype_of(t: sys::PJRT_Buffer_Type) -> Result<DType> {
         .into_iter()
         .find(|d| pjrt_type(*d).ok() == Some(t))
         .ok_or_else(|| Error::Plugin(format!("the plugin returned unsupported buffer type {t}")))
+}
+
+/// An array's bytes (0 for dtypes without a fixed size).
+fn array_bytes(dtype: DType, dims: &[i64]) -> i64 {
+    dims.iter().product::<i64>() * dtype.size_in_bytes().unwrap_or(0) as i64
 }
 
 fn element_count(dims: &[i64]) -> Result<usize> {
@@ -185,6 +254,10 @@ impl Buffer {
         dims: Vec<i64>,
     ) -> Buffer {
         LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
+        let t = tally(&device);
+        t.buffers.fetch_add(1, Ordering::Relaxed);
+        t.bytes
+            .fetch_add(array_bytes(dtype, &dims), Ordering::Relaxed);
         Buffer {
             client,
             raw,
@@ -502,6 +575,10 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         LIVE_BUFFERS.fetch_sub(1, Ordering::Relaxed);
+        let t = tally(&self.device);
+        t.buffers.fetch_sub(1, Ordering::Relaxed);
+        t.bytes
+            .fetch_sub(array_bytes(self.dtype, &self.dims), Ordering::Relaxed);
         let spec = ArraySpec::new(self.dtype, &self.dims);
         if recycle::eligible(&spec)
             && !self.is_deleted()

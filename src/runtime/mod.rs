@@ -31,7 +31,7 @@ pub(crate) mod sys;
 mod wait;
 
 pub use crate::dtype::ArraySpec;
-pub use buffer::{Buffer, live_buffer_count};
+pub use buffer::{Buffer, DeviceMemory, live_buffer_count, live_memory};
 pub use call_scope::{CallScope, current_call_scope, with_call_scope};
 pub use client::{
     CPU_MULTI_PROCESS_MESSAGE, Client, Device, MAX_CPU_DEVICES, OptionValue, Platform,
