@@ -2,7 +2,8 @@
 //! it: `--help`/`--version`, `show` (text and JSON, without compiling),
 //! `run` with `.npy`, `.npz` and typed-in inputs, printed and saved
 //! outputs, updated variables saved, wrong names listing the valid ones,
-//! `stablehlo`, and the exit statuses (0, 1 for errors, 2 for usage).
+//! `stablehlo`, `show --cost` (XLA's analyses), `bench` (timings, JSON,
+//! chart), and the exit statuses (0, 1 for errors, 2 for usage).
 //! Values are checked against numbers computed by hand in each test.
 
 #[path = "common/scratch.rs"]
@@ -417,4 +418,71 @@ fn stablehlo_prints_the_checked_program() {
     assert_eq!(ok(&["stablehlo", path(&dir), "--program", "0"]), text);
     let e = fails(&["stablehlo", path(&dir), "--program", "3"], 1);
     assert!(e.contains("there is no program 3"), "{e}");
+}
+
+/// `mm(a: f32[4, 8], b: f32[8, 2])`: 2 * 4 * 2 * 8 = 128 flops.
+fn matmul_export(dir: &Path) {
+    let f = FunctionOptions::new()
+        .name("mm")
+        .arg_names(&["a", "b"])
+        .build(|a: Tensor, b: Tensor| a.matmul(&b));
+    let a = Tensor::ones(&[4, 8], DType::F32);
+    let b = Tensor::ones(&[8, 2], DType::F32);
+    f.get_concrete_function((&a, &b))
+        .unwrap()
+        .export(dir, &[])
+        .unwrap();
+}
+
+#[test]
+fn show_cost_prints_xlas_analyses_of_each_program() {
+    let dir = temp_dir("show-cost");
+    matmul_export(&dir);
+    let text = ok(&["show", path(&dir), "--cost"]);
+    assert!(
+        text.contains("program for input shapes [[4, 8], [8, 2]]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cost: 128 flops, 0 transcendentals"),
+        "{text}"
+    );
+    assert!(
+        text.contains("memory: arguments 192 B, outputs 32 B"),
+        "{text}"
+    );
+    let json: Value =
+        serde_json::from_str::<Value>(&ok(&["show", path(&dir), "--cost", "--json"])).unwrap();
+    assert_eq!(json["costs"][0]["flops"], 128.0);
+    assert_eq!(json["costs"][0]["argument_bytes"], 192);
+    // Without --cost nothing is compiled, and nothing is printed about it.
+    assert!(!ok(&["show", path(&dir)]).contains("flops"));
+}
+
+#[test]
+fn bench_times_an_export_and_writes_json_and_a_chart() {
+    let dir = temp_dir("bench");
+    matmul_export(&dir);
+    let out = temp_dir("bench-out");
+    let (json, plot) = (out.join("bench.json"), out.join("bench.svg"));
+    let text = ok(&[
+        "bench",
+        path(&dir),
+        "--quick",
+        "--json",
+        path(&json),
+        "--plot",
+        path(&plot),
+    ]);
+    assert!(
+        text.contains("mm [[4, 8], [8, 2]]") && text.contains("compiled"),
+        "{text}"
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &doc[0]["rows"][0];
+    assert_eq!(row["mode"], "compiled");
+    assert!(row["steady"]["median_us"].as_f64().unwrap() > 0.0, "{doc}");
+    assert!(row["gflops"].as_f64().unwrap() > 0.0, "{doc}");
+    assert_eq!(doc[0]["flops"], 128.0);
+    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
 }

@@ -4,7 +4,7 @@
 //! convolution equal the counts worked out by hand; the memory analysis'
 //! argument and output bytes equal the arrays' sizes; stages served from
 //! the function's caches say so, and a call after `compile` compiles
-//! nothing more.
+//! nothing more. Eager ops' cached programs answer the same questions.
 use xlafn::ArraySpec;
 use xlafn::prelude::*;
 
@@ -99,4 +99,26 @@ fn relaxed_shapes_need_lower_for() {
         .compile()
         .unwrap();
     assert_eq!(compiled.memory_analysis().unwrap().argument_bytes, 28);
+}
+
+#[test]
+fn eager_ops_programs_can_be_asked_the_same() {
+    // A shape no other test multiplies: its program is this test's own.
+    let a = Tensor::ones(&[3, 5], DType::F32);
+    let b = Tensor::ones(&[5, 7], DType::F32);
+    a.matmul(&b).unwrap().to_vec::<f32>().unwrap();
+    let specs = vec![
+        ArraySpec::new(DType::F32, &[3, 5]),
+        ArraySpec::new(DType::F32, &[5, 7]),
+    ];
+    let programs = xlafn::tensor::eager_programs();
+    let program = programs
+        .iter()
+        .find(|p| p.op.starts_with("matmul") && p.inputs == specs)
+        .expect("the eager matmul's program is cached");
+    assert_eq!(program.executable.cost_analysis().unwrap().flops(), 210.0);
+    assert_eq!(
+        program.executable.memory_stats().unwrap().output_bytes,
+        3 * 7 * 4
+    );
 }

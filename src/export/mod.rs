@@ -589,6 +589,12 @@ pub fn load_with_callbacks(
 }
 
 impl LoadedFunction {
+    /// The compiled programs, each with the input shapes it is for (for
+    /// inspection: `cost_analysis`, `memory_stats`, `optimized`).
+    pub fn programs(&self) -> Vec<(Vec<Vec<i64>>, Arc<Executable>)> {
+        self.programs.clone()
+    }
+
     /// The exported function's name (the traced `Function`'s name).
     pub fn name(&self) -> &str {
         &self.name

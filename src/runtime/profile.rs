@@ -22,9 +22,9 @@
 //! thread's `device to host`.
 //!
 //! Per-HLO-op times are not available through the PJRT C API xlafn
-//! speaks (0.81 has no profiler extension). Within XLA's own tools,
-//! `XLAFN_XLA_FLAGS=xla_cpu_enable_xprof_traceme=true` makes the CPU
-//! backend emit per-op trace events that only XLA's profiler reads.
+//! speaks (0.81 has no profiler extension). The CPU plugin knows
+//! `xla_cpu_enable_xprof_traceme`, whose per-op events go to XLA's own
+//! profiler, which nothing here can read (not tried further).
 //!
 //! When nothing records, a span costs one relaxed atomic load.
 

@@ -74,6 +74,36 @@ pub fn eager_cache_stats() -> EagerCacheStats {
     }
 }
 
+/// One compiled one-op program of the eager cache (see [`eager_programs`]).
+#[derive(Clone)]
+pub struct EagerProgram {
+    /// The op with its attributes (`Op::describe`).
+    pub op: String,
+    /// Its input types.
+    pub inputs: Vec<ArraySpec>,
+    /// The compiled program: ask it for `cost_analysis`, `memory_stats`
+    /// or `optimized` as a function's compiled stage is asked.
+    pub executable: Arc<Executable>,
+}
+
+/// The eager ops' compiled programs now in the cache, oldest first: what
+/// eager execution compiled, one program per (op, attributes, input
+/// types, device). Reading them counts as a use for the cache's
+/// least-recently-used order.
+pub fn eager_programs() -> Vec<EagerProgram> {
+    CACHE
+        .keys()
+        .into_iter()
+        .filter_map(|key| {
+            CACHE.get(&key).map(|executable| EagerProgram {
+                op: key.op.describe(),
+                inputs: key.inputs.clone(),
+                executable,
+            })
+        })
+        .collect()
+}
+
 /// Runs `op` on device buffers, on the device the placement rule picks
 /// (`tensor::device`); uncommitted inputs elsewhere are moved there.
 pub(crate) fn run(op: &Op, inputs: &[&Buffer]) -> Result<Vec<Buffer>> {

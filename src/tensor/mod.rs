@@ -27,7 +27,7 @@ use crate::sharding::ShardedArray;
 use crate::trace::{self, GraphId};
 use std::sync::Arc;
 
-pub use eager::{EagerCacheStats, eager_cache_stats};
+pub use eager::{EagerCacheStats, EagerProgram, eager_cache_stats, eager_programs};
 
 /// A multi-dimensional array. Eager tensors hold a device buffer; results
 /// stay on the device until read with `to_vec`/`to_ndarray`. While a
