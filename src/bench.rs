@@ -192,7 +192,8 @@ pub struct Comparison {
     pub name: String,
     /// Eager, unfused and compiled, in that order.
     pub rows: Vec<Row>,
-    /// XLA's flops for one call of the compiled program.
+    /// XLA's flops for one call of the compiled program (`None` where the
+    /// plugin could not count them: cuBLAS and cuDNN calls on CUDA).
     pub flops: Option<f64>,
     /// XLA's bytes accessed for one call of the compiled program.
     pub bytes_accessed: Option<f64>,
@@ -289,8 +290,8 @@ where
     rows.push((Mode::Compiled, first_call, steady));
 
     let cost = compiled.lower(args)?.compile()?.cost_analysis()?;
-    let flops = (cost.flops() > 0.0).then(|| cost.flops());
-    let bytes = (cost.bytes_accessed() > 0.0).then(|| cost.bytes_accessed());
+    let flops = cost.flops().filter(|&f| f > 0.0);
+    let bytes = cost.bytes_accessed().filter(|&b| b > 0.0);
     let rate = |amount: Option<f64>, us: f64| amount.map(|a| a / (us * 1e-6) / 1e9);
     Ok(Comparison {
         name: name.to_string(),

@@ -157,6 +157,17 @@ mod weights;
 mod loop_hoisting;
 #[path = "slice_gradients.rs"]
 mod slice_gradients;
+
+// Inspection (#30): stages with XLA's analyses, the bench API, profiles,
+// live memory.
+#[path = "bench_api.rs"]
+mod bench_api;
+#[path = "live_memory.rs"]
+mod live_memory;
+#[path = "profile.rs"]
+mod profile;
+#[path = "stages.rs"]
+mod stages;
 #[path = "w13_gpt.rs"]
 mod w13_gpt;
 #[path = "w14_resnet.rs"]

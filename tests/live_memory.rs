@@ -4,12 +4,15 @@
 //! aliased, no new output memory) and its temporaries. One test, so that
 //! no other test's buffers come and go meanwhile.
 use xlafn::prelude::*;
-use xlafn::runtime::{DeviceMemory, Platform, live_memory};
+use xlafn::runtime::{Client, DeviceMemory, Platform, live_memory};
 
+/// The default device's tally (device 0 of the default client: the CPU,
+/// or the GPU under `XLAFN_DEVICE=cuda`).
 fn default_device_tally() -> (usize, i64) {
+    let platform: Platform = Client::default_client().unwrap().platform();
     live_memory()
         .iter()
-        .find(|m: &&DeviceMemory| m.platform == Platform::Cpu && m.device == 0)
+        .find(|m: &&DeviceMemory| m.platform == platform && m.device == 0)
         .map_or((0, 0), |m| (m.buffers, m.bytes))
 }
 

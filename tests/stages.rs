@@ -7,6 +7,17 @@
 //! nothing more. Eager ops' cached programs answer the same questions.
 use xlafn::ArraySpec;
 use xlafn::prelude::*;
+use xlafn::runtime::{Client, Platform};
+
+/// XLA's count, where the plugin can make one: the CPU plugin counts
+/// everything; XLA's CUDA analysis cannot count the cuBLAS and cuDNN calls
+/// products and convolutions become there, and the figure is unknown.
+fn counted(got: Option<f64>, want: f64) {
+    match Client::default_client().unwrap().platform() {
+        Platform::Cpu => assert_eq!(got, Some(want)),
+        _ => assert!(got.is_none() || got == Some(want), "{got:?} against {want}"),
+    }
+}
 
 #[test]
 fn a_matmuls_flops_and_bytes_are_the_hand_counts() {
@@ -17,10 +28,10 @@ fn a_matmuls_flops_and_bytes_are_the_hand_counts() {
     let compiled = f.lower((&a, &b)).unwrap().compile().unwrap();
     let cost = compiled.cost_analysis().unwrap();
     // One multiply and one add per (row, column, inner index).
-    assert_eq!(cost.flops(), (2 * m * n * k) as f64, "{cost:?}");
-    assert_eq!(cost.transcendentals(), 0.0);
+    counted(cost.flops(), (2 * m * n * k) as f64);
+    counted(cost.transcendentals(), 0.0);
     // Both operands read and the result written, 4 bytes each.
-    assert_eq!(cost.bytes_accessed(), (4 * (m * k + k * n + m * n)) as f64);
+    counted(cost.bytes_accessed(), (4 * (m * k + k * n + m * n)) as f64);
     let memory = compiled.memory_analysis().unwrap();
     assert_eq!(memory.argument_bytes, 4 * (m * k + k * n), "{memory:?}");
     assert_eq!(memory.output_bytes, 4 * m * n, "{memory:?}");
@@ -30,7 +41,10 @@ fn a_matmuls_flops_and_bytes_are_the_hand_counts() {
     assert!(text.contains("f32[32,48] parameter(0)"), "{text}");
     assert!(text.contains("f32[32,16] dot("), "{text}");
     let report = compiled.to_string();
-    assert!(report.contains("49152 flops"), "{report}");
+    let flops = cost
+        .flops()
+        .map_or("unknown".to_string(), |f| f.to_string());
+    assert!(report.contains(&format!("{flops} flops")), "{report}");
 }
 
 #[test]
@@ -43,7 +57,7 @@ fn a_convolutions_flops_are_the_hand_count() {
     let compiled = f.lower((&x, &kernel)).unwrap().compile().unwrap();
     let outputs = 2 * 7 * 7 * 5;
     let cost = compiled.cost_analysis().unwrap();
-    assert_eq!(cost.flops(), (2 * outputs * 27) as f64, "{cost:?}");
+    counted(cost.flops(), (2 * outputs * 27) as f64);
     let memory = compiled.memory_analysis().unwrap();
     assert_eq!(memory.argument_bytes, 4 * (2 * 9 * 9 * 3 + 27 * 5));
     assert_eq!(memory.output_bytes, 4 * outputs);
@@ -60,7 +74,8 @@ fn transcendentals_count_each_element() {
         .unwrap()
         .cost_analysis()
         .unwrap();
-    assert_eq!(cost.transcendentals(), 60.0, "{cost:?}");
+    // Elementwise ops are XLA's own on every platform.
+    assert_eq!(cost.transcendentals(), Some(60.0), "{cost:?}");
 }
 
 #[test]
@@ -116,7 +131,7 @@ fn eager_ops_programs_can_be_asked_the_same() {
         .iter()
         .find(|p| p.op.starts_with("matmul") && p.inputs == specs)
         .expect("the eager matmul's program is cached");
-    assert_eq!(program.executable.cost_analysis().unwrap().flops(), 210.0);
+    counted(program.executable.cost_analysis().unwrap().flops(), 210.0);
     assert_eq!(
         program.executable.memory_stats().unwrap().output_bytes,
         3 * 7 * 4

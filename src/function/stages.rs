@@ -62,7 +62,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
     /// let b = Tensor::ones(&[8, 2], DType::F32);
     /// let compiled = f.lower((&a, &b))?.compile()?;
     /// // One multiply-add per (row, column, inner) triple: 2 * 4 * 2 * 8.
-    /// assert_eq!(compiled.cost_analysis()?.flops(), 128.0);
+    /// assert_eq!(compiled.cost_analysis()?.flops(), Some(128.0));
     /// assert!(compiled.lowered().as_text().contains("stablehlo.dot_general"));
     /// # Ok::<(), xlafn::Error>(())
     /// ```
@@ -219,12 +219,13 @@ impl<Args, Out> fmt::Display for Compiled<Args, Out> {
             self.lowered.text.len()
         )?;
         if let Ok(c) = self.cost_analysis() {
+            let n = |v: Option<f64>| v.map_or_else(|| "unknown".to_string(), |v| v.to_string());
             writeln!(
                 f,
                 "cost: {} flops, {} transcendentals, {} bytes accessed",
-                c.flops(),
-                c.transcendentals(),
-                c.bytes_accessed()
+                n(c.flops()),
+                n(c.transcendentals()),
+                n(c.bytes_accessed())
             )?;
         }
         if let Ok(m) = self.memory_analysis() {

@@ -219,11 +219,12 @@ impl ProgramCost {
     fn print(&self) {
         let m = &self.memory;
         println!("\nprogram for input shapes {:?}:", self.input_shapes);
+        let n = |v: Option<f64>| v.map_or_else(|| "unknown".to_string(), |v| v.to_string());
         println!(
             "  cost: {} flops, {} transcendentals, {} bytes accessed",
-            self.cost.flops(),
-            self.cost.transcendentals(),
-            self.cost.bytes_accessed()
+            n(self.cost.flops()),
+            n(self.cost.transcendentals()),
+            n(self.cost.bytes_accessed())
         );
         println!(
             "  memory: arguments {} B, outputs {} B, aliased {} B, temporaries {} B, code {} B",
@@ -304,12 +305,12 @@ fn bench(dir: &Path, quick: bool, json: Option<&Path>, plot: Option<&Path>) -> R
             rows: vec![Row {
                 mode: Mode::Compiled,
                 first_call_ms,
-                gflops: rate(cost.flops()),
-                gbps: rate(cost.bytes_accessed()),
+                gflops: cost.flops().and_then(rate),
+                gbps: cost.bytes_accessed().and_then(rate),
                 steady,
             }],
-            flops: (cost.flops() > 0.0).then(|| cost.flops()),
-            bytes_accessed: (cost.bytes_accessed() > 0.0).then(|| cost.bytes_accessed()),
+            flops: cost.flops().filter(|&f| f > 0.0),
+            bytes_accessed: cost.bytes_accessed().filter(|&b| b > 0.0),
         });
     }
     for c in &comparisons {

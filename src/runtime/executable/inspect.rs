@@ -154,7 +154,15 @@ impl Executable {
 
 /// XLA's cost analysis of a compiled program (see
 /// [`Executable::cost_analysis`]). Which properties a plugin reports is its
-/// own choice; the accessors give 0 for one it leaves out.
+/// own choice.
+///
+/// The accessors give `None` where the figure is not known: a property
+/// the plugin left out, or an analysis with a negative property. XLA's
+/// CUDA backend reports -1 for what it cannot count (the cuBLAS and cuDNN
+/// calls its products and convolutions become) and adds those -1s into
+/// its totals (measured on an H200: -1 flops for a matmul, and 1151 for a
+/// matmul plus an add of 1152 elements), so no total of such an analysis
+/// is trusted. The CPU plugin counts everything.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CostAnalysis {
     /// Every property the plugin reported, by its name (`flops`,
@@ -163,22 +171,32 @@ pub struct CostAnalysis {
 }
 
 impl CostAnalysis {
-    fn get(&self, name: &str) -> f64 {
-        self.properties.get(name).copied().unwrap_or(0.0)
+    /// Did the plugin count every operation (no property is negative)?
+    pub fn is_complete(&self) -> bool {
+        self.properties.values().all(|&v| v >= 0.0)
+    }
+
+    fn get(&self, name: &str) -> Option<f64> {
+        self.properties
+            .get(name)
+            .copied()
+            .filter(|_| self.is_complete())
     }
 
     /// Floating-point operations (a multiply-add counts 2).
-    pub fn flops(&self) -> f64 {
+    pub fn flops(&self) -> Option<f64> {
         self.get("flops")
     }
 
     /// Transcendental function evaluations (`exp`, `tanh`, `log`, ...).
-    pub fn transcendentals(&self) -> f64 {
+    /// The CPU plugin leaves the property out when there are none: then 0.
+    pub fn transcendentals(&self) -> Option<f64> {
         self.get("transcendentals")
+            .or_else(|| (self.is_complete() && self.get("flops").is_some()).then_some(0.0))
     }
 
     /// Bytes read and written, over all operations.
-    pub fn bytes_accessed(&self) -> f64 {
+    pub fn bytes_accessed(&self) -> Option<f64> {
         self.get("bytes accessed")
     }
 }
