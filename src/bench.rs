@@ -11,7 +11,8 @@
 //! the warm-up), every call's results awaited. The statistics are over
 //! the blocks' per-call times: the median, the spread (min, max and the
 //! median absolute deviation) and the outliers, blocks further than
-//! 3 scaled MADs from the median (a machine's other load shows up there).
+//! 3 scaled MADs and 10% from the median (a machine's other load shows up
+//! there).
 //! With XLA's cost analysis of the compiled program, each mode's median
 //! becomes achieved GFLOP/s and GB/s.
 //!
@@ -85,8 +86,8 @@ pub struct Stats {
     pub max_us: f64,
     /// The median absolute deviation of `block_us` from the median.
     pub mad_us: f64,
-    /// Blocks further than 3 scaled MADs (1.4826 MAD, a standard
-    /// deviation for normal noise) from the median.
+    /// Blocks further from the median than 3 scaled MADs (1.4826 MAD, a
+    /// standard deviation for normal noise) and than 10% of it.
     pub outliers: usize,
 }
 
@@ -95,11 +96,10 @@ impl Stats {
         let median_us = median(&block_us);
         let deviations: Vec<f64> = block_us.iter().map(|t| (t - median_us).abs()).collect();
         let mad_us = median(&deviations);
-        let limit = 3.0 * 1.4826 * mad_us;
-        let outliers = deviations
-            .iter()
-            .filter(|&&d| mad_us > 0.0 && d > limit)
-            .count();
+        // A tight spread would make a few percent an outlier: a block must
+        // also be 10% off the median.
+        let limit = (3.0 * 1.4826 * mad_us).max(0.1 * median_us);
+        let outliers = deviations.iter().filter(|&&d| d > limit).count();
         Stats {
             calls_per_block,
             min_us: block_us.iter().copied().fold(f64::INFINITY, f64::min),
