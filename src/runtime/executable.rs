@@ -340,18 +340,15 @@ impl Executable {
 
     /// Starts the program; its results are ready when their events say so.
     fn launch(&self, args: &[&Buffer], non_donatable: &[i64]) -> Result<Vec<Buffer>> {
-        let _span = super::profile::span("execute").arg(
-            "device",
-            self.devices
-                .first()
-                .map_or_else(String::new, |d| d.to_string()),
-        );
         if self.devices.len() != 1 {
             return Err(Error::Value(format!(
                 "this program runs on {} devices: execute it with one argument list per device",
                 self.devices.len()
             )));
         }
+        // The device is formatted only while a profile records: this is
+        // every call's path.
+        let _span = super::profile::span("execute").arg("device", self.devices[0]);
         let device = self.devices[0];
         self.check_args(args, device)?;
         // Output slots get recycled buffers, donated to the results. After
