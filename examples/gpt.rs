@@ -5,9 +5,13 @@
 //! by global norm, bfloat16 compute over float32 weights, each step one
 //! compiled program.
 //!
-//! Halfway it saves the model and the optimizer (`save_training`); a fresh
-//! model and optimizer restored from that file train the second half
-//! again, and the two loss trajectories are printed side by side: they
+//! Batches come from an `xlafn::data` pipeline that builds and uploads
+//! them two steps ahead; `xlafn::train::Trainer` runs the steps with a
+//! progress bar (on a terminal), TensorBoard event files and a loss-curve
+//! picture (`loss.svg`) in a temporary directory it prints. Halfway its
+//! checkpoint callback saves the model, the optimizer (`save_training`)
+//! and the run's position; a fresh model and optimizer restored from that
+//! file resume the run and train the second half again, and the two loss trajectories are printed side by side: they
 //! must be the same bits (the example fails otherwise). Then the trained
 //! model writes text greedily and by top-k sampling, each one compiled
 //! function that prefills the prompt into key-value caches and decodes in
@@ -20,9 +24,10 @@ mod gpt;
 #[path = "common/logging.rs"]
 mod logging;
 
-use gpt::{Config, Corpus, Precision, Sampling, Training};
+use gpt::{Config, Corpus, Precision, RunOutputs, Sampling, Training};
 use xlafn::module::Module;
 use xlafn::prelude::*;
+use xlafn::train::Progress;
 
 const PROMPT: &str = "Non eram nescius, Brute, ";
 
@@ -72,16 +77,33 @@ fn main() -> Result<()> {
         seed: 7,
     };
     let at = steps / 2;
-    let path = std::env::temp_dir().join(format!("xlafn-gpt-{}.safetensors", std::process::id()));
+    let run_dir = std::env::temp_dir().join(format!("xlafn-gpt-{}", std::process::id()));
+    let outputs = RunOutputs {
+        progress: Progress::Auto,
+        dir: Some(run_dir.join("tensorboard")),
+    };
     let started = std::time::Instant::now();
+    let run = gpt::resume(
+        &corpus,
+        cfg,
+        &training,
+        1,
+        at,
+        &run_dir.join("checkpoints"),
+        &outputs,
+    );
+    std::fs::remove_dir_all(run_dir.join("checkpoints")).ok();
+    let run = run?;
     let every = (steps / 10).max(1);
-    let run = gpt::resume(&corpus, cfg, &training, 1, at, &path, |run, i, loss| {
-        if run == "straight" && (i % every == 0 || i + 1 == steps) {
+    for (i, loss) in run.straight.iter().enumerate() {
+        if i % every == 0 || i + 1 == steps {
             println!("step {i:4}: loss {loss:.4}");
         }
-    });
-    std::fs::remove_file(&path).ok();
-    let run = run?;
+    }
+    println!(
+        "TensorBoard event files and the loss curve: {}",
+        run_dir.join("tensorboard").display()
+    );
     let params: i64 = run
         .model
         .trainable_variables()

@@ -140,6 +140,7 @@ pub mod bench;
 pub(crate) mod bounded_cache;
 pub mod checkpoint;
 pub mod control;
+pub mod data;
 pub mod debug;
 pub mod distributed;
 pub mod dtype;
@@ -166,10 +167,12 @@ pub mod random;
 pub mod runtime;
 pub mod sharding;
 pub(crate) mod single_flight;
+pub mod summary;
 pub mod tensor;
 /// Unstable internals, not part of the public API: The tracing context.
 #[doc(hidden)]
 pub mod trace;
+pub mod train;
 pub mod variable;
 pub mod weights;
 

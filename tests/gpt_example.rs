@@ -270,8 +270,16 @@ fn a_run_resumed_from_its_checkpoint_continues_bit_for_bit() {
     let corpus = Corpus::load().unwrap();
     let cfg = tiny(&corpus, Precision::mixed_bf16());
     let dir = scratch::scratch_dir("gpt-resume");
-    let path = dir.join("run.safetensors");
-    let run = gpt::resume(&corpus, cfg, &training(6), 1, 3, &path, |_, _, _| {}).unwrap();
+    let run = gpt::resume(
+        &corpus,
+        cfg,
+        &training(6),
+        1,
+        3,
+        &dir,
+        &gpt::RunOutputs::quiet(),
+    )
+    .unwrap();
     assert_eq!(run.straight.len(), 6);
     assert_eq!(run.resumed.len(), 3);
     let straight: Vec<u32> = run.straight[3..].iter().map(|l| l.to_bits()).collect();
@@ -284,7 +292,7 @@ fn a_run_resumed_from_its_checkpoint_continues_bit_for_bit() {
     let other = Gpt::new(cfg, 2).unwrap();
     assert_ne!(bits(&other), bits(&run.model));
     // The file holds the optimizer's state beside the model.
-    let file = xlafn::checkpoint::read(&path).unwrap();
+    let file = xlafn::checkpoint::read(&run.checkpoint).unwrap();
     assert_eq!(file["optimizer.iterations"].item::<i64>().unwrap(), 3);
     assert!(file.contains_key("optimizer.m.blocks.1.attn.query.kernel"));
 }

@@ -10,10 +10,14 @@
 
 use sha2::{Digest, Sha256};
 use std::io::Read;
+use std::path::Path;
 use std::sync::Arc;
+use xlafn::data::{Dataset, Placement};
 use xlafn::module::Module;
-use xlafn::optimizers::{Adam, ExponentialDecay, Optimizer};
+use xlafn::optimizers::{Adam, ExponentialDecay, LearningRate, Optimizer};
 use xlafn::prelude::*;
+use xlafn::runtime::HostArray;
+use xlafn::train::{History, Metrics, Progress, Trainer};
 use xlafn::{Padding, initializers, nn, random};
 
 const DIGITS_SHA256: &str = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22";
@@ -169,6 +173,27 @@ impl Cnn {
         })
     }
 
+    /// The evaluation step: a batch's mean loss and accuracy, without
+    /// dropout.
+    pub fn eval_step(&self) -> impl FnMut((Tensor, Tensor)) -> Result<Metrics> + 'static {
+        let model = self.clone();
+        let eval = function(move |x: Tensor, y: Tensor| -> Result<(Tensor, Tensor)> {
+            let logits = model.logits(&x, None)?;
+            let loss = nn::sparse_softmax_cross_entropy_with_logits(&y, &logits)?
+                .reduce_mean(&[], false)?;
+            let right = logits
+                .argmax(-1)?
+                .cast(DType::I32)?
+                .eq(&y)?
+                .cast(DType::F32)?;
+            Ok((loss, right.reduce_mean(&[], false)?))
+        });
+        move |(x, y)| {
+            let (loss, accuracy) = eval.call((&x, &y))?;
+            Ok(Metrics::new().with("loss", loss).with("accuracy", accuracy))
+        }
+    }
+
     /// The fraction of `split` classified right.
     pub fn accuracy(&self, split: &Split) -> Result<f64> {
         let rows: Vec<usize> = (0..split.len()).collect();
@@ -207,29 +232,71 @@ pub fn logits_with(p: &[Tensor], x: &Tensor, dropout_key: Option<&Tensor>) -> Re
     h.matmul(&p[6])?.add(&p[7])
 }
 
-/// Trains for `epochs` over batches of 64 (the last partial batch of each
-/// epoch is dropped, so the step keeps one shape); returns the losses of
-/// the last epoch and the step function.
+/// A split as a pipeline: its examples shuffled anew each epoch (when
+/// `shuffle_seed` is given), batches of `batch` (a last partial batch
+/// dropped, so the step keeps one shape), built and uploaded two batches
+/// ahead on the pipeline's thread.
+pub fn pipeline(
+    split: &Split,
+    batch: usize,
+    shuffle_seed: Option<u64>,
+) -> Result<Dataset<(Tensor, Tensor)>> {
+    let n = split.len() as i64;
+    let images = HostArray::from_vec(split.images.clone(), &[n, 8, 8, 1]);
+    let labels = HostArray::from_vec(split.labels.clone(), &[n]);
+    let mut examples = Dataset::from_tensor_slices((images, labels))?;
+    if let Some(seed) = shuffle_seed {
+        examples = examples.shuffle(split.len(), seed);
+    }
+    Ok(examples
+        .batch(batch, true)
+        .prefetch_to_device(2, Placement::Default))
+}
+
+/// Trains for `epochs` over batches of 64; returns the losses of the last
+/// epoch and the step function.
 pub fn train(model: &Cnn, train: &Split, epochs: usize) -> Result<(Vec<f32>, TrainStep)> {
-    // 2e-3, decayed exponentially to half over the run (one step per
-    // full batch), evaluated inside the compiled step.
+    let (history, step) = fit(model, train, epochs, None, Progress::Off, None)?;
+    let per_epoch = train.len() / 64;
+    let last = history.steps[history.steps.len() - per_epoch..].iter();
+    Ok((last.map(|&(_, l)| l as f32).collect(), step))
+}
+
+/// Trains with [`Trainer`]: Adam at 2e-3 decayed exponentially to half
+/// over the run (one step per full batch, the schedule evaluated inside
+/// the compiled step), a fresh dropout key every step, the held-out split
+/// evaluated after each epoch (`val_loss`, `val_accuracy`) when given, a
+/// progress bar, and TensorBoard files and `loss.svg` in `dir`.
+pub fn fit(
+    model: &Cnn,
+    train: &Split,
+    epochs: usize,
+    held_out: Option<&Split>,
+    progress: Progress,
+    dir: Option<&Path>,
+) -> Result<(History, TrainStep)> {
     let steps = (epochs * (train.len() / 64)).max(1) as i64;
-    let schedule = ExponentialDecay::new(2e-3, steps, 0.5)?;
-    let optimizer = Arc::new(Adam::new(schedule));
+    let schedule = Arc::new(ExponentialDecay::new(2e-3, steps, 0.5)?);
+    let optimizer = Arc::new(Adam::new(LearningRate::Schedule(schedule.clone())));
     optimizer.build(&model.trainable_variables())?;
     let step = model.train_step(optimizer);
     let base = random::key(7)?;
-    let mut last = Vec::new();
     let mut counter = 0i32;
-    for epoch in 0..epochs {
-        last.clear();
-        let order = shuffled(train.len(), epoch as u64 + 1);
-        for rows in order.chunks_exact(64) {
-            let (x, y) = train.batch(rows)?;
-            let key = random::fold_in(&base, &Tensor::scalar(counter))?;
-            counter += 1;
-            last.push(step.call((x, y, key))?.item::<f32>()?);
-        }
+    let run = step.clone();
+    let mut trainer = Trainer::new(move |(x, y): (Tensor, Tensor)| {
+        let key = random::fold_in(&base, &Tensor::scalar(counter))?;
+        counter += 1;
+        Ok(Metrics::loss(run.call((x, y, key))?))
+    })
+    .epochs(epochs as u64)
+    .log_learning_rate(schedule)
+    .progress(progress);
+    if let Some(split) = held_out {
+        trainer = trainer.evaluate(pipeline(split, 60, None)?, model.eval_step());
     }
-    Ok((last, step))
+    if let Some(dir) = dir {
+        trainer = trainer.tensorboard(dir)?.loss_curve(dir.join("loss.svg"));
+    }
+    let history = trainer.fit(&pipeline(train, 64, Some(1))?)?;
+    Ok((history, step))
 }

@@ -17,9 +17,10 @@
 #![allow(dead_code)]
 
 use sha2::{Digest, Sha256};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use xlafn::checkpoint;
+use xlafn::data::{Dataset, Placement};
 use xlafn::module::Module;
 use xlafn::nn::layers::{
     Activation, AttentionOptions, Dropout, Embedding, KvCache, Layer, LayerNorm, Linear, Mode,
@@ -29,6 +30,8 @@ use xlafn::nn::losses::{CrossEntropy, sparse_categorical_cross_entropy};
 use xlafn::nn::mixed_precision::Policy;
 use xlafn::optimizers::{CosineDecay, GradientClip};
 use xlafn::prelude::*;
+use xlafn::runtime::HostArray;
+use xlafn::train::{CheckpointEvery, Metrics, Progress, TrainPosition, Trainer};
 use xlafn::{initializers::Initializer, random};
 
 const TEXT_SHA256: &str = "3a8b53b29465c55f000a4985191e434cf202546943b81cc819c63c68a296c18d";
@@ -107,6 +110,22 @@ impl Corpus {
         context: i64,
         held_out: bool,
     ) -> Result<(Tensor, Tensor)> {
+        let (x, y) = self.host_batch(index, batch, context, held_out)?;
+        Ok((
+            Tensor::from_host_bytes(x.dtype, &x.dims, &x.bytes)?,
+            Tensor::from_host_bytes(y.dtype, &y.dims, &y.bytes)?,
+        ))
+    }
+
+    /// [`batch`](Corpus::batch) on the host (what the input pipeline
+    /// builds on its thread).
+    pub fn host_batch(
+        &self,
+        index: u64,
+        batch: i64,
+        context: i64,
+        held_out: bool,
+    ) -> Result<(HostArray, HostArray)> {
         let (lo, hi) = if held_out {
             (self.split, self.ids.len())
         } else {
@@ -130,8 +149,8 @@ impl Corpus {
             y.extend_from_slice(&self.ids[at + 1..at + 1 + context as usize]);
         }
         Ok((
-            Tensor::from_vec(x, &[batch, context])?,
-            Tensor::from_vec(y, &[batch, context])?,
+            HostArray::from_vec(x, &[batch, context]),
+            HostArray::from_vec(y, &[batch, context]),
         ))
     }
 }
@@ -431,26 +450,68 @@ pub fn train_step(model: &Arc<Gpt>, opt: &Arc<Adam>, seed: u64) -> Result<TrainS
     ))
 }
 
-/// Runs `step` over steps `range` of `t`'s batches; returns the losses
-/// and calls `each(step, loss)`.
-pub fn train(
-    step: &TrainStep,
-    corpus: &Corpus,
+/// The training batches of steps `steps`, as a pipeline: each example is
+/// batch `i` (inputs, targets) and the step number `i` (the dropout key's
+/// fold), built and uploaded on the pipeline's thread two steps ahead.
+pub fn batches(
+    corpus: &Arc<Corpus>,
+    t: &Training,
+    context: i64,
+    steps: std::ops::Range<usize>,
+) -> Dataset<(Tensor, Tensor, Tensor)> {
+    let (corpus, batch) = (corpus.clone(), t.batch);
+    Dataset::range(steps.start as i64, steps.end as i64)
+        .map(move |i| {
+            let (x, y) = corpus.host_batch(i as u64, batch, context, false)?;
+            Ok((x, y, HostArray::from_vec(vec![i as i32], &[])))
+        })
+        .prefetch_to_device(2, Placement::Default)
+}
+
+/// Where a run's progress and metrics go.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutputs {
+    /// The progress bar (on a terminal, or off).
+    pub progress: Progress,
+    /// TensorBoard event files and `loss.svg` go here, if set.
+    pub dir: Option<PathBuf>,
+}
+
+impl RunOutputs {
+    /// No bar, no files (tests).
+    pub fn quiet() -> RunOutputs {
+        RunOutputs {
+            progress: Progress::Off,
+            dir: None,
+        }
+    }
+}
+
+/// Runs `step` over the pipeline of steps `from..t.steps` (one epoch of
+/// it, as the [`Trainer`] counts), with `callbacks`; returns the losses.
+fn fit(
+    step: TrainStep,
+    corpus: &Arc<Corpus>,
     model: &Gpt,
     t: &Training,
-    range: std::ops::Range<usize>,
-    mut each: impl FnMut(usize, f32),
+    from: TrainPosition,
+    outputs: &RunOutputs,
+    callbacks: Vec<CheckpointEvery>,
 ) -> Result<Vec<f32>> {
-    let mut losses = Vec::new();
-    for i in range {
-        let (x, y) = corpus.batch(i as u64, t.batch, model.cfg.context, false)?;
-        let loss = step
-            .call((x, y, Tensor::try_scalar(i as i32)?))?
-            .item::<f32>()?;
-        each(i, loss);
-        losses.push(loss);
+    let data = batches(corpus, t, model.cfg.context, 0..t.steps);
+    let mut trainer = Trainer::new(move |(x, y, i): (Tensor, Tensor, Tensor)| {
+        Ok(Metrics::loss(step.call((&x, &y, &i))?))
+    })
+    .resume_from(from)
+    .progress(outputs.progress);
+    for c in callbacks {
+        trainer = trainer.callback(c);
     }
-    Ok(losses)
+    if let Some(dir) = &outputs.dir {
+        trainer = trainer.tensorboard(dir)?.loss_curve(dir.join("loss.svg"));
+    }
+    let history = trainer.fit(&data)?;
+    Ok(history.steps.iter().map(|&(_, loss)| loss as f32).collect())
 }
 
 /// The mean loss over `batches` held-out batches, in inference.
@@ -476,47 +537,71 @@ pub struct Resumed {
     pub resumed: Vec<f32>,
     /// Where the checkpoint was taken.
     pub at: usize,
+    /// The checkpoint file (model and optimizer) taken at step `at`.
+    pub checkpoint: PathBuf,
     /// The model that trained straight through.
     pub model: Arc<Gpt>,
     /// The restored one, after its steps.
     pub restored: Arc<Gpt>,
 }
 
-/// Trains `t.steps` steps from `seed`, saving the model and optimizer
-/// with `checkpoint::save_training` at step `at` into `path` on the way;
-/// then restores that file into a model made from another seed and a
-/// new optimizer, and trains them to the end too.
+/// Trains `t.steps` steps from `seed` with the [`Trainer`], which saves
+/// the model and optimizer (`checkpoint::save_training`) and the position
+/// into `dir` at step `at`; then restores that checkpoint into a model
+/// made from another seed and a new optimizer, and resumes the run from
+/// its position to the end.
 pub fn resume(
     corpus: &Corpus,
     cfg: Config,
     t: &Training,
     seed: u64,
     at: usize,
-    path: &Path,
-    mut each: impl FnMut(&str, usize, f32),
+    dir: &Path,
+    outputs: &RunOutputs,
 ) -> Result<Resumed> {
+    let corpus = Arc::new(Corpus {
+        chars: corpus.chars.clone(),
+        ids: corpus.ids.clone(),
+        split: corpus.split,
+    });
     let model = Arc::new(Gpt::new(cfg, seed)?);
     let opt = Arc::new(optimizer(t)?);
+    let save = {
+        let (model, opt) = (model.clone(), opt.clone());
+        move |path: &Path| checkpoint::save_training(&*model, &*opt, path)
+    };
+    let every = CheckpointEvery::new(at.max(1) as u64, dir, save).keep(usize::MAX);
     let step = train_step(&model, &opt, t.seed)?;
-    let mut straight = train(&step, corpus, &model, t, 0..at, |i, l| {
-        each("straight", i, l)
-    })?;
-    checkpoint::save_training(&*model, &*opt, path)?;
-    straight.extend(train(&step, corpus, &model, t, at..t.steps, |i, l| {
-        each("straight", i, l)
-    })?);
+    let straight = fit(
+        step,
+        &corpus,
+        &model,
+        t,
+        TrainPosition::default(),
+        outputs,
+        vec![every],
+    )?;
 
+    let checkpoint = dir.join(format!("ckpt-{at}.safetensors"));
+    let position = TrainPosition::read(checkpoint.with_extension("json"))?;
     let restored = Arc::new(Gpt::new(cfg, seed + 1)?);
     let opt2 = Arc::new(optimizer(t)?);
-    checkpoint::restore_training(&*restored, &*opt2, path)?;
+    checkpoint::restore_training(&*restored, &*opt2, &checkpoint)?;
     let step2 = train_step(&restored, &opt2, t.seed)?;
-    let resumed = train(&step2, corpus, &restored, t, at..t.steps, |i, l| {
-        each("resumed", i, l)
-    })?;
+    let resumed = fit(
+        step2,
+        &corpus,
+        &restored,
+        t,
+        position,
+        &RunOutputs::quiet(),
+        vec![],
+    )?;
     Ok(Resumed {
         straight,
         resumed,
         at,
+        checkpoint,
         model,
         restored,
     })

@@ -51,9 +51,15 @@ fn tensor(a: &HostArray) -> Result<Tensor> {
 /// Reads a `.npy` file as a tensor. Symlinks are followed (the path is the
 /// caller's choice); FIFOs and devices are refused rather than waited on.
 pub fn read_npy(path: impl AsRef<Path>) -> Result<Tensor> {
+    tensor(&read_npy_host(path)?)
+}
+
+/// [`read_npy`] without the upload: the array stays on the host (what
+/// `xlafn::data` slices into examples).
+pub fn read_npy_host(path: impl AsRef<Path>) -> Result<HostArray> {
     let path = path.as_ref();
     let bytes = files::read_limited(path, MAX_NPY_FILE_BYTES, true)?;
-    tensor(&npy::decode(&bytes).map_err(|e| in_file(path, e))?)
+    npy::decode(&bytes).map_err(|e| in_file(path, e))
 }
 
 /// Writes `t` as a `.npy` file, replacing any file at `path` as
@@ -77,15 +83,20 @@ pub fn read_npz_with_limit(
     path: impl AsRef<Path>,
     max_bytes: u64,
 ) -> Result<Vec<(String, Tensor)>> {
+    read_npz_host(path, max_bytes)?
+        .into_iter()
+        .map(|(name, a)| Ok((name, tensor(&a)?)))
+        .collect()
+}
+
+/// [`read_npz_with_limit`] without the upload: the arrays stay on the
+/// host.
+pub fn read_npz_host(path: impl AsRef<Path>, max_bytes: u64) -> Result<Vec<(String, HostArray)>> {
     let path = path.as_ref();
     // The archive itself is at most its contents plus the zip records
     // (under a kilobyte per member, at most 2^16 members).
     let bytes = files::read_limited(path, max_bytes.saturating_add(64 << 20), true)?;
-    npz::decode(&bytes, max_bytes)
-        .map_err(|e| in_file(path, e))?
-        .into_iter()
-        .map(|(name, a)| Ok((name, tensor(&a)?)))
-        .collect()
+    npz::decode(&bytes, max_bytes).map_err(|e| in_file(path, e))
 }
 
 fn host_arrays(arrays: &[(&str, &Tensor)]) -> Result<Vec<(String, HostArray)>> {

@@ -22,29 +22,35 @@ fn upload<T: Element>(data: &[T], dims: &[i64]) -> Result<Tensor> {
 
 /// A scalar tensor of `dtype` holding `value` converted to it.
 pub(crate) fn scalar_tensor(value: Scalar, dtype: DType) -> Result<Tensor> {
+    Tensor::from_host_bytes(dtype, &[], &scalar_bytes(value, dtype)?)
+}
+
+/// The little-endian bytes of `value` converted to `dtype` (one element):
+/// what scalar constants upload, and what `data::padded_batch` fills with.
+pub(crate) fn scalar_bytes(value: Scalar, dtype: DType) -> Result<Vec<u8>> {
+    fn bytes<T: Element>(v: T) -> Result<Vec<u8>> {
+        Ok(crate::runtime::element::as_bytes(&[v]).to_vec())
+    }
     let v = value.cast(dtype);
     match dtype {
-        DType::Bool => upload(&[v.as_f64() != 0.0], &[]),
-        DType::I8 => upload(&[v.as_i64() as i8], &[]),
-        DType::I16 => upload(&[v.as_i64() as i16], &[]),
-        DType::I32 => upload(&[v.as_i64() as i32], &[]),
-        DType::I64 => upload(&[v.as_i64()], &[]),
-        DType::U8 => upload(&[v.as_i64() as u8], &[]),
-        DType::U16 => upload(&[v.as_i64() as u16], &[]),
-        DType::U32 => upload(&[v.as_i64() as u32], &[]),
-        DType::U64 => upload(
-            &[match v {
-                Scalar::U64(u) => u,
-                other => other.as_i64() as u64,
-            }],
-            &[],
-        ),
-        DType::F16 => upload(&[half::f16::from_f64(v.as_f64())], &[]),
-        DType::BF16 => upload(&[half::bf16::from_f64(v.as_f64())], &[]),
-        DType::F32 => upload(&[v.as_f64() as f32], &[]),
-        DType::F64 => upload(&[v.as_f64()], &[]),
-        DType::C64 => upload(&[num_complex::Complex32::new(v.as_f64() as f32, 0.0)], &[]),
-        DType::C128 => upload(&[num_complex::Complex64::new(v.as_f64(), 0.0)], &[]),
+        DType::Bool => bytes(v.as_f64() != 0.0),
+        DType::I8 => bytes(v.as_i64() as i8),
+        DType::I16 => bytes(v.as_i64() as i16),
+        DType::I32 => bytes(v.as_i64() as i32),
+        DType::I64 => bytes(v.as_i64()),
+        DType::U8 => bytes(v.as_i64() as u8),
+        DType::U16 => bytes(v.as_i64() as u16),
+        DType::U32 => bytes(v.as_i64() as u32),
+        DType::U64 => bytes(match v {
+            Scalar::U64(u) => u,
+            other => other.as_i64() as u64,
+        }),
+        DType::F16 => bytes(half::f16::from_f64(v.as_f64())),
+        DType::BF16 => bytes(half::bf16::from_f64(v.as_f64())),
+        DType::F32 => bytes(v.as_f64() as f32),
+        DType::F64 => bytes(v.as_f64()),
+        DType::C64 => bytes(num_complex::Complex32::new(v.as_f64() as f32, 0.0)),
+        DType::C128 => bytes(num_complex::Complex64::new(v.as_f64(), 0.0)),
         DType::String => Err(dtype.unsupported("cannot make a string tensor")),
     }
 }

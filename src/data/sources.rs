@@ -1,0 +1,368 @@
+//! Where examples come from: host arrays and tensors (sliced along their
+//! first axis), `.npy`/`.npz`/safetensors files, text and CSV files, and
+//! Rust iterators.
+
+use super::example::{self, Example, flatten, row, unflatten};
+use super::{Cardinality, Dataset};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::runtime::HostArray;
+use crate::tensor::Tensor;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+impl<T: Clone + Send + Sync + 'static> Dataset<T> {
+    /// The items of `items`, in order (cloned on every pass).
+    pub fn from_vec(items: Vec<T>) -> Dataset<T> {
+        let items = Arc::new(items);
+        let n = items.len() as u64;
+        Dataset::from_pass_fn(Cardinality::Finite(n), move |_| {
+            let items = items.clone();
+            Box::new((0..items.len()).map(move |i| Ok(items[i].clone())))
+        })
+    }
+}
+
+impl Dataset<i64> {
+    /// The integers `start..end` (`tf.data.Dataset.range`).
+    pub fn range(start: i64, end: i64) -> Dataset<i64> {
+        let n = end.saturating_sub(start).max(0) as u64;
+        Dataset::from_pass_fn(Cardinality::Finite(n), move |_| {
+            Box::new((start..end).map(Ok))
+        })
+    }
+}
+
+impl<T: Send + 'static> Dataset<T> {
+    /// A dataset whose every pass iterates what `make` returns
+    /// (`from_generator`): a Rust iterator, restarted per epoch.
+    pub fn from_generator<I>(make: impl Fn() -> I + Send + Sync + 'static) -> Dataset<T>
+    where
+        I: IntoIterator<Item = T>,
+        I::IntoIter: Send + 'static,
+    {
+        Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
+            Box::new(make().into_iter().map(Ok))
+        })
+    }
+
+    /// A dataset of one pass over `iter`. A second pass is an error (an
+    /// iterator cannot restart); use [`from_generator`](Dataset::from_generator)
+    /// for a dataset iterated every epoch.
+    pub fn from_iter_once<I>(iter: I) -> Dataset<T>
+    where
+        I: IntoIterator<Item = T>,
+        I::IntoIter: Send + 'static,
+    {
+        let slot = Arc::new(Mutex::new(Some(iter.into_iter())));
+        Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
+            match slot.lock().ok().and_then(|mut s| s.take()) {
+                Some(it) => Box::new(it.map(Ok)),
+                None => Box::new(std::iter::once(Err(Error::FailedPrecondition(
+                    "data: this dataset came from a one-pass iterator (from_iter_once) and was \
+                     already iterated; use Dataset::from_generator to restart it every epoch"
+                        .into(),
+                )))),
+            }
+        })
+    }
+}
+
+impl<T: Example> Dataset<T> {
+    /// The rows of `arrays` (`from_tensor_slices`): example `i` holds row
+    /// `i` of every part. Every part needs a first axis of one length.
+    ///
+    /// ```
+    /// use xlafn::data::Dataset;
+    /// use xlafn::runtime::HostArray;
+    /// let x = HostArray::from_vec(vec![1f32, 2., 3., 4., 5., 6.], &[3, 2]);
+    /// let y = HostArray::from_vec(vec![0i32, 1, 0], &[3]);
+    /// let rows = Dataset::from_tensor_slices((x, y))?.collect_epoch(0)?;
+    /// assert_eq!(rows[1].0.to_vec::<f32>()?, vec![3., 4.]);
+    /// assert_eq!(rows[1].1.to_vec::<i32>()?, vec![1]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn from_tensor_slices(arrays: T) -> Result<Dataset<T>> {
+        let parts = flatten(arrays);
+        let rows = check_slices(&parts)?;
+        let parts = Arc::new(parts);
+        Ok(Dataset::from_pass_fn(
+            Cardinality::Finite(rows as u64),
+            move |_| {
+                let parts = parts.clone();
+                Box::new(
+                    (0..rows).map(move |i| unflatten(parts.iter().map(|a| row(a, i)).collect())),
+                )
+            },
+        ))
+    }
+}
+
+/// Checks parts for slicing and returns their common first-axis length.
+fn check_slices(parts: &[HostArray]) -> Result<usize> {
+    let Some(first) = parts.first() else {
+        return Err(Error::Value(
+            "data: from_tensor_slices needs at least one array".into(),
+        ));
+    };
+    for (p, a) in parts.iter().enumerate() {
+        example::check_array(a, &format!("part {p}"))?;
+        if a.dims.first() != first.dims.first() || a.dims.is_empty() {
+            return Err(Error::Value(format!(
+                "data: from_tensor_slices slices every part along its first axis, so each needs \
+                 one of the same length: part 0 is {}{:?}, part {p} {}{:?}",
+                first.dtype, first.dims, a.dtype, a.dims
+            )));
+        }
+    }
+    Ok(first.dims[0] as usize)
+}
+
+impl Dataset<Vec<HostArray>> {
+    /// The rows of tensors (read back to the host once).
+    pub fn from_tensors(tensors: &[&Tensor]) -> Result<Dataset<Vec<HostArray>>> {
+        let arrays = tensors
+            .iter()
+            .map(|t| t.to_host_array())
+            .collect::<Result<Vec<HostArray>>>()?;
+        Dataset::from_tensor_slices(arrays)
+    }
+
+    /// The rows of the arrays `names` of an `.npz` file (all of them, in
+    /// archive order, when `names` is empty).
+    pub fn npz(path: impl AsRef<Path>, names: &[&str]) -> Result<Dataset<Vec<HostArray>>> {
+        let arrays = crate::io::read_npz_host(&path, crate::io::DEFAULT_MAX_NPZ_BYTES)?;
+        Dataset::from_tensor_slices(pick(arrays, names, path.as_ref())?)
+    }
+
+    /// The rows of the tensors `names` of a safetensors file (all of
+    /// them, in name order, when `names` is empty).
+    pub fn safetensors(path: impl AsRef<Path>, names: &[&str]) -> Result<Dataset<Vec<HostArray>>> {
+        let path = path.as_ref();
+        let arrays = read_safetensors(path)?;
+        Dataset::from_tensor_slices(pick(arrays, names, path)?)
+    }
+
+    /// Rows of a CSV file, each field parsed to a scalar of its column's
+    /// dtype (`tf.data.experimental.CsvDataset`); read lazily, a line at
+    /// a time. A field that does not parse is an error naming its line
+    /// and column, in that row's place.
+    pub fn csv(path: impl AsRef<Path>, options: CsvOptions) -> Dataset<Vec<HostArray>> {
+        let path = path.as_ref().to_path_buf();
+        Dataset::from_pass_fn(Cardinality::Unknown, move |_| csv_rows(&path, &options))
+    }
+}
+
+impl Dataset<HostArray> {
+    /// The rows of an `.npy` file's array.
+    pub fn npy(path: impl AsRef<Path>) -> Result<Dataset<HostArray>> {
+        Dataset::from_tensor_slices(crate::io::read_npy_host(path)?)
+    }
+}
+
+impl Dataset<String> {
+    /// The lines of text files, one file after another, without their
+    /// line endings (`tf.data.TextLineDataset`); read lazily. A line that
+    /// is not UTF-8 is an error in its place.
+    pub fn text_lines(paths: &[impl AsRef<Path>]) -> Dataset<String> {
+        let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+        Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
+            let files = paths.clone().into_iter();
+            Box::new(files.flat_map(lines_of))
+        })
+    }
+}
+
+fn lines_of(path: PathBuf) -> Box<dyn Iterator<Item = Result<String>> + Send> {
+    match std::fs::File::open(&path) {
+        Ok(f) => Box::new(
+            std::io::BufReader::new(f)
+                .lines()
+                .enumerate()
+                .map(move |(i, l)| {
+                    l.map(|l| l.strip_suffix('\r').map(str::to_string).unwrap_or(l))
+                        .map_err(|e| {
+                            Error::io(format!("data: cannot read line {}", i + 1), &path, e)
+                        })
+                }),
+        ),
+        Err(e) => Box::new(std::iter::once(Err(Error::io(
+            "data: cannot open",
+            &path,
+            e,
+        )))),
+    }
+}
+
+/// Picks named arrays, in `names`' order (all when empty).
+fn pick(arrays: Vec<(String, HostArray)>, names: &[&str], path: &Path) -> Result<Vec<HostArray>> {
+    if names.is_empty() {
+        return Ok(arrays.into_iter().map(|(_, a)| a).collect());
+    }
+    names
+        .iter()
+        .map(|name| {
+            arrays
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, a)| a.clone())
+                .ok_or_else(|| {
+                    let have: Vec<&str> = arrays.iter().map(|(n, _)| n.as_str()).collect();
+                    Error::Value(format!(
+                        "data: {} has no array '{name}'; it has {have:?}",
+                        path.display()
+                    ))
+                })
+        })
+        .collect()
+}
+
+fn read_safetensors(path: &Path) -> Result<Vec<(String, HostArray)>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io("data: cannot read", path, e))?;
+    let file = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| {
+        Error::Value(format!(
+            "data: {} is not a safetensors file: {e}",
+            path.display()
+        ))
+    })?;
+    let mut names: Vec<String> = file.names().into_iter().map(|s| s.to_string()).collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let view = file
+                .tensor(&name)
+                .map_err(|e| Error::Value(format!("data: {}: {e}", path.display())))?;
+            let array = HostArray {
+                dtype: crate::checkpoint::from_safetensors(view.dtype(), &name)?,
+                dims: view.shape().iter().map(|&d| d as i64).collect(),
+                bytes: view.data().to_vec(),
+            };
+            Ok((name, array))
+        })
+        .collect()
+}
+
+/// How [`Dataset::csv`] reads a file.
+#[derive(Clone, Debug)]
+pub struct CsvOptions {
+    columns: Vec<DType>,
+    select: Option<Vec<usize>>,
+    header: bool,
+    delimiter: u8,
+}
+
+impl CsvOptions {
+    /// Columns of these dtypes (one per column read), comma-separated,
+    /// no header line.
+    pub fn new(columns: &[DType]) -> CsvOptions {
+        CsvOptions {
+            columns: columns.to_vec(),
+            select: None,
+            header: false,
+            delimiter: b',',
+        }
+    }
+
+    /// Skips the first line.
+    pub fn header(mut self, header: bool) -> CsvOptions {
+        self.header = header;
+        self
+    }
+
+    /// The field separator.
+    pub fn delimiter(mut self, delimiter: u8) -> CsvOptions {
+        self.delimiter = delimiter;
+        self
+    }
+
+    /// Reads only these columns (0-based, increasing), one dtype each.
+    pub fn select(mut self, columns: &[usize]) -> CsvOptions {
+        self.select = Some(columns.to_vec());
+        self
+    }
+}
+
+fn csv_rows(path: &Path, options: &CsvOptions) -> super::Elements<Vec<HostArray>> {
+    let reader = csv::ReaderBuilder::new()
+        .has_headers(options.header)
+        .delimiter(options.delimiter)
+        .flexible(true)
+        .from_path(path);
+    let reader = match reader {
+        Ok(r) => r,
+        Err(e) => {
+            let e = Error::Value(format!("data: cannot open {}: {e}", path.display()));
+            return Box::new(std::iter::once(Err(e)));
+        }
+    };
+    let (options, path) = (options.clone(), path.to_path_buf());
+    Box::new(reader.into_records().map(move |record| {
+        let record = record.map_err(|e| Error::Value(format!("data: {}: {e}", path.display())))?;
+        parse_record(&record, &options, &path)
+    }))
+}
+
+fn parse_record(
+    record: &csv::StringRecord,
+    options: &CsvOptions,
+    path: &Path,
+) -> Result<Vec<HostArray>> {
+    let line = record.position().map_or(0, |p| p.line());
+    let columns: Vec<usize> = match &options.select {
+        Some(s) => s.clone(),
+        None => (0..options.columns.len()).collect(),
+    };
+    if columns.len() != options.columns.len() {
+        return Err(Error::Value(format!(
+            "data: csv: {} columns selected but {} dtypes given",
+            columns.len(),
+            options.columns.len()
+        )));
+    }
+    columns
+        .iter()
+        .zip(&options.columns)
+        .map(|(&c, &dtype)| {
+            let field = record.get(c).ok_or_else(|| {
+                Error::Value(format!(
+                    "data: {} line {line} has {} fields, no column {c}",
+                    path.display(),
+                    record.len()
+                ))
+            })?;
+            parse_field(field.trim(), dtype).map_err(|why| {
+                Error::Value(format!(
+                    "data: {} line {line} column {c}: '{field}' is not a {dtype}: {why}",
+                    path.display()
+                ))
+            })
+        })
+        .collect()
+}
+
+fn parse_field(field: &str, dtype: DType) -> std::result::Result<HostArray, String> {
+    fn parsed<T: crate::runtime::Element + std::str::FromStr>(
+        field: &str,
+    ) -> std::result::Result<HostArray, String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        field
+            .parse::<T>()
+            .map(|v| HostArray::from_vec(vec![v], &[]))
+            .map_err(|e| e.to_string())
+    }
+    match dtype {
+        DType::F32 => parsed::<f32>(field),
+        DType::F64 => parsed::<f64>(field),
+        DType::I32 => parsed::<i32>(field),
+        DType::I64 => parsed::<i64>(field),
+        DType::U8 => parsed::<u8>(field),
+        DType::Bool => parsed::<bool>(field),
+        other => Err(format!(
+            "csv columns are f32, f64, i32, i64, u8 or bool, not {other}"
+        )),
+    }
+}

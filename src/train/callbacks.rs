@@ -1,0 +1,233 @@
+//! Callbacks: code the loop runs at the start, after each step and epoch,
+//! and at the end; checkpoints every N steps (with the position to resume
+//! from) and early stopping come with the crate.
+
+use super::{EpochLogs, History, TrainState};
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// Whether the loop goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Go on.
+    Continue,
+    /// Stop after this step (or epoch): the epoch's logs and evaluation
+    /// are still reported.
+    Stop,
+}
+
+/// Code run by [`Trainer::fit`](super::Trainer::fit) at fixed points; each
+/// method does nothing unless overridden. An error stops the run.
+pub trait Callback {
+    /// Before the first step.
+    fn on_train_begin(&mut self, _state: &TrainState) -> Result<()> {
+        Ok(())
+    }
+
+    /// After each step, with its metrics (read back).
+    fn on_step_end(&mut self, _state: &TrainState, _metrics: &[(String, f64)]) -> Result<Control> {
+        Ok(Control::Continue)
+    }
+
+    /// After each epoch (and its evaluation).
+    fn on_epoch_end(&mut self, _state: &TrainState, _logs: &EpochLogs) -> Result<Control> {
+        Ok(Control::Continue)
+    }
+
+    /// After the last step, also when the run failed.
+    fn on_train_end(&mut self, _history: &History) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Where a run is, saved beside each checkpoint so that a restarted run
+/// goes on at the next step with the data order it would have had.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainPosition {
+    /// The epoch to run next (or go on with).
+    pub epoch: u64,
+    /// Steps of that epoch already run.
+    pub step_in_epoch: u64,
+    /// Steps run in the whole run.
+    pub step: u64,
+}
+
+impl TrainPosition {
+    /// Reads a position file written beside a checkpoint. The file is
+    /// untrusted input: one that does not parse is an error naming it.
+    pub fn read(path: impl AsRef<Path>) -> Result<TrainPosition> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::io("train: cannot read", path, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            Error::Value(format!(
+                "train: {} is not a training position: {e}",
+                path.display()
+            ))
+        })
+    }
+}
+
+type SaveFn = Box<dyn FnMut(&Path) -> Result<()>>;
+
+/// Saves a checkpoint every `every` steps as `dir/ckpt-<step>.safetensors`
+/// with `ckpt-<step>.json` (the [`TrainPosition`]) beside it, keeping the
+/// newest `keep` (`tf.train.CheckpointManager`'s `max_to_keep`). `save`
+/// writes the file: usually `checkpoint::save_training(&model,
+/// &optimizer, path)`.
+pub struct CheckpointEvery {
+    every: u64,
+    dir: PathBuf,
+    keep: usize,
+    save: SaveFn,
+    saved: Vec<u64>,
+}
+
+impl CheckpointEvery {
+    /// Every `every` steps (at least 1) into `dir` (created if missing),
+    /// keeping the newest 3.
+    pub fn new(
+        every: u64,
+        dir: impl Into<PathBuf>,
+        save: impl FnMut(&Path) -> Result<()> + 'static,
+    ) -> CheckpointEvery {
+        CheckpointEvery {
+            every: every.max(1),
+            dir: dir.into(),
+            keep: 3,
+            save: Box::new(save),
+            saved: Vec::new(),
+        }
+    }
+
+    /// Keeps the newest `keep` checkpoints (at least 1).
+    pub fn keep(mut self, keep: usize) -> CheckpointEvery {
+        self.keep = keep.max(1);
+        self
+    }
+
+    fn write(&mut self, state: &TrainState, next_epoch: bool) -> Result<()> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::io("train: cannot create", &self.dir, e))?;
+        let weights = self.dir.join(format!("ckpt-{}.safetensors", state.step));
+        (self.save)(&weights)?;
+        let position = TrainPosition {
+            epoch: state.epoch + next_epoch as u64,
+            step_in_epoch: if next_epoch { 0 } else { state.step_in_epoch },
+            step: state.step,
+        };
+        let json = serde_json::to_vec_pretty(&position).map_err(|e| Error::Value(e.to_string()))?;
+        // The position is written last: a checkpoint without one is
+        // incomplete and `latest_checkpoint` passes it over.
+        let path = self.dir.join(format!("ckpt-{}.json", state.step));
+        std::fs::write(&path, json).map_err(|e| Error::io("train: cannot write", &path, e))?;
+        self.saved.retain(|s| *s != state.step);
+        self.saved.push(state.step);
+        while self.saved.len() > self.keep {
+            let old = self.saved.remove(0);
+            for ext in ["json", "safetensors"] {
+                std::fs::remove_file(self.dir.join(format!("ckpt-{old}.{ext}"))).ok();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Callback for CheckpointEvery {
+    fn on_step_end(&mut self, state: &TrainState, _metrics: &[(String, f64)]) -> Result<Control> {
+        if state.step % self.every == 0 {
+            self.write(state, false)?;
+        }
+        Ok(Control::Continue)
+    }
+}
+
+/// The newest complete checkpoint in `dir` (its weights file and the
+/// position to resume from), if any. The position file is untrusted
+/// input: one that does not parse is an error naming it.
+pub fn latest_checkpoint(dir: impl AsRef<Path>) -> Result<Option<(PathBuf, TrainPosition)>> {
+    let dir = dir.as_ref();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("train: cannot list", dir, e)),
+    };
+    let newest = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_prefix("ckpt-")?
+                .strip_suffix(".json")?
+                .parse::<u64>()
+                .ok()
+        })
+        .filter(|step| dir.join(format!("ckpt-{step}.safetensors")).is_file())
+        .max();
+    let Some(step) = newest else { return Ok(None) };
+    let path = dir.join(format!("ckpt-{step}.json"));
+    let position = TrainPosition::read(&path)?;
+    if position.step != step {
+        return Err(Error::Value(format!(
+            "train: {} says step {}, its name step {step}",
+            path.display(),
+            position.step
+        )));
+    }
+    Ok(Some((
+        dir.join(format!("ckpt-{step}.safetensors")),
+        position,
+    )))
+}
+
+/// Stops when an epoch metric has not improved for `patience` epochs
+/// (`tf.keras.callbacks.EarlyStopping`, mode `min`: a lower value is
+/// better, by more than `min_delta`).
+pub struct EarlyStopping {
+    monitor: String,
+    patience: u64,
+    min_delta: f64,
+    best: f64,
+    waited: u64,
+}
+
+impl EarlyStopping {
+    /// Watches `monitor` (`"val_loss"`, `"loss"`) with `patience` epochs.
+    pub fn new(monitor: &str, patience: u64) -> EarlyStopping {
+        EarlyStopping {
+            monitor: monitor.to_string(),
+            patience,
+            min_delta: 0.0,
+            best: f64::INFINITY,
+            waited: 0,
+        }
+    }
+
+    /// The least decrease that counts as an improvement.
+    pub fn min_delta(mut self, min_delta: f64) -> EarlyStopping {
+        self.min_delta = min_delta.abs();
+        self
+    }
+}
+
+impl Callback for EarlyStopping {
+    fn on_epoch_end(&mut self, _state: &TrainState, logs: &EpochLogs) -> Result<Control> {
+        let Some(value) = logs.get(&self.monitor) else {
+            let have: Vec<&str> = logs.metrics.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(Error::Value(format!(
+                "train: early stopping watches '{}', but the epoch logged {have:?}",
+                self.monitor
+            )));
+        };
+        if value < self.best - self.min_delta {
+            self.best = value;
+            self.waited = 0;
+            return Ok(Control::Continue);
+        }
+        self.waited += 1;
+        if self.waited >= self.patience {
+            tracing::info!(target: "xlafn::train", "early stopping: {} has not improved on {:.6} for {} epochs", self.monitor, self.best, self.waited);
+            return Ok(Control::Stop);
+        }
+        Ok(Control::Continue)
+    }
+}

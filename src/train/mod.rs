@@ -1,0 +1,487 @@
+//! A training loop to use or leave: `fit`-style epochs of a compiled step
+//! over a [`Dataset`], with evaluation, callbacks (checkpoints every N
+//! steps, early stopping), resumption, a progress bar, and metrics out
+//! (`tracing` events, a JSON-lines or CSV log, TensorBoard event files, a
+//! loss-curve picture).
+//!
+//! The step is any closure from a batch to named scalar [`Metrics`]
+//! (usually a [`Function`](crate::Function) call that also updates the
+//! model): the loop owns no model and no optimizer, so it fits every
+//! training style the rest of the crate allows.
+//!
+//! ```
+//! use xlafn::data::{Dataset, Placement};
+//! use xlafn::prelude::*;
+//! use xlafn::runtime::HostArray;
+//! use xlafn::train::{Metrics, Progress, Trainer};
+//!
+//! // Fit y = 3x with one weight.
+//! let xs: Vec<f32> = (0..64).map(|i| i as f32 / 64.0).collect();
+//! let ys: Vec<f32> = xs.iter().map(|x| 3.0 * x).collect();
+//! let data = Dataset::from_tensor_slices((HostArray::from_vec(xs, &[64]), HostArray::from_vec(ys, &[64])))?
+//!     .shuffle(64, 0)
+//!     .batch(16, true)
+//!     .prefetch_to_device(2, Placement::Default);
+//! let w = Variable::new(Tensor::scalar(0f32));
+//! let sgd = std::sync::Arc::new(xlafn::optimizers::Sgd::new(0.5));
+//! let step = {
+//!     let w = w.clone();
+//!     function(move |x: Tensor, y: Tensor| {
+//!         sgd.minimize(&[w.clone()], || ((x * w.read() - y).square()?).reduce_mean(&[], false))
+//!     })
+//! };
+//! let history = Trainer::new(move |(x, y): (Tensor, Tensor)| Ok(Metrics::loss(step.call((&x, &y))?)))
+//!     .epochs(20)
+//!     .progress(Progress::Off)
+//!     .fit(&data)?;
+//! assert!(history.last("loss").unwrap() < 1e-3);
+//! assert!((w.read().item::<f32>()? - 3.0).abs() < 0.05);
+//! # Ok::<(), xlafn::Error>(())
+//! ```
+//!
+//! Layer: above `data`, `summary`, `function` and `checkpoint` (it calls
+//! only their public APIs). Imports: `data::Dataset`, `summary`,
+//! `tensor::Tensor`, `error`; `indicatif` for the bar, `tracing`.
+
+mod callbacks;
+mod progress;
+
+pub use callbacks::{
+    Callback, CheckpointEvery, Control, EarlyStopping, TrainPosition, latest_checkpoint,
+};
+pub use progress::Progress;
+
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::summary::{EventWriter, MetricsLog, write_curve_svg};
+use crate::tensor::Tensor;
+use std::path::PathBuf;
+
+/// What a step returns: named scalar tensors (the loss first, by
+/// convention), read back after every step. A step's inputs are already
+/// on the device by then (`prefetch_to_device`), so the read is the only
+/// wait between steps.
+#[derive(Clone, Debug, Default)]
+pub struct Metrics(Vec<(String, Tensor)>);
+
+impl Metrics {
+    /// No metrics yet.
+    pub fn new() -> Metrics {
+        Metrics::default()
+    }
+
+    /// Just a loss, named `loss`.
+    pub fn loss(loss: Tensor) -> Metrics {
+        Metrics::new().with("loss", loss)
+    }
+
+    /// Adds a named scalar.
+    pub fn with(mut self, name: &str, value: Tensor) -> Metrics {
+        self.0.push((name.to_string(), value));
+        self
+    }
+
+    /// Reads the values to the host (as f64).
+    fn read(&self) -> Result<Vec<(String, f64)>> {
+        self.0
+            .iter()
+            .map(|(name, t)| {
+                let v = t
+                    .cast(crate::DType::F64)?
+                    .reshape(&[])?
+                    .item::<f64>()
+                    .map_err(|e| {
+                        Error::Value(format!("train: metric '{name}' is not a scalar: {e}"))
+                    })?;
+                Ok((name.clone(), v))
+            })
+            .collect()
+    }
+}
+
+/// Where the loop is: epochs and steps are counted from 0; `step` counts
+/// steps over the whole run (as the optimizer's iterations do).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrainState {
+    /// The epoch running.
+    pub epoch: u64,
+    /// Steps run so far in the whole run.
+    pub step: u64,
+    /// Steps run so far in this epoch.
+    pub step_in_epoch: u64,
+}
+
+/// One epoch's results: the training metrics' means over its steps, then
+/// the evaluation metrics (named `val_<name>`), and any logged scalars.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochLogs {
+    /// The epoch.
+    pub epoch: u64,
+    /// The run's step count when the epoch ended.
+    pub last_step: u64,
+    /// Name and value, in the step's order.
+    pub metrics: Vec<(String, f64)>,
+}
+
+impl EpochLogs {
+    /// The value of a metric, if logged.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// What `fit` did.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// Each epoch run.
+    pub epochs: Vec<EpochLogs>,
+    /// `(step, value)` of the first metric at every step (the loss curve).
+    pub steps: Vec<(u64, f64)>,
+    /// Did a callback stop the run?
+    pub stopped_early: bool,
+}
+
+impl History {
+    /// A metric's value in each epoch.
+    pub fn metric(&self, name: &str) -> Vec<f64> {
+        self.epochs.iter().filter_map(|e| e.get(name)).collect()
+    }
+
+    /// A metric's value in the last epoch.
+    pub fn last(&self, name: &str) -> Option<f64> {
+        self.epochs.last().and_then(|e| e.get(name))
+    }
+}
+
+type StepFn<B> = Box<dyn FnMut(B) -> Result<Metrics>>;
+type ScalarFn = Box<dyn FnMut(&TrainState) -> Result<f64>>;
+
+/// The loop (see the module docs); built with its methods, run by
+/// [`fit`](Trainer::fit).
+pub struct Trainer<B> {
+    step: StepFn<B>,
+    epochs: u64,
+    eval: Option<(Dataset<B>, StepFn<B>)>,
+    callbacks: Vec<Box<dyn Callback>>,
+    scalars: Vec<(String, ScalarFn)>,
+    progress: Progress,
+    events: Option<EventWriter>,
+    log: Option<MetricsLog>,
+    curve: Option<PathBuf>,
+    start: TrainPosition,
+}
+
+impl<B: Send + 'static> Trainer<B> {
+    /// A loop around `step`, one epoch, a progress bar on a terminal.
+    pub fn new(step: impl FnMut(B) -> Result<Metrics> + 'static) -> Trainer<B> {
+        Trainer {
+            step: Box::new(step),
+            epochs: 1,
+            eval: None,
+            callbacks: Vec::new(),
+            scalars: Vec::new(),
+            progress: Progress::Auto,
+            events: None,
+            log: None,
+            curve: None,
+            start: TrainPosition::default(),
+        }
+    }
+
+    /// Runs `epochs` epochs (counting from the resumed one, if any: the
+    /// run ends after epoch `epochs - 1`).
+    pub fn epochs(mut self, epochs: u64) -> Self {
+        self.epochs = epochs;
+        self
+    }
+
+    /// After each epoch, runs `step` over `data` and reports the metrics'
+    /// means as `val_<name>`.
+    pub fn evaluate(
+        mut self,
+        data: Dataset<B>,
+        step: impl FnMut(B) -> Result<Metrics> + 'static,
+    ) -> Self {
+        self.eval = Some((data, Box::new(step)));
+        self
+    }
+
+    /// Adds a callback (run in the order added).
+    pub fn callback(mut self, callback: impl Callback + 'static) -> Self {
+        self.callbacks.push(Box::new(callback));
+        self
+    }
+
+    /// Logs another scalar at every step (and its epoch mean), computed on
+    /// the host from the position: a learning rate, say.
+    pub fn log_scalar(
+        mut self,
+        name: &str,
+        value: impl FnMut(&TrainState) -> Result<f64> + 'static,
+    ) -> Self {
+        self.scalars.push((name.to_string(), Box::new(value)));
+        self
+    }
+
+    /// Logs `learning_rate` from an optimizer's schedule at every step
+    /// (the schedule is evaluated at the run's step count, as the
+    /// optimizer evaluates it at its iteration count).
+    pub fn log_learning_rate(
+        self,
+        schedule: std::sync::Arc<dyn crate::optimizers::Schedule>,
+    ) -> Self {
+        self.log_scalar("learning_rate", move |state| {
+            let at = schedule.at(&Tensor::scalar(state.step as f32))?;
+            Ok(at.item::<f32>()? as f64)
+        })
+    }
+
+    /// The progress bar: on a terminal only (the default), always, or off.
+    pub fn progress(mut self, progress: Progress) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// Writes TensorBoard event files under `logdir`: `train/<name>` per
+    /// step, `epoch/<name>` (and `epoch/val_<name>`) per epoch.
+    pub fn tensorboard(mut self, logdir: impl AsRef<std::path::Path>) -> Result<Self> {
+        self.events = Some(EventWriter::create(logdir)?);
+        Ok(self)
+    }
+
+    /// Writes every step's metrics (with `epoch`) to a JSON-lines or CSV
+    /// log.
+    pub fn metrics_log(mut self, log: MetricsLog) -> Self {
+        self.log = Some(log);
+        self
+    }
+
+    /// Draws the loss curve (the first metric per step, and the epochs'
+    /// `val_` value of it) as an SVG picture at the end of the run.
+    pub fn loss_curve(mut self, path: impl Into<PathBuf>) -> Self {
+        self.curve = Some(path.into());
+        self
+    }
+
+    /// Starts at a saved position (see [`CheckpointEvery`] and
+    /// [`latest_checkpoint`]): the epoch's pass is the one an
+    /// uninterrupted run would have iterated, and the steps it had run are
+    /// skipped. Restore the model and optimizer first.
+    pub fn resume_from(mut self, position: TrainPosition) -> Self {
+        self.start = position;
+        self
+    }
+
+    /// Runs the loop over `data`, one pass per epoch (see
+    /// [`Dataset::iter_epoch`]). An error from the data, a step or a
+    /// callback stops the run and is returned; what was logged so far is
+    /// flushed first.
+    pub fn fit(&mut self, data: &Dataset<B>) -> Result<History> {
+        let mut history = History::default();
+        let result = self.run(data, &mut history);
+        let flushed = self.finish(&history);
+        result.and(flushed).map(|_| history)
+    }
+
+    fn run(&mut self, data: &Dataset<B>, history: &mut History) -> Result<()> {
+        let mut state = TrainState {
+            epoch: self.start.epoch,
+            step: self.start.step,
+            step_in_epoch: 0,
+        };
+        for callback in &mut self.callbacks {
+            callback.on_train_begin(&state)?;
+        }
+        while state.epoch < self.epochs {
+            let skip = if state.epoch == self.start.epoch {
+                self.start.step_in_epoch
+            } else {
+                0
+            };
+            let (logs, control) = self.run_epoch(data, &mut state, skip, history)?;
+            history.epochs.push(logs);
+            if control == Control::Stop {
+                history.stopped_early = true;
+                break;
+            }
+            state.epoch += 1;
+        }
+        Ok(())
+    }
+
+    fn run_epoch(
+        &mut self,
+        data: &Dataset<B>,
+        state: &mut TrainState,
+        skip: u64,
+        history: &mut History,
+    ) -> Result<(EpochLogs, Control)> {
+        let bar =
+            progress::EpochBar::new(self.progress, state.epoch, self.epochs, data.cardinality());
+        let mut means = RunningMeans::default();
+        let mut control = Control::Continue;
+        state.step_in_epoch = skip;
+        for batch in data.iter_epoch(state.epoch).skip(skip as usize) {
+            let metrics = (self.step)(batch?)?;
+            state.step += 1;
+            state.step_in_epoch += 1;
+            // Read at once: a callback after step k (a checkpoint) must
+            // see the model as step k left it.
+            control = self.after_step(state, &metrics, &mut means, &bar, history)?;
+            if control == Control::Stop {
+                break;
+            }
+        }
+        bar.finish();
+        let mut logs = EpochLogs {
+            epoch: state.epoch,
+            last_step: state.step,
+            metrics: means.means(),
+        };
+        self.evaluate_epoch(state.epoch, &mut logs)?;
+        self.report_epoch(state, &logs)?;
+        for callback in &mut self.callbacks {
+            if callback.on_epoch_end(state, &logs)? == Control::Stop {
+                control = Control::Stop;
+            }
+        }
+        Ok((logs, control))
+    }
+
+    fn after_step(
+        &mut self,
+        state: &TrainState,
+        metrics: &Metrics,
+        means: &mut RunningMeans,
+        bar: &progress::EpochBar,
+        history: &mut History,
+    ) -> Result<Control> {
+        let mut values = metrics.read()?;
+        for (name, f) in &mut self.scalars {
+            values.push((name.clone(), f(state)?));
+        }
+        if let Some((_, first)) = values.first() {
+            history.steps.push((state.step, *first));
+        }
+        means.add(&values);
+        bar.step(&means.means());
+        self.report_step(state, &values)?;
+        let mut control = Control::Continue;
+        for callback in &mut self.callbacks {
+            if callback.on_step_end(state, &values)? == Control::Stop {
+                control = Control::Stop;
+            }
+        }
+        Ok(control)
+    }
+
+    fn report_step(&mut self, state: &TrainState, values: &[(String, f64)]) -> Result<()> {
+        tracing::debug!(target: "xlafn::train", epoch = state.epoch, step = state.step, metrics = ?values, "step");
+        if let Some(events) = &mut self.events {
+            for (name, v) in values {
+                events.add_scalar(&format!("train/{name}"), *v, state.step as i64)?;
+            }
+        }
+        if let Some(log) = &mut self.log {
+            let mut row: Vec<(&str, f64)> = vec![("epoch", state.epoch as f64)];
+            row.extend(values.iter().map(|(n, v)| (n.as_str(), *v)));
+            log.log(state.step as i64, &row)?;
+        }
+        Ok(())
+    }
+
+    fn report_epoch(&mut self, state: &TrainState, logs: &EpochLogs) -> Result<()> {
+        let text: Vec<String> = logs
+            .metrics
+            .iter()
+            .map(|(n, v)| format!("{n} {v:.4}"))
+            .collect();
+        tracing::info!(target: "xlafn::train", epoch = state.epoch, step = state.step, "epoch {} of {}: {}", state.epoch + 1, self.epochs, text.join(", "));
+        if let Some(events) = &mut self.events {
+            for (name, v) in &logs.metrics {
+                events.add_scalar(&format!("epoch/{name}"), *v, state.epoch as i64)?;
+            }
+            events.flush()?;
+        }
+        Ok(())
+    }
+
+    fn evaluate_epoch(&mut self, epoch: u64, logs: &mut EpochLogs) -> Result<()> {
+        let Some((data, step)) = &mut self.eval else {
+            return Ok(());
+        };
+        let mut means = RunningMeans::default();
+        for batch in data.iter_epoch(epoch) {
+            means.add(&step(batch?)?.read()?);
+        }
+        logs.metrics.extend(
+            means
+                .means()
+                .into_iter()
+                .map(|(n, v)| (format!("val_{n}"), v)),
+        );
+        Ok(())
+    }
+
+    fn finish(&mut self, history: &History) -> Result<()> {
+        for callback in &mut self.callbacks {
+            callback.on_train_end(history)?;
+        }
+        if let Some(events) = &mut self.events {
+            events.flush()?;
+        }
+        if let Some(log) = &mut self.log {
+            log.flush()?;
+        }
+        match &self.curve {
+            Some(path) if !history.steps.is_empty() => draw_curve(path, history),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn draw_curve(path: &std::path::Path, history: &History) -> Result<()> {
+    let first = history.epochs.first().and_then(|e| e.metrics.first());
+    let name = first.map_or_else(|| "loss".to_string(), |(n, _)| n.clone());
+    let val_name = format!("val_{name}");
+    let steps: Vec<(f64, f64)> = history.steps.iter().map(|&(s, v)| (s as f64, v)).collect();
+    // Each validation value sits at the step that ended its epoch.
+    let ends: Vec<(f64, f64)> = history
+        .epochs
+        .iter()
+        .filter_map(|e| Some((e.last_step as f64, e.get(&val_name)?)))
+        .collect();
+    let mut series: Vec<(&str, &[(f64, f64)])> = vec![(name.as_str(), &steps)];
+    if !ends.is_empty() {
+        series.push((val_name.as_str(), &ends));
+    }
+    write_curve_svg(path, &format!("{name} per step"), &series)
+}
+
+/// Means of named values over an epoch, in first-seen order.
+#[derive(Default)]
+struct RunningMeans(Vec<(String, f64, u64)>);
+
+impl RunningMeans {
+    fn add(&mut self, values: &[(String, f64)]) {
+        for (name, v) in values {
+            match self.0.iter_mut().find(|(n, _, _)| n == name) {
+                Some((_, sum, count)) => {
+                    *sum += v;
+                    *count += 1;
+                }
+                None => self.0.push((name.clone(), *v, 1)),
+            }
+        }
+    }
+
+    fn means(&self) -> Vec<(String, f64)> {
+        self.0
+            .iter()
+            .map(|(n, s, c)| (n.clone(), s / *c as f64))
+            .collect()
+    }
+}

@@ -1,0 +1,326 @@
+//! `xlafn::train`: the fit loop's epochs, means, evaluation, callbacks,
+//! checkpoints and resumption (bit for bit), and its metrics out (JSON
+//! lines, TensorBoard event files read back, the loss curve).
+
+#[path = "common/scratch.rs"]
+mod scratch;
+
+use std::sync::Arc;
+use xlafn::data::{Dataset, Placement};
+use xlafn::module::Module;
+use xlafn::optimizers::{ExponentialDecay, Optimizer, Sgd};
+use xlafn::prelude::*;
+use xlafn::runtime::HostArray;
+use xlafn::summary::{EventWhat, MetricsLog, read_events};
+use xlafn::train::{
+    Callback, CheckpointEvery, Control, EarlyStopping, Metrics, Progress, TrainState, Trainer,
+    latest_checkpoint,
+};
+
+/// 40 examples of y = 2x - 1, shuffled per epoch, in batches of 8.
+fn line_data() -> Dataset<(Tensor, Tensor)> {
+    let xs: Vec<f32> = (0..40).map(|i| i as f32 / 40.0).collect();
+    let ys: Vec<f32> = xs.iter().map(|x| 2.0 * x - 1.0).collect();
+    Dataset::from_tensor_slices((
+        HostArray::from_vec(xs, &[40]),
+        HostArray::from_vec(ys, &[40]),
+    ))
+    .unwrap()
+    .shuffle(40, 11)
+    .batch(8, true)
+    .prefetch_to_device(2, Placement::Default)
+}
+
+#[derive(Module)]
+struct LineModel {
+    w: Variable,
+    b: Variable,
+}
+
+struct Line {
+    model: Arc<LineModel>,
+    sgd: Arc<Sgd>,
+}
+
+impl Line {
+    fn new() -> Line {
+        Line {
+            model: Arc::new(LineModel {
+                w: Variable::new(Tensor::scalar(0f32)),
+                b: Variable::new(Tensor::scalar(0f32)),
+            }),
+            sgd: Arc::new(Sgd::new(0.3).momentum(0.5)),
+        }
+    }
+
+    fn step(&self) -> impl FnMut((Tensor, Tensor)) -> Result<Metrics> + 'static {
+        let (model, sgd) = (self.model.clone(), self.sgd.clone());
+        let step = function(move |x: Tensor, y: Tensor| {
+            sgd.minimize(&model.trainable_variables(), || {
+                (x * model.w.read() + model.b.read() - y)
+                    .square()?
+                    .reduce_mean(&[], false)
+            })
+        });
+        move |(x, y)| Ok(Metrics::loss(step.call((&x, &y))?))
+    }
+
+    fn values(&self) -> (f32, f32) {
+        (
+            self.model.w.read().item().unwrap(),
+            self.model.b.read().item().unwrap(),
+        )
+    }
+
+    fn saver(&self) -> impl FnMut(&std::path::Path) -> Result<()> + 'static {
+        let (model, sgd) = (self.model.clone(), self.sgd.clone());
+        move |path| xlafn::checkpoint::save_training(&*model, &*sgd, path)
+    }
+
+    fn restore(&self, path: &std::path::Path) -> Result<()> {
+        xlafn::checkpoint::restore_training(&*self.model, &*self.sgd, path)
+    }
+}
+
+#[test]
+fn fit_learns_and_reports_epoch_means() {
+    let line = Line::new();
+    let history = Trainer::new(line.step())
+        .epochs(30)
+        .progress(Progress::Off)
+        .fit(&line_data())
+        .unwrap();
+    assert_eq!(history.epochs.len(), 30);
+    assert_eq!(history.steps.len(), 150, "5 batches an epoch");
+    let (w, b) = line.values();
+    assert!(
+        (w - 2.0).abs() < 0.05 && (b + 1.0).abs() < 0.05,
+        "w {w} b {b}"
+    );
+    // Each epoch's loss is the mean of its steps' losses.
+    for (e, logs) in history.epochs.iter().enumerate() {
+        let steps = &history.steps[e * 5..e * 5 + 5];
+        let mean = steps.iter().map(|(_, v)| v).sum::<f64>() / 5.0;
+        assert!((logs.get("loss").unwrap() - mean).abs() < 1e-12);
+        assert_eq!(logs.last_step, (e as u64 + 1) * 5);
+    }
+    let losses = history.metric("loss");
+    assert!(losses[29] < losses[0] / 100.0, "{losses:?}");
+}
+
+#[test]
+fn evaluation_and_logged_scalars_join_the_epoch_logs() {
+    let line = Line::new();
+    let eval_step = {
+        let model = line.model.clone();
+        let f = function(move |x: Tensor, y: Tensor| {
+            (x * model.w.read() + model.b.read() - y)
+                .abs()?
+                .reduce_mean(&[], false)
+        });
+        move |(x, y): (Tensor, Tensor)| Ok(Metrics::new().with("mae", f.call((&x, &y))?))
+    };
+    let schedule = Arc::new(ExponentialDecay::new(0.3, 5, 0.5).unwrap());
+    let history = Trainer::new(line.step())
+        .epochs(3)
+        .evaluate(line_data(), eval_step)
+        .log_learning_rate(schedule)
+        .progress(Progress::Off)
+        .fit(&line_data())
+        .unwrap();
+    let names: Vec<&str> = history.epochs[0]
+        .metrics
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, vec!["loss", "learning_rate", "val_mae"]);
+    // The rate at steps 1..=5 is 0.3 * 0.5^(s/5); the epoch logs its mean.
+    let expected: f64 = (1..=5)
+        .map(|s| 0.3 * 0.5f64.powf(s as f64 / 5.0))
+        .sum::<f64>()
+        / 5.0;
+    assert!((history.epochs[0].get("learning_rate").unwrap() - expected).abs() < 1e-6);
+    assert!(history.last("val_mae").unwrap() < history.epochs[0].get("val_mae").unwrap());
+}
+
+#[test]
+fn early_stopping_stops_after_patience_epochs_without_improvement() {
+    let flat = |_: i64| Ok(Metrics::loss(Tensor::scalar(1.0f32)));
+    let history = Trainer::new(flat)
+        .epochs(50)
+        .callback(EarlyStopping::new("loss", 3))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 4))
+        .unwrap();
+    assert!(history.stopped_early);
+    assert_eq!(
+        history.epochs.len(),
+        4,
+        "one epoch sets the best, three more wait"
+    );
+    let missing = Trainer::new(flat)
+        .callback(EarlyStopping::new("val_loss", 1))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 2));
+    assert!(missing.unwrap_err().to_string().contains("val_loss"));
+}
+
+/// Fails the run at a given step, as a crash would.
+struct CrashAt(u64);
+
+impl Callback for CrashAt {
+    fn on_step_end(&mut self, state: &TrainState, _: &[(String, f64)]) -> Result<Control> {
+        if state.step == self.0 {
+            return Err(Error::Value("simulated crash".into()));
+        }
+        Ok(Control::Continue)
+    }
+}
+
+#[test]
+fn a_run_resumed_from_its_checkpoint_ends_bit_for_bit_where_an_uninterrupted_one_does() {
+    let uninterrupted = Line::new();
+    Trainer::new(uninterrupted.step())
+        .epochs(4)
+        .progress(Progress::Off)
+        .fit(&line_data())
+        .unwrap();
+
+    let dir = scratch::scratch_dir("fit-resume");
+    let crashed = Line::new();
+    let err = Trainer::new(crashed.step())
+        .epochs(4)
+        .callback(CheckpointEvery::new(3, dir.to_path_buf(), crashed.saver()).keep(2))
+        .callback(CrashAt(13))
+        .progress(Progress::Off)
+        .fit(&line_data())
+        .unwrap_err();
+    assert!(err.to_string().contains("simulated crash"));
+    // Checkpoints at steps 3, 6, 9, 12; the newest two are kept.
+    let mut files: Vec<String> = std::fs::read_dir(&*dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    assert_eq!(files, vec!["ckpt-12.json", "ckpt-9.json"]);
+    let (path, position) = latest_checkpoint(&*dir).unwrap().unwrap();
+    assert_eq!(
+        (position.epoch, position.step_in_epoch, position.step),
+        (2, 2, 12)
+    );
+
+    let resumed = Line::new();
+    resumed.restore(&path).unwrap();
+    let history = Trainer::new(resumed.step())
+        .epochs(4)
+        .resume_from(position)
+        .progress(Progress::Off)
+        .fit(&line_data())
+        .unwrap();
+    assert_eq!(history.steps.first().unwrap().0, 13);
+    assert_eq!(history.steps.len(), 8);
+    let (a, b) = (resumed.values(), uninterrupted.values());
+    assert_eq!(a.0.to_bits(), b.0.to_bits());
+    assert_eq!(a.1.to_bits(), b.1.to_bits());
+}
+
+#[test]
+fn untrusted_position_files_are_clear_errors() {
+    let dir = scratch::scratch_dir("fit-position");
+    assert!(latest_checkpoint(&*dir).unwrap().is_none());
+    std::fs::write(dir.join("ckpt-5.safetensors"), b"x").unwrap();
+    std::fs::write(dir.join("ckpt-5.json"), b"{\"epoch\": -1}").unwrap();
+    let err = latest_checkpoint(&*dir).unwrap_err().to_string();
+    assert!(err.contains("not a training position"), "{err}");
+    std::fs::write(
+        dir.join("ckpt-5.json"),
+        b"{\"epoch\":0,\"step_in_epoch\":1,\"step\":9}",
+    )
+    .unwrap();
+    assert!(
+        latest_checkpoint(&*dir)
+            .unwrap_err()
+            .to_string()
+            .contains("step 9")
+    );
+}
+
+#[test]
+fn metrics_go_to_a_json_log_tensorboard_and_a_curve() {
+    let dir = scratch::scratch_dir("fit-out");
+    let line = Line::new();
+    let history = Trainer::new(line.step())
+        .epochs(2)
+        .tensorboard(dir.join("tb"))
+        .unwrap()
+        .metrics_log(MetricsLog::json_lines(dir.join("log.jsonl")).unwrap())
+        .loss_curve(dir.join("loss.svg"))
+        .progress(Progress::Off)
+        .fit(&line_data())
+        .unwrap();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("log.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 10);
+    assert_eq!(lines[6]["step"], 7);
+    assert_eq!(lines[6]["epoch"], 1.0);
+    assert!((lines[6]["loss"].as_f64().unwrap() - history.steps[6].1).abs() < 1e-12);
+
+    let event_file = std::fs::read_dir(dir.join("tb"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let events = read_events(&event_file).unwrap();
+    let mut train_loss = Vec::new();
+    let mut epoch_loss = Vec::new();
+    for e in &events {
+        if let EventWhat::Scalars(values) = &e.what {
+            for (tag, v) in values {
+                match tag.as_str() {
+                    "train/loss" => train_loss.push((e.step, *v)),
+                    "epoch/loss" => epoch_loss.push((e.step, *v)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert_eq!(train_loss.len(), 10);
+    assert_eq!(train_loss[3], (4, history.steps[3].1 as f32));
+    assert_eq!(
+        epoch_loss,
+        vec![
+            (0, history.epochs[0].get("loss").unwrap() as f32),
+            (1, history.epochs[1].get("loss").unwrap() as f32)
+        ]
+    );
+    let svg = std::fs::read_to_string(dir.join("loss.svg")).unwrap();
+    assert!(svg.contains("loss per step"));
+}
+
+#[test]
+fn a_failing_batch_stops_the_run_with_its_error() {
+    let data = Dataset::range(0, 10).map(|i| {
+        if i == 6 {
+            Err(Error::Value("unreadable record".into()))
+        } else {
+            Ok(i)
+        }
+    });
+    let mut seen = 0;
+    let result = Trainer::new(move |_: i64| {
+        seen += 1;
+        Ok(Metrics::loss(Tensor::scalar(seen as f32)))
+    })
+    .progress(Progress::Off)
+    .fit(&data);
+    let err = result.unwrap_err().to_string();
+    assert!(
+        err.contains("unreadable record") && err.contains("example 6"),
+        "{err}"
+    );
+}
