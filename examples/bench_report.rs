@@ -25,7 +25,9 @@
 //!   `common/peers.rs`).
 //! - `--only W9,W11,...`: run only the named workloads. W9-W15 are picked
 //!   one by one; W1-W8 run as one group when any of them is named. `DP`
-//!   is the data-parallel step on 1 and on 4 devices. W9 includes
+//!   is the data-parallel step on 1 and on 4 devices; `DATA` the W10 step
+//!   fed by an `xlafn::data` pipeline beside the same step on pre-placed
+//!   batches (`common/data_report.rs`). W9 includes
 //!   `W9_layers`, its step written with the layer library.
 //! - `--hlo DIR`: also write the StableHLO of the W9, W10 and W11 training
 //!   steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
@@ -36,6 +38,8 @@
 #[allow(dead_code)]
 #[path = "common/data_parallel.rs"]
 mod data_parallel;
+#[path = "common/data_report.rs"]
+mod data_report;
 #[path = "common/model_report.rs"]
 mod model_report;
 #[path = "common/peers.rs"]
@@ -764,6 +768,9 @@ fn main() -> xlafn::Result<()> {
         &mut checks,
     )?);
     groups.push(model_report::model_workloads(&peer, &wants, &mut checks)?);
+    if wants("DATA") {
+        groups.push(data_report::data_workload(&mut checks)?);
+    }
 
     println!(
         "\n{:<5} {:<60} {:>10} {:>10}  {:<4} margin",
