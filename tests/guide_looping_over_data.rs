@@ -27,7 +27,11 @@ fn expected() -> f32 {
     let w = [0.5f32, -1.0, 2.0];
     host_batches()
         .iter()
-        .map(|b| b.chunks(3).map(|r| r.iter().zip(&w).map(|(x, w)| x * w).sum::<f32>()).sum::<f32>())
+        .map(|b| {
+            b.chunks(3)
+                .map(|r| r.iter().zip(&w).map(|(x, w)| x * w).sum::<f32>())
+                .sum::<f32>()
+        })
         .sum()
 }
 
@@ -47,14 +51,21 @@ fn a_loop_over_host_data_inside_a_function_unrolls_into_the_program() {
     let w = weight();
     assert!((unrolled.call((&w,)).unwrap().item::<f32>().unwrap() - expected()).abs() < 1e-5);
     let text = unrolled.lower((&w,)).unwrap().as_text().to_string();
-    assert_eq!(text.matches("stablehlo.dot_general").count(), BATCHES, "one copy per batch");
+    assert_eq!(
+        text.matches("stablehlo.dot_general").count(),
+        BATCHES,
+        "one copy per batch"
+    );
 }
 
 #[test]
 fn a_host_loop_over_a_dataset_calls_one_compiled_step_per_batch() {
     let flat: Vec<f32> = host_batches().concat();
     let rows = HostArray::from_vec(flat, &[(BATCHES * 2) as i64, 3]);
-    let batches = Dataset::from_tensor_slices(rows).unwrap().batch(2, true).prefetch_to_device(2, Placement::Default);
+    let batches = Dataset::from_tensor_slices(rows)
+        .unwrap()
+        .batch(2, true)
+        .prefetch_to_device(2, Placement::Default);
     let step = function(|x: Tensor, w: Tensor| x.matmul(&w)?.reduce_sum(&[], false));
     let w = weight();
     let mut total = 0f32;
@@ -63,7 +74,11 @@ fn a_host_loop_over_a_dataset_calls_one_compiled_step_per_batch() {
     }
     assert!((total - expected()).abs() < 1e-5);
     assert_eq!(step.tracing_count(), 1);
-    let text = step.lower((&Tensor::zeros(&[2, 3], DType::F32), &w)).unwrap().as_text().to_string();
+    let text = step
+        .lower((&Tensor::zeros(&[2, 3], DType::F32), &w))
+        .unwrap()
+        .as_text()
+        .to_string();
     assert_eq!(text.matches("stablehlo.dot_general").count(), 1);
 }
 
@@ -74,10 +89,18 @@ fn data_on_the_device_loops_inside_one_program_with_for_range() {
     let whole_loop = function(|all: Tensor, w: Tensor| {
         let n = Tensor::scalar(all.dims()[0] as i32);
         let zero = Tensor::scalar(0i32);
-        for_range(0, &n, 1, Tensor::scalar(0f32), |i, total| -> Result<Tensor> {
-            let x = all.dynamic_slice(&[i, zero.clone(), zero.clone()], &[1, 2, 3])?.reshape(&[2, 3])?;
-            Ok(total + x.matmul(&w)?.reduce_sum(&[], false)?)
-        })
+        for_range(
+            0,
+            &n,
+            1,
+            Tensor::scalar(0f32),
+            |i, total| -> Result<Tensor> {
+                let x = all
+                    .dynamic_slice(&[i, zero.clone(), zero.clone()], &[1, 2, 3])?
+                    .reshape(&[2, 3])?;
+                Ok(total + x.matmul(&w)?.reduce_sum(&[], false)?)
+            },
+        )
     });
     let w = weight();
     let total = whole_loop.call((&all, &w)).unwrap().item::<f32>().unwrap();

@@ -154,6 +154,22 @@ fn run_as(id: usize, others_are_zeros: bool) {
         "{e}"
     );
 
+    // An input pipeline: each process reads its share of the examples
+    // (`shard` by process), batches it, and `prefetch_to_device` lays the
+    // global batch out over the mesh, this process's part in its blocks.
+    let examples = xlafn::runtime::HostArray::from_vec(values.clone(), &[2 * n as i64]);
+    let batches = xlafn::data::Dataset::from_tensor_slices(examples)
+        .unwrap()
+        .shard(2, id as u64)
+        .batch(n, true)
+        .prefetch_to_device(1, xlafn::data::Placement::Sharded(rows(&mesh)))
+        .collect_epoch(0)
+        .unwrap();
+    assert_eq!(batches.len(), 1);
+    assert_eq!(batches[0].dims(), vec![2 * n as i64], "the global batch");
+    let share: Vec<f32> = values.iter().skip(id).step_by(2).copied().collect();
+    assert_eq!(concat(&batches[0].addressable_shards().unwrap()), share);
+
     // A sharded function: every process compiles the global program and
     // feeds its own blocks. The sum is replicated, so each process can
     // read it.

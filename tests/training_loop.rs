@@ -254,6 +254,7 @@ fn metrics_go_to_a_json_log_tensorboard_and_a_curve() {
         .epochs(2)
         .tensorboard(dir.join("tb"))
         .unwrap()
+        .histograms(line.model.named_variables())
         .metrics_log(MetricsLog::json_lines(dir.join("log.jsonl")).unwrap())
         .loss_curve(dir.join("loss.svg"))
         .progress(Progress::Off)
@@ -298,6 +299,18 @@ fn metrics_go_to_a_json_log_tensorboard_and_a_curve() {
             (1, history.epochs[1].get("loss").unwrap() as f32)
         ]
     );
+    // Each epoch writes a histogram of each weight: one value each here.
+    let histograms: Vec<(i64, String, f64)> = events
+        .iter()
+        .filter_map(|e| match &e.what {
+            EventWhat::Histogram { tag, histogram } => Some((e.step, tag.clone(), histogram.sum)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(histograms.len(), 4);
+    let (w, _) = line.values();
+    assert_eq!(histograms[2].1, "weights/w");
+    assert_eq!(histograms[2].2, f64::from(w));
     let svg = std::fs::read_to_string(dir.join("loss.svg")).unwrap();
     assert!(svg.contains("loss per step"));
 }

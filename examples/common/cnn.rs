@@ -295,7 +295,10 @@ pub fn fit(
         trainer = trainer.evaluate(pipeline(split, 60, None)?, model.eval_step());
     }
     if let Some(dir) = dir {
-        trainer = trainer.tensorboard(dir)?.loss_curve(dir.join("loss.svg"));
+        trainer = trainer
+            .tensorboard(dir)?
+            .histograms(model.named_variables())
+            .loss_curve(dir.join("loss.svg"));
     }
     let history = trainer.fit(&pipeline(train, 64, Some(1))?)?;
     Ok((history, step))

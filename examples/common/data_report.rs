@@ -53,8 +53,14 @@ pub fn data_workload(checks: &mut Vec<Check>) -> Result<String> {
     };
     let times = side_by_side_us(&mut [&mut fed_step, &mut placed_step]);
     let (step_ms, preplaced_ms) = (times[0] / 1e3, times[1] / 1e3);
-    println!("{:<5} {:<34} {:>12.3}  ms", "DATA", "W10 step fed by the pipeline", step_ms);
-    println!("{:<5} {:<34} {:>12.3}  ms", "DATA", "W10 step on pre-placed batches", preplaced_ms);
+    println!(
+        "{:<5} {:<34} {:>12.3}  ms",
+        "DATA", "W10 step fed by the pipeline", step_ms
+    );
+    println!(
+        "{:<5} {:<34} {:>12.3}  ms",
+        "DATA", "W10 step on pre-placed batches", preplaced_ms
+    );
     checks.push(Check::at_most(
         "DATA",
         "fed step / pre-placed step".to_string(),

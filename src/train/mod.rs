@@ -171,6 +171,7 @@ pub struct Trainer<B> {
     events: Option<EventWriter>,
     log: Option<MetricsLog>,
     curve: Option<PathBuf>,
+    histograms: Vec<(String, crate::Variable)>,
     start: TrainPosition,
 }
 
@@ -187,6 +188,7 @@ impl<B: Send + 'static> Trainer<B> {
             events: None,
             log: None,
             curve: None,
+            histograms: Vec::new(),
             start: TrainPosition::default(),
         }
     }
@@ -252,6 +254,14 @@ impl<B: Send + 'static> Trainer<B> {
         Ok(self)
     }
 
+    /// After each epoch, writes a histogram of each variable's values to
+    /// the TensorBoard files as `weights/<name>` (name them with
+    /// `Module::named_variables`). Needs [`tensorboard`](Trainer::tensorboard).
+    pub fn histograms(mut self, variables: Vec<(String, crate::Variable)>) -> Self {
+        self.histograms = variables;
+        self
+    }
+
     /// Writes every step's metrics (with `epoch`) to a JSON-lines or CSV
     /// log.
     pub fn metrics_log(mut self, log: MetricsLog) -> Self {
@@ -280,6 +290,11 @@ impl<B: Send + 'static> Trainer<B> {
     /// callback stops the run and is returned; what was logged so far is
     /// flushed first.
     pub fn fit(&mut self, data: &Dataset<B>) -> Result<History> {
+        if !self.histograms.is_empty() && self.events.is_none() {
+            return Err(Error::FailedPrecondition(
+                "train: histograms go to TensorBoard files; add .tensorboard(dir)".into(),
+            ));
+        }
         let mut history = History::default();
         let result = self.run(data, &mut history);
         let flushed = self.finish(&history);
@@ -403,6 +418,10 @@ impl<B: Send + 'static> Trainer<B> {
         if let Some(events) = &mut self.events {
             for (name, v) in &logs.metrics {
                 events.add_scalar(&format!("epoch/{name}"), *v, state.epoch as i64)?;
+            }
+            for (name, variable) in &self.histograms {
+                let values = variable.try_read()?.to_f64_vec()?;
+                events.add_histogram(&format!("weights/{name}"), &values, state.epoch as i64)?;
             }
             events.flush()?;
         }
