@@ -238,6 +238,49 @@ fn w11_forward_matches_a_direct_host_loop() {
     );
 }
 
+/// W11 written with `scan` gives the `for_range` form's loss and
+/// gradients (the same cell, the same loop, stacked outputs), and its
+/// training steps the same losses.
+#[test]
+fn w11_with_scan_gives_the_for_range_forms_loss_and_gradients() {
+    let model = Model::new(Workload::W11).unwrap();
+    let (a, b) = model.data.clone();
+    let grads_of = |loss: fn(&[Tensor], &Tensor, &Tensor) -> Result<Tensor>| {
+        let params = model.params.clone();
+        let f = function(move |a: Tensor, b: Tensor| -> Result<Vec<Tensor>> {
+            let tape = GradientTape::new();
+            let values: Vec<Tensor> = params.iter().map(Variable::read).collect();
+            let l = loss(&values, &a, &b)?;
+            let sources: Vec<Source> = params.iter().map(Source::from).collect();
+            let mut out = vec![l.clone()];
+            out.extend(tape.gradient(&l, &sources)?.into_iter().map(Option::unwrap));
+            Ok(out)
+        });
+        f.call((&a, &b)).unwrap()
+    };
+    let looped = grads_of(real_models::w11_loss);
+    let scanned = grads_of(real_models::w11_scan_loss);
+    for (k, (l, s)) in looped.iter().zip(&scanned).enumerate() {
+        let (l, s) = (l.to_vec::<f32>().unwrap(), s.to_vec::<f32>().unwrap());
+        for (x, y) in l.iter().zip(&s) {
+            assert!(
+                (x - y).abs() <= 1e-6 * x.abs().max(1e-3),
+                "output {k}: {x} vs {y}"
+            );
+        }
+    }
+    let step = Model::new(Workload::W11)
+        .unwrap()
+        .train_step_of(real_models::w11_scan_loss)
+        .unwrap();
+    let want = Workload::W11.peer_check().losses;
+    for w in want.iter().take(3) {
+        let got = f64::from(step.call((&a, &b)).unwrap().item::<f32>().unwrap());
+        assert!(rel(got, *w) < 1e-5, "{got} vs {w}");
+    }
+    assert_eq!(step.tracing_count(), 1);
+}
+
 #[test]
 fn w12_conv_layer_matches_the_peers_eagerly_and_compiled() {
     let layer = real_models::ConvLayer::new().unwrap();

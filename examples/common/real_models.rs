@@ -482,6 +482,34 @@ pub fn w11_loss(p: &[Tensor], xs: &Tensor, ys: &Tensor) -> Result<Tensor> {
         .reduce_mean(&[], false)
 }
 
+/// W11's loss written with `scan` (`lax.scan`): the same cell, the carry
+/// `(h, c)`, the hidden states stacked as the scan's outputs.
+pub fn w11_scan_loss(p: &[Tensor], xs: &Tensor, ys: &Tensor) -> Result<Tensor> {
+    let [wx, wh, b, wy, by] = p else {
+        return Err(Error::Value("W11 has 5 parameters".into()));
+    };
+    let (t, bs, h) = (W11_T, W11_B, W11_H);
+    let zeros = Tensor::try_zeros(&[bs, h], DType::F32)?;
+    let (_, hs) = xlafn::control::scan(
+        |(h_prev, c_prev): (Tensor, Tensor), x: Tensor| {
+            let z = x.matmul(wx)?.add(&h_prev.matmul(wh)?)?.add(b)?;
+            let [ig, fg, gg, og]: [Tensor; 4] = z.split(4, 1)?.try_into().expect("four gates");
+            let c = fg
+                .sigmoid()?
+                .mul(&c_prev)?
+                .add(&ig.sigmoid()?.mul(&gg.tanh()?)?)?;
+            let h_next = og.sigmoid()?.mul(&c.tanh()?)?;
+            Ok(((h_next.clone(), c), h_next))
+        },
+        (zeros.clone(), zeros),
+        xs.clone(),
+    )?;
+    let y = hs.reshape(&[t * bs, h])?.matmul(wy)?.add(by)?;
+    y.sub(&ys.reshape(&[t * bs, 1])?)?
+        .square()?
+        .reduce_mean(&[], false)
+}
+
 /// The loss of `workload` on parameter values `p` and its two data tensors.
 pub fn loss(workload: Workload, p: &[Tensor], a: &Tensor, b: &Tensor) -> Result<Tensor> {
     match workload {
@@ -540,12 +568,22 @@ impl Model {
     /// variables in place, one compiled program. Adam's slots are made
     /// now (`Adam::build`), so the step is traced once.
     pub fn train_step(&self) -> Result<DataFn> {
+        let workload = self.workload;
+        self.train_step_of(move |p: &[Tensor], a: &Tensor, b: &Tensor| loss(workload, p, a, b))
+    }
+
+    /// [`train_step`](Model::train_step) with another form of the loss
+    /// (W11 written with `scan`).
+    pub fn train_step_of(
+        &self,
+        loss: impl Fn(&[Tensor], &Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
+    ) -> Result<DataFn> {
         let adam = Arc::new(Adam::new(self.workload.learning_rate()));
         adam.build(&self.params.iter().collect::<Vec<_>>())?;
         let model = self.clone();
         Ok(function(move |a: Tensor, b: Tensor| -> Result<Tensor> {
             let tape = GradientTape::new();
-            let loss = loss(model.workload, &model.values()?, &a, &b)?;
+            let loss = loss(&model.values()?, &a, &b)?;
             let sources: Vec<Source> = model.params.iter().map(Source::from).collect();
             let grads = tape.gradient(&loss, &sources)?;
             let pairs: Vec<(Option<Tensor>, &Variable)> =

@@ -5,7 +5,9 @@
 //! its step beside the hand-written one's.
 
 use super::peers::Peers;
-use super::real_models::{ConvLayer, Model, W12_FLOP, W12_PEER_CHECK, Workload, conv_layer};
+use super::real_models::{
+    ConvLayer, DataFn, Model, W12_FLOP, W12_PEER_CHECK, Workload, conv_layer, w11_scan_loss,
+};
 use super::w9_layers::LayersModel;
 use super::{Check, side_by_side_us};
 use xlafn::ArraySpec;
@@ -21,9 +23,37 @@ struct RealModel {
     traces: usize,
     compiles: usize,
     in_place: bool,
-    /// W9 only: the step written with the layer library, timed in turn
-    /// with the hand-written one (ms), and its first three losses.
-    layers: Option<(f64, Vec<f64>)>,
+    /// Another form of the step, timed in turn with this one: W9 written
+    /// with the layer library, W11 with `scan`.
+    variant: Option<Variant>,
+}
+
+/// A second form of a workload's step, as measured.
+struct Variant {
+    /// Its name in the report (`W9_layers`).
+    name: &'static str,
+    /// What it is against the plain form ("layers / hand-written").
+    versus: &'static str,
+    ms: f64,
+    losses: Vec<f64>,
+}
+
+/// The second form of `workload`'s step, if it has one: its name, what
+/// it is against the plain form, and the step.
+fn variant_step(workload: Workload) -> xlafn::Result<Option<(&'static str, &'static str, DataFn)>> {
+    Ok(match workload {
+        Workload::W9 => Some((
+            "W9_layers",
+            "layers / hand-written",
+            LayersModel::new()?.train_step()?,
+        )),
+        Workload::W11 => Some((
+            "W11_scan",
+            "scan / for_range",
+            Model::new(workload)?.train_step_of(w11_scan_loss)?,
+        )),
+        Workload::W10 => None,
+    })
 }
 
 /// One of W9-W11: the training step (and the forward loss alone for W9 and
@@ -39,16 +69,15 @@ fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel>
     for _ in 0..3 {
         losses.push(f64::from(step.call((&a, &b))?.item::<f32>()?));
     }
-    let layers = if workload == Workload::W9 {
-        let m = LayersModel::new()?;
-        let step = m.train_step()?;
-        let mut losses = Vec::new();
-        for _ in 0..3 {
-            losses.push(f64::from(step.call((&a, &b))?.item::<f32>()?));
+    let layers = match variant_step(workload)? {
+        Some((name, versus, step)) => {
+            let mut losses = Vec::new();
+            for _ in 0..3 {
+                losses.push(f64::from(step.call((&a, &b))?.item::<f32>()?));
+            }
+            Some((name, versus, step, losses))
         }
-        Some((step, losses))
-    } else {
-        None
+        None => None,
     };
     let address = model.params[0].device_address()?;
     let timed_forward = workload != Workload::W10;
@@ -59,7 +88,7 @@ fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel>
         forward.call((&a, &b)).unwrap().block_until_ready().unwrap();
     };
     let t = match (&layers, timed_forward) {
-        (Some((layers_step, _)), _) => {
+        (Some((_, _, layers_step, _)), _) => {
             let mut layers_call = || {
                 layers_step
                     .call((&a, &b))
@@ -79,8 +108,8 @@ fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel>
         ];
         let name = workload.name().to_lowercase();
         let mut programs = vec![(name.clone(), &step)];
-        if let Some((layers_step, _)) = &layers {
-            programs.push((format!("{name}_layers"), layers_step));
+        if let Some((variant, _, variant_step, _)) = &layers {
+            programs.push((variant.to_lowercase(), variant_step));
         }
         for (name, step) in programs {
             let text = step.get_concrete_function((&a, &b))?.stablehlo(&specs)?;
@@ -92,7 +121,12 @@ fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel>
     Ok(RealModel {
         step_ms: t[0] / 1e3,
         forward_ms: t.get(1).map(|us| us / 1e3),
-        layers: layers.map(|(_, l)| (t[2] / 1e3, l)),
+        variant: layers.map(|(name, versus, _, losses)| Variant {
+            name,
+            versus,
+            ms: t[2] / 1e3,
+            losses,
+        }),
         losses,
         traces: step.tracing_count(),
         compiles: step.compile_count(),
@@ -206,26 +240,29 @@ pub fn real_workloads(
             }
             None => json.push(format!("  \"{name}\": {{\"step_ms\": {:.4}}}", m.step_ms)),
         }
-        if let Some((layers_ms, layers_losses)) = &m.layers {
-            let worst = layers_losses
+        if let Some(v) = &m.variant {
+            let worst = v
+                .losses
                 .iter()
                 .zip(peer_losses)
                 .map(|(l, p)| (l - p).abs() / p)
                 .fold(0.0, f64::max);
             println!(
-                "{:<9} {:<30} {layers_ms:>12.3}  ms/step (layers / hand-written {:.3}; \
-                 losses differ from the peers' by <= {worst:.1e} rel.)",
-                "W9_layers",
+                "{:<9} {:<30} {:>12.3}  ms/step ({} {:.3}; losses differ from the peers' by \
+                 <= {worst:.1e} rel.)",
+                v.name,
                 "step_ms (Adam step)",
-                layers_ms / m.step_ms
+                v.ms,
+                v.versus,
+                v.ms / m.step_ms
             );
             checks.push(Check::at_most(
-                "W9_layers",
-                format!("step_ms <= 1.03 x W9's ({:.3})", m.step_ms),
-                *layers_ms,
+                v.name,
+                format!("step_ms <= 1.03 x {name}'s ({:.3})", m.step_ms),
+                v.ms,
                 1.03 * m.step_ms,
             ));
-            json.push(format!("  \"W9_layers\": {{\"step_ms\": {layers_ms:.4}}}"));
+            json.push(format!("  \"{}\": {{\"step_ms\": {:.4}}}", v.name, v.ms));
         }
     }
     if wants("W12") {

@@ -1,5 +1,5 @@
-//! Layer: control. Control flow on tensor values: [`cond`], [`while_loop`]
-//! and [`for_range`]. Imports `trace`, `ops::control`, `tensor` and the
+//! Layer: control. Control flow on tensor values: [`cond`], [`while_loop`],
+//! [`for_range`] and [`scan`]. Imports `trace`, `ops::control`, `tensor` and the
 //! structure traits of `function::output`.
 //!
 //! Eagerly (no trace active) these are ordinary Rust control flow on
@@ -30,7 +30,9 @@ use crate::variable::{Variable, VariableInner};
 use std::sync::Arc;
 
 mod hoist;
+mod scan;
 mod tensor_array;
+pub use scan::{ScanOptions, scan, scan_with};
 pub use tensor_array::TensorArray;
 
 /// Times a `while` body is traced at most while its loop values' shapes

@@ -1,0 +1,288 @@
+//! `scan`: a loop over the leading axis of arrays with a carried state,
+//! stacking each step's outputs (`lax.scan`, `tf.scan`). Traced, it is one
+//! `for_range` loop: one `while` op whatever the length, whose gradient
+//! reads what the forward loop recorded per step (see `for_range`);
+//! eagerly, a Rust loop of eager steps.
+
+use super::{TensorArray, flat, for_range};
+use crate::error::{Error, Result};
+use crate::function::output::Output;
+use crate::ir::TensorType;
+use crate::tensor::Tensor;
+use crate::trace;
+
+/// How [`scan_with`] walks the sequence.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanOptions {
+    reverse: bool,
+    unroll: usize,
+    length: Option<i64>,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            reverse: false,
+            unroll: 1,
+            length: None,
+        }
+    }
+}
+
+impl ScanOptions {
+    /// Forward, one step per loop iteration, the length from `xs`.
+    pub fn new() -> ScanOptions {
+        ScanOptions::default()
+    }
+
+    /// Runs from the last element to the first (`reverse=True`); the
+    /// outputs stay aligned with the inputs (output `t` is step `t`'s).
+    pub fn reverse(mut self, reverse: bool) -> ScanOptions {
+        self.reverse = reverse;
+        self
+    }
+
+    /// Steps per loop iteration (`unroll`, at least 1): the loop body
+    /// holds `unroll` copies of the step, so XLA can fuse across steps;
+    /// the remainder of the length runs after the loop.
+    pub fn unroll(mut self, unroll: usize) -> ScanOptions {
+        self.unroll = unroll.max(1);
+        self
+    }
+
+    /// The number of steps, for a scan with no `xs` (`length=`); with
+    /// `xs` it must equal their leading dimension.
+    pub fn length(mut self, length: i64) -> ScanOptions {
+        self.length = Some(length);
+        self
+    }
+}
+
+/// `scan(f, init, xs)`: `carry = init`, then for each `t`,
+/// `(carry, ys[t]) = f(carry, xs[t])`; returns the last carry and the
+/// stacked `ys` (`jax.lax.scan`). `xs` and the outputs are structures of
+/// tensors (a tensor, a tuple, a `Vec`); each tensor of `xs` is sliced
+/// along its first axis, and they must agree on its length. The carry
+/// must keep its dtypes and shapes from step to step.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// use xlafn::control::scan;
+/// // A running sum and the partial sums.
+/// let cumsum = function(|xs: Tensor| {
+///     scan(|total: Tensor, x: Tensor| { let t = total + x; Ok((t.clone(), t)) }, Tensor::scalar(0f32), xs)
+/// });
+/// let (total, partial) = cumsum.call((Tensor::vector(&[1f32, 2., 3., 4.])?,))?;
+/// assert_eq!(total.item::<f32>()?, 10.0);
+/// assert_eq!(partial.to_vec::<f32>()?, vec![1., 3., 6., 10.]);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
+#[track_caller]
+pub fn scan<C, X, Y>(f: impl FnMut(C, X) -> Result<(C, Y)>, init: C, xs: X) -> Result<(C, Y)>
+where
+    C: Output,
+    X: Output,
+    Y: Output,
+{
+    scan_with(f, init, xs, ScanOptions::new())
+}
+
+/// [`scan`] with [`ScanOptions`] (`reverse`, `unroll`, `length`).
+#[track_caller]
+pub fn scan_with<C, X, Y>(
+    mut f: impl FnMut(C, X) -> Result<(C, Y)>,
+    init: C,
+    xs: X,
+    options: ScanOptions,
+) -> Result<(C, Y)>
+where
+    C: Output,
+    X: Output,
+    Y: Output,
+{
+    let xs_flat = flat(&xs);
+    let length = scan_length(&xs_flat, options.length)?;
+    let inputs = xs_flat
+        .iter()
+        .map(TensorArray::unstack)
+        .collect::<Result<Vec<_>>>()?;
+    let mut step = |carry: C, index: &Tensor| -> Result<(C, Y)> {
+        let slices = inputs
+            .iter()
+            .map(|a| a.read(index))
+            .collect::<Result<Vec<_>>>()?;
+        f(carry, X::rebuild(&xs, &mut slices.into_iter()))
+    };
+    let order = |t: i64| if options.reverse { length - 1 - t } else { t };
+    if !trace::is_tracing() {
+        return eager(&mut step, init, length, order);
+    }
+    let template = learn_outputs(&mut step, &init, length)?;
+    let (ys_template, y_types) = match template {
+        Some(t) => t,
+        None => return zero_steps(init),
+    };
+    let arrays = y_types
+        .iter()
+        .map(|t| output_array(t, length))
+        .collect::<Result<Vec<_>>>()?;
+    let unroll = options.unroll as i64;
+    let one_step =
+        |carry: C, arrays: Vec<TensorArray>, t: &Tensor| -> Result<(C, Vec<TensorArray>)> {
+            let (carry, y) = step(carry, t)?;
+            let arrays = arrays
+                .iter()
+                .zip(flat(&y))
+                .map(|(a, y)| a.write(t, &y))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((carry, arrays))
+        };
+    let mut one_step = one_step;
+    let rounds = length / unroll;
+    let (carry, arrays) = for_range(
+        0i64,
+        rounds,
+        1i64,
+        (init, arrays),
+        |i, (mut carry, mut arrays): (C, Vec<TensorArray>)| -> Result<(C, Vec<TensorArray>)> {
+            for u in 0..unroll {
+                let forward = i.mul_scalar(unroll)?.add_scalar(u)?;
+                let t = if options.reverse {
+                    forward.neg()?.add_scalar(length - 1)?
+                } else {
+                    forward
+                };
+                (carry, arrays) = one_step(carry, arrays, &t)?;
+            }
+            Ok((carry, arrays))
+        },
+    )?;
+    // The steps that do not fill a whole unrolled iteration.
+    let (mut carry, mut arrays) = (carry, arrays);
+    for t in rounds * unroll..length {
+        let index = Tensor::try_scalar(order(t))?;
+        (carry, arrays) = one_step(carry, arrays, &index)?;
+    }
+    let stacked = arrays
+        .iter()
+        .map(TensorArray::stack)
+        .collect::<Result<Vec<_>>>()?;
+    Ok((carry, Y::rebuild(&ys_template, &mut stacked.into_iter())))
+}
+
+/// The number of steps: the common leading dimension of `xs`, or the
+/// `length` option.
+fn scan_length(xs: &[Tensor], length: Option<i64>) -> Result<i64> {
+    let mut found = length;
+    for (k, x) in xs.iter().enumerate() {
+        let lead = x
+            .shape()
+            .as_known()
+            .and_then(|d| d.first().copied())
+            .ok_or_else(|| {
+                Error::invalid(
+                    "scan",
+                    format!(
+                        "xs part {k} needs a known leading dimension, got {}",
+                        x.tensor_type()
+                    ),
+                )
+            })?;
+        match found {
+            Some(n) if n != lead => {
+                return Err(Error::invalid(
+                    "scan",
+                    format!(
+                        "xs part {k} has leading dimension {lead}, but the scan's length is {n} \
+                         (every part of xs, and the length option, must agree)"
+                    ),
+                ));
+            }
+            _ => found = Some(lead),
+        }
+    }
+    let n = found.ok_or_else(|| {
+        Error::invalid(
+            "scan",
+            "with no xs, give the number of steps with ScanOptions::length",
+        )
+    })?;
+    if n < 0 {
+        return Err(Error::invalid("scan", format!("length {n} is negative")));
+    }
+    Ok(n)
+}
+
+/// Eagerly: a Rust loop; each step's outputs are stacked at its index.
+fn eager<C: Output, Y: Output>(
+    step: &mut impl FnMut(C, &Tensor) -> Result<(C, Y)>,
+    init: C,
+    length: i64,
+    order: impl Fn(i64) -> i64,
+) -> Result<(C, Y)> {
+    let mut carry = init;
+    let mut outputs: Vec<Option<Vec<Tensor>>> = (0..length).map(|_| None).collect();
+    let mut template = None;
+    for t in 0..length {
+        let index = order(t);
+        let (next, y) = step(carry, &Tensor::try_scalar(index)?)?;
+        carry = next;
+        outputs[index as usize] = Some(flat(&y));
+        template.get_or_insert(y);
+    }
+    let Some(template) = template else {
+        return zero_steps(carry);
+    };
+    let per_step: Vec<Vec<Tensor>> = outputs
+        .into_iter()
+        .map(|o| o.expect("every step ran"))
+        .collect();
+    let stacked = (0..per_step[0].len())
+        .map(|k| {
+            Tensor::stack(
+                &per_step.iter().map(|y| y[k].clone()).collect::<Vec<_>>(),
+                0,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((carry, Y::rebuild(&template, &mut stacked.into_iter())))
+}
+
+/// Traces one step aside (nothing of it enters the program) to learn the
+/// outputs' structure and types; `None` for zero steps.
+fn learn_outputs<C: Output, Y: Output>(
+    step: &mut impl FnMut(C, &Tensor) -> Result<(C, Y)>,
+    init: &C,
+    length: i64,
+) -> Result<Option<(Y, Vec<TensorType>)>> {
+    if length == 0 {
+        return Ok(None);
+    }
+    let carry_types: Vec<TensorType> = flat(init).iter().map(Tensor::tensor_type).collect();
+    let learned = trace::trial(&carry_types, |args| {
+        let carry = C::rebuild(init, &mut args.into_iter());
+        let (_, y) = step(carry, &Tensor::try_scalar(0i64)?)?;
+        let types: Vec<TensorType> = flat(&y).iter().map(Tensor::tensor_type).collect();
+        Ok((y, types))
+    })?;
+    Ok(Some(learned))
+}
+
+/// A fixed-size array for one output, `length` elements of its type.
+fn output_array(t: &TensorType, length: i64) -> Result<TensorArray> {
+    let dims = t.shape.as_known().ok_or_else(|| {
+        Error::invalid(
+            "scan",
+            format!("a step's output {t} needs a known shape to be stacked"),
+        )
+    })?;
+    TensorArray::new(t.dtype, length).with_element_shape(&dims)
+}
+
+/// Zero steps: the outputs' shapes are unknowable without running one.
+fn zero_steps<C, Y>(_carry: C) -> Result<(C, Y)> {
+    Err(Error::invalid(
+        "scan",
+        "a scan of zero steps has no step to learn its outputs' shapes from",
+    ))
+}
