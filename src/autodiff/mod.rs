@@ -22,6 +22,8 @@
 //! gradient rule (an error names the op).
 
 mod cotangent;
+mod forward;
+mod jacobian;
 mod remat;
 mod tape;
 
@@ -92,6 +94,8 @@ pub(crate) fn region_gradients_with(
     Ok((outs, grads))
 }
 
+pub use forward::{ForwardAccumulator, hessian, hvp, jvp};
+pub use jacobian::UnconnectedGradients;
 pub use remat::recompute_grad;
 pub use tape::{GradientTape, Source};
 pub(crate) use tape::{pause_recording, record_op, record_variable_read, recording};

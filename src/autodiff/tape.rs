@@ -170,6 +170,36 @@ impl GradientTape {
     /// d`target`/d`source` for each source (`None` where there is none).
     /// The target is summed if it is not a scalar, as TensorFlow does.
     pub fn gradient(&self, target: &Tensor, sources: &[Source<'_>]) -> Result<Vec<Option<Tensor>>> {
+        self.using(|tape| tape.backward(target, sources, None))
+    }
+
+    /// The vector-Jacobian product: `output_gradients`ᵀ · d`target`/d`source`
+    /// for each source (TensorFlow's `gradient(..., output_gradients=)`,
+    /// JAX's `vjp`). `output_gradients` has the target's dtype and shape.
+    pub fn gradient_with(
+        &self,
+        target: &Tensor,
+        sources: &[Source<'_>],
+        output_gradients: &Tensor,
+    ) -> Result<Vec<Option<Tensor>>> {
+        if output_gradients.tensor_type() != target.tensor_type() {
+            return Err(Error::invalid(
+                "gradient",
+                format!(
+                    "output_gradients must have the target's type {}, got {}",
+                    target.tensor_type(),
+                    output_gradients.tensor_type()
+                ),
+            ));
+        }
+        self.using(|tape| tape.backward(target, sources, Some(output_gradients)))
+    }
+
+    /// Runs `f` as one use of the tape: a non-persistent tape allows one;
+    /// recording pauses meanwhile (the backward ops are not recorded here,
+    /// but an enclosing tape, if any, does record them: higher-order
+    /// gradients).
+    pub(crate) fn using<R>(&self, f: impl FnOnce(&Self) -> Result<R>) -> Result<R> {
         if self.used.replace(true) && !self.persistent {
             return Err(Error::Value(
                 "a non-persistent GradientTape can compute one set of gradients only; use \
@@ -177,17 +207,21 @@ impl GradientTape {
                     .into(),
             ));
         }
-        // The backward ops are not recorded here (an enclosing tape, if
-        // any, does record them: higher-order gradients).
         self.stop();
-        let result = self.backward(target, sources);
+        let result = f(self);
         if self.persistent {
             self.resume();
         }
         result
     }
 
-    fn backward(&self, target: &Tensor, sources: &[Source<'_>]) -> Result<Vec<Option<Tensor>>> {
+    /// The gradients, the target's cotangent `seed` (ones when `None`).
+    pub(crate) fn backward(
+        &self,
+        target: &Tensor,
+        sources: &[Source<'_>],
+        seed: Option<&Tensor>,
+    ) -> Result<Vec<Option<Tensor>>> {
         if target.dtype().is_complex() {
             return Err(Error::invalid(
                 "gradient",
@@ -204,7 +238,11 @@ impl GradientTape {
         let state = self.state.borrow();
         let leads_to_source = leads_to_sources(&state, sources);
         let mut grads: HashMap<TensorKey, Cotangent> = HashMap::new();
-        accumulate(&mut grads, target.key(), target.ones_like()?)?;
+        let seed = match seed {
+            Some(s) => s.clone(),
+            None => target.ones_like()?,
+        };
+        accumulate(&mut grads, target.key(), seed)?;
         for entry in state.entries.iter().rev() {
             // Only inputs a source flows into need a gradient (TensorFlow's
             // tape prunes the same way).
