@@ -100,6 +100,11 @@ run() {
 
   local modules
   modules="$("$exe" --list 2>/dev/null | sed -n 's/^\([a-z_0-9]*\)::.*: test$/\1/p' | sort -u)"
+  # XLAFN_GPU_CHECK_ONLY="a b": run only these modules (a short check of
+  # new files when device time is scarce).
+  if [ -n "${XLAFN_GPU_CHECK_ONLY:-}" ]; then
+    modules="$(printf '%s\n' $modules | grep -Fx -f <(printf '%s\n' $XLAFN_GPU_CHECK_ONLY) || true)"
+  fi
   local start=$SECONDS
   export exe logs module_limit_s modules
   export -f run_module

@@ -222,6 +222,20 @@ mod robust_sizes;
 // machines; the CPU plugin's 4-device cases are ignored).
 #[path = "data_parallel.rs"]
 mod data_parallel;
+
+// Feeding and watching training, and the transformations.
+#[path = "data_pipeline.rs"]
+mod data_pipeline;
+#[path = "guide_looping_over_data.rs"]
+mod guide_looping_over_data;
+#[path = "jacobians_and_forward_mode.rs"]
+mod jacobians_and_forward_mode;
+#[path = "scan.rs"]
+mod scan;
+#[path = "summary.rs"]
+mod summary;
+#[path = "training_loop.rs"]
+mod training_loop;
 #[path = "robust_sharding.rs"]
 mod robust_sharding;
 #[path = "shard_map.rs"]
