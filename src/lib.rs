@@ -174,6 +174,7 @@ pub mod tensor;
 pub mod trace;
 pub mod train;
 pub mod variable;
+pub mod vmap;
 pub mod weights;
 
 pub use autodiff::{GradientTape, Source, recompute_grad};
@@ -219,6 +220,7 @@ pub use runtime::{Device, MemoryStats, set_cpu_device_count};
 pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
 pub use tensor::{Tensor, default_device, devices, local_devices, with_device};
 pub use variable::Variable;
+pub use vmap::{vectorized_map, vmap, vmap_with};
 /// `#[xlafn::function]`: a `fn` item as a traced `Function`, with AutoGraph.
 ///
 /// `if` and `while` on a tensor condition become device control flow

@@ -230,18 +230,18 @@ mod data_pipeline;
 mod guide_looping_over_data;
 #[path = "jacobians_and_forward_mode.rs"]
 mod jacobians_and_forward_mode;
-#[path = "scan.rs"]
-mod scan;
-#[path = "summary.rs"]
-mod summary;
-#[path = "training_loop.rs"]
-mod training_loop;
 #[path = "robust_sharding.rs"]
 mod robust_sharding;
+#[path = "scan.rs"]
+mod scan;
 #[path = "shard_map.rs"]
 mod shard_map;
 #[path = "sharding.rs"]
 mod sharding;
+#[path = "summary.rs"]
+mod summary;
+#[path = "training_loop.rs"]
+mod training_loop;
 
 /// Prints what ran the check: the plugin, its PJRT C API version, the
 /// platform and devices. The script runs it first, with `--nocapture`.

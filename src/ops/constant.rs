@@ -6,6 +6,7 @@
 //! seed: calling `random_uniform` with a thousand seeds compiles once. The
 //! same seed always gives the same values on the same device kind.
 
+use super::batching;
 use super::{OpDef, check_attr_value, expect_arity, normalize_axis};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, OrPanic, Result};
@@ -79,6 +80,11 @@ pub struct FillLike {
 }
 
 impl OpDef for FillLike {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        // Elementwise on each example alike: the batch axis is one more.
+        Some(batching::all_batched(self.clone(), inputs))
+    }
+
     fn name(&self) -> &'static str {
         "fill_like"
     }

@@ -21,6 +21,7 @@
 //! Special functions, activations and bitwise ops are variants of the same
 //! enums; their lowering, gradient rules and methods are in `special`.
 
+use super::batching;
 use super::{OpDef, check_dtype, describe, expect_arity, grad_or_zeros, same_dtype, unbroadcast};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -141,6 +142,11 @@ impl Unary {
 }
 
 impl OpDef for Unary {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        // Elementwise on each example alike: the batch axis is one more.
+        Some(batching::all_batched(*self, inputs))
+    }
+
     fn name(&self) -> &'static str {
         use Unary::*;
         match self {
@@ -368,6 +374,13 @@ impl Binary {
 }
 
 impl OpDef for Binary {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
+        Some(
+            batching::aligned(inputs, batched)
+                .and_then(|x| batching::all_batched(*self, &x)),
+        )
+    }
+
     fn name(&self) -> &'static str {
         use Binary::*;
         match self {
@@ -585,6 +598,13 @@ fn floor_mod(cx: &mut Emitter, a: &Val, b: &Val) -> Val {
 pub struct Select;
 
 impl OpDef for Select {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
+        Some(
+            batching::aligned(inputs, batched)
+                .and_then(|x| batching::all_batched(*self, &x)),
+        )
+    }
+
     fn name(&self) -> &'static str {
         "where"
     }
@@ -646,6 +666,11 @@ impl OpDef for Select {
 pub struct Cast(pub DType);
 
 impl OpDef for Cast {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        // Elementwise on each example alike: the batch axis is one more.
+        Some(batching::all_batched(*self, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "cast"
     }

@@ -39,6 +39,7 @@
 //! back to its operand's dtype (JAX's rule), so gradients keep their
 //! variables' dtypes.
 
+use super::batching;
 use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
 use super::{grad_or_zeros, unbroadcast};
 use crate::dtype::{ArraySpec, DType};
@@ -144,6 +145,14 @@ impl MatMul {
 }
 
 impl OpDef for MatMul {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
+        // The batch axis becomes one more (broadcast) batch dimension.
+        Some(
+            batching::aligned(inputs, batched)
+                .and_then(|x| batching::all_batched(self.clone(), &x)),
+        )
+    }
+
     fn name(&self) -> &'static str {
         "matmul"
     }

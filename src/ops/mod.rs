@@ -11,6 +11,7 @@
 //! user-facing methods.
 
 pub mod barrier;
+pub(crate) mod batching;
 pub mod callback;
 pub(crate) mod codec;
 pub mod complex;
@@ -92,6 +93,20 @@ pub trait OpDef {
     fn cotangent_placement(&self, _inputs: &[Tensor]) -> Option<Vec<i64>> {
         None
     }
+    /// The batching rule (`vmap`): the op applied to `inputs` of which
+    /// those marked in `batched` carry an extra leading axis of `size`
+    /// examples; returns each output and whether it carries that axis.
+    /// `None`: the op has no rule, and `vmap` runs the function as a loop
+    /// on the device instead (see `autodiff::vmap`). Rules live in
+    /// `ops::batching` beside the helpers they share.
+    fn batch(
+        &self,
+        _inputs: &[Tensor],
+        _batched: &[bool],
+        _size: i64,
+    ) -> Option<Result<Vec<(Tensor, bool)>>> {
+        None
+    }
     /// Does running the op do something besides computing its results
     /// (printing, calling back into Rust)? Recomputing values for a
     /// gradient skips such ops when nothing uses their results.
@@ -135,6 +150,9 @@ macro_rules! op_catalog {
             }
             fn vjp_needed(&self, inputs: &[Tensor], outputs: &[Tensor], grads: &[Option<Tensor>], needed: &[bool]) -> Result<Vec<Option<Tensor>>> {
                 match self { $(Op::$variant(o) => o.vjp_needed(inputs, outputs, grads, needed)),* }
+            }
+            fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> Option<Result<Vec<(Tensor, bool)>>> {
+                match self { $(Op::$variant(o) => o.batch(inputs, batched, size)),* }
             }
         }
 

@@ -8,6 +8,7 @@
 //! Imports `ir`, `lower::emitter`, `dtype`, `error` and `tensor` (for the
 //! user-facing methods), like every op family.
 
+use super::batching;
 use super::{OpDef, expect_arity, grad_or_zeros, normalize_axis, unbroadcast};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -210,6 +211,12 @@ pub struct BroadcastTo {
 }
 
 impl OpDef for BroadcastTo {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], size: i64) -> batching::Batched {
+        let dims = [&[size][..], &self.dims].concat();
+        let x = batching::pad_example_rank(&inputs[0], self.dims.len());
+        Some(x.and_then(|x| batching::all_batched(BroadcastTo { dims }, &[x])))
+    }
+
     fn name(&self) -> &'static str {
         "broadcast_to"
     }

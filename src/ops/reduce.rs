@@ -19,6 +19,7 @@
 //!   NaN counts as larger than every number for argmax *and* smaller than
 //!   every number for argmin (NumPy's rule: the first NaN wins either way).
 
+use super::batching;
 use super::{OpDef, check_dtype, expect_arity, grad_or_zeros, normalize_axis};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -170,6 +171,24 @@ impl Reduce {
 }
 
 impl OpDef for Reduce {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        let rank = inputs[0].rank() - 1;
+        let axes = match reduced_axes(self.name(), &self.axes, rank) {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        if axes.is_empty() {
+            // A reduction over no axis of the example (a scalar one).
+            return Some(Ok(vec![(inputs[0].clone(), true)]));
+        }
+        let op = Reduce {
+            kind: self.kind,
+            axes: axes.iter().map(|&a| a as i64 + 1).collect(),
+            keepdims: self.keepdims,
+        };
+        Some(batching::all_batched(op, inputs))
+    }
+
     fn name(&self) -> &'static str {
         match self.kind {
             ReduceKind::Sum => "reduce_sum",
@@ -455,6 +474,17 @@ pub struct Softmax {
 }
 
 impl OpDef for Softmax {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        let axis = batching::shifted(self.axis, inputs[0].rank() - 1);
+        Some(batching::all_batched(
+            Softmax {
+                axis,
+                log: self.log,
+            },
+            inputs,
+        ))
+    }
+
     fn name(&self) -> &'static str {
         if self.log { "log_softmax" } else { "softmax" }
     }

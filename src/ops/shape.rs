@@ -9,6 +9,7 @@
 //! unknown output dimension, an unknown rank an unknown rank, and checks
 //! that need the missing size wait until the concrete shape is lowered.
 
+use super::batching;
 use super::grad_or_zeros;
 use super::{OpDef, check_index_dtype, describe, expect_arity, normalize_axis, same_dtype};
 use crate::dtype::{ArraySpec, DType};
@@ -75,6 +76,12 @@ impl Reshape {
 }
 
 impl OpDef for Reshape {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], size: i64) -> batching::Batched {
+        let mut dims = vec![size];
+        dims.extend(&self.dims);
+        Some(batching::all_batched(Reshape { dims }, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "reshape"
     }
@@ -162,6 +169,13 @@ impl Transpose {
 }
 
 impl OpDef for Transpose {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        let rank = self.perm.len();
+        let mut perm = vec![0];
+        perm.extend(self.perm.iter().map(|&p| batching::shifted(p, rank)));
+        Some(batching::all_batched(Transpose { perm }, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "transpose"
     }
@@ -247,6 +261,17 @@ impl Concat {
 }
 
 impl OpDef for Concat {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        let rank = inputs[0].rank() - usize::from(batched[0]);
+        let all = inputs
+            .iter()
+            .zip(batched)
+            .map(|(t, &b)| batching::materialized(t, b, size))
+            .collect::<Result<Vec<_>>>();
+        let axis = batching::shifted(self.axis, rank);
+        Some(all.and_then(|x| batching::all_batched(Concat { axis }, &x)))
+    }
+
     fn name(&self) -> &'static str {
         "concat"
     }
@@ -362,6 +387,14 @@ impl Slice {
 }
 
 impl OpDef for Slice {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], size: i64) -> batching::Batched {
+        let op = Slice {
+            begin: [&[0][..], &self.begin].concat(),
+            size: [&[size][..], &self.size].concat(),
+        };
+        Some(batching::all_batched(op, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "slice"
     }

@@ -11,6 +11,7 @@
 //! and name themselves in their errors. Imports `ir`, `lower::emitter`,
 //! `dtype`, `error` and `tensor`.
 
+use super::batching;
 use super::{OpDef, check_dtype, expect_arity};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -25,6 +26,11 @@ use crate::tensor::{Tensor, apply1};
 pub struct StopGradient;
 
 impl OpDef for StopGradient {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        // Elementwise on each example alike: the batch axis is one more.
+        Some(batching::all_batched(*self, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "stop_gradient"
     }

@@ -1,0 +1,265 @@
+//! `vmap` (`jax.vmap`) and `vectorized_map` (`tf.vectorized_map`): a
+//! function of one example applied to a batch of them as one vectorized
+//! computation.
+//!
+//! The function is traced once on one example's types into a region
+//! graph; the graph is then replayed with each op's batching rule
+//! (`OpDef::batch`, defined with the op), which computes the op for every
+//! example at once on values that carry the batch as a new leading axis.
+//! Ops whose inputs carry no batch run once, unbatched. The replay adds
+//! ops where it runs: eagerly it runs them, inside a traced function it
+//! builds them into the program, and inside another `vmap` it is batched
+//! again (nested vmaps).
+//!
+//! An op without a rule makes the whole function a loop over the
+//! examples on the device instead (`for_range`, TensorFlow's
+//! `fallback_to_while_loop`), with an `info` line on the `xlafn::vmap`
+//! target naming the op.
+//!
+//! Layer: beside `control`. Imports `trace` (region traces),
+//! `ops::OpDef` (the rules), `control` (the fallback loop), `tensor`.
+
+use crate::control::{TensorArray, for_range};
+use crate::error::{Error, Result};
+use crate::ir::{Shape, TensorType, ValueId};
+use crate::ops::OpDef;
+use crate::ops::batching::materialized;
+use crate::tensor::{Tensor, apply};
+use crate::trace;
+use std::collections::HashMap;
+
+/// `f` mapped over the first axis of every input (`jax.vmap(f)`): output
+/// `k` stacks `f`'s output `k` for each example along a new first axis.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let xs = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], &[3, 2])?;
+/// let w = Tensor::from_vec(vec![1f32, 0., 0., 2.], &[2, 2])?;
+/// // One example: a [2] vector times a matrix.
+/// let ys = xlafn::vmap(|x| Ok(vec![x[0].reshape(&[1, 2])?.matmul(&w)?.reshape(&[2])?]), &[xs])?;
+/// assert_eq!(ys[0].to_vec::<f32>()?, vec![1., 4., 3., 8., 5., 12.]);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
+pub fn vmap(
+    f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    inputs: &[Tensor],
+) -> Result<Vec<Tensor>> {
+    vmap_with(f, inputs, &vec![Some(0); inputs.len()], 0)
+}
+
+/// TensorFlow's name for [`vmap`]: `fn` applied to the slices of `elems`
+/// along their first axis.
+pub fn vectorized_map(
+    f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    elems: &[Tensor],
+) -> Result<Vec<Tensor>> {
+    vmap(f, elems)
+}
+
+/// [`vmap`] with `in_axes` (per input: the axis holding the examples, or
+/// `None` for an input every example shares) and `out_axis` (where the
+/// outputs put the examples), as `jax.vmap(f, in_axes, out_axes)`.
+pub fn vmap_with(
+    f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    inputs: &[Tensor],
+    in_axes: &[Option<i64>],
+    out_axis: i64,
+) -> Result<Vec<Tensor>> {
+    if in_axes.len() != inputs.len() {
+        return Err(Error::invalid(
+            "vmap",
+            format!("{} in_axes for {} inputs", in_axes.len(), inputs.len()),
+        ));
+    }
+    let (size, canonical) = batch_first(inputs, in_axes)?;
+    let example_types = canonical
+        .iter()
+        .map(|(t, batched)| example_type(t, *batched))
+        .collect::<Result<Vec<_>>>()?;
+    let region = trace::trace_region(&example_types, &[], |args| f(&args))?;
+    if region.variables.iter().any(|v| v.written) {
+        return Err(Error::invalid(
+            "vmap",
+            "the function assigns a variable; a mapped function must be pure (return the new \
+             values and assign them outside)",
+        ));
+    }
+    let graph = &region.trace.graph;
+    let captured = trace::capture_inputs(&region.trace.captures)?;
+    let outputs = match vectorized(graph, &canonical, &captured, size)? {
+        Ok(outputs) => outputs,
+        Err(op) => {
+            tracing::info!(
+                target: "xlafn::vmap",
+                "vmap: `{op}` has no batching rule; the function runs as a loop over its {size} \
+                 examples on the device"
+            );
+            let types: Vec<TensorType> = graph
+                .results()
+                .iter()
+                .map(|&v| graph.value_type(v).clone())
+                .collect();
+            looped(&f, &canonical, &types, size)?
+        }
+    };
+    outputs
+        .into_iter()
+        .map(|(t, batched)| move_batch_axis(&materialized(&t, batched, size)?, out_axis))
+        .collect()
+}
+
+/// The batch size and the inputs with their example axis moved first
+/// (each with whether it is batched).
+fn batch_first(inputs: &[Tensor], in_axes: &[Option<i64>]) -> Result<(i64, Vec<(Tensor, bool)>)> {
+    let mut size = None;
+    let mut out = Vec::with_capacity(inputs.len());
+    for (k, (t, axis)) in inputs.iter().zip(in_axes).enumerate() {
+        let Some(axis) = axis else {
+            out.push((t.clone(), false));
+            continue;
+        };
+        let rank = t.rank() as i64;
+        let a = if *axis < 0 { axis + rank } else { *axis };
+        if !(0..rank).contains(&a) {
+            return Err(Error::invalid(
+                "vmap",
+                format!(
+                    "in_axes[{k}] = {axis} is out of range for input {k}, {}",
+                    t.tensor_type()
+                ),
+            ));
+        }
+        let n = t.dims()[a as usize];
+        match size {
+            Some(s) if s != n => {
+                return Err(Error::invalid(
+                    "vmap",
+                    format!(
+                        "input {k} has {n} examples on axis {a}, but an earlier input has {s}; \
+                         every mapped input needs the same number"
+                    ),
+                ));
+            }
+            _ => size = Some(n),
+        }
+        let mut perm: Vec<i64> = vec![a];
+        perm.extend((0..rank).filter(|&d| d != a));
+        out.push((t.transpose(&perm)?, true));
+    }
+    let size =
+        size.ok_or_else(|| Error::invalid("vmap", "no input is mapped (every in_axes is None)"))?;
+    Ok((size, out))
+}
+
+/// One example's type: the batched value without its first axis.
+fn example_type(t: &Tensor, batched: bool) -> Result<TensorType> {
+    let dims = t.shape().as_known().ok_or_else(|| {
+        Error::invalid(
+            "vmap",
+            format!("an input needs a known shape, got {}", t.tensor_type()),
+        )
+    })?;
+    let dims = if batched { &dims[1..] } else { &dims[..] };
+    Ok(TensorType::new(t.dtype(), Shape::known(dims)))
+}
+
+/// Replays `graph` with the batching rules; `Err(op)` names the first op
+/// on batched values that has none.
+fn vectorized(
+    graph: &crate::ir::Graph,
+    inputs: &[(Tensor, bool)],
+    captured: &[Tensor],
+    size: i64,
+) -> Result<std::result::Result<Vec<(Tensor, bool)>, &'static str>> {
+    let mut values: HashMap<ValueId, (Tensor, bool)> = HashMap::new();
+    let fed = inputs
+        .iter()
+        .cloned()
+        .chain(captured.iter().map(|t| (t.clone(), false)));
+    values.extend(graph.params().iter().copied().zip(fed));
+    for node in graph.nodes() {
+        let ins: Vec<(Tensor, bool)> = node.inputs.iter().map(|v| values[v].clone()).collect();
+        let tensors: Vec<Tensor> = ins.iter().map(|(t, _)| t.clone()).collect();
+        let flags: Vec<bool> = ins.iter().map(|(_, b)| *b).collect();
+        let outs = if flags.contains(&true) {
+            match node.op.batch(&tensors, &flags, size) {
+                Some(outs) => outs?,
+                None => return Ok(Err(node.op.name())),
+            }
+        } else {
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            apply(node.op.clone(), &refs)?
+                .into_iter()
+                .map(|t| (t, false))
+                .collect()
+        };
+        values.extend(node.outputs.iter().copied().zip(outs));
+    }
+    Ok(Ok(graph
+        .results()
+        .iter()
+        .map(|r| values[r].clone())
+        .collect()))
+}
+
+/// The fallback: `f` on each example in a loop on the device, its
+/// outputs written into arrays of `types` (one example's) and stacked.
+fn looped(
+    f: &impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    inputs: &[(Tensor, bool)],
+    types: &[TensorType],
+    size: i64,
+) -> Result<Vec<(Tensor, bool)>> {
+    let examples = inputs
+        .iter()
+        .map(|(t, b)| b.then(|| TensorArray::unstack(t)).transpose())
+        .collect::<Result<Vec<_>>>()?;
+    let arrays = types
+        .iter()
+        .map(|t| {
+            let dims = t.shape.as_known().unwrap_or_default();
+            TensorArray::new(t.dtype, size).with_element_shape(&dims)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let filled = for_range(
+        0i32,
+        size as i32,
+        1i32,
+        arrays,
+        |i, arrays: Vec<TensorArray>| {
+            let args = inputs
+                .iter()
+                .zip(&examples)
+                .map(|((t, _), e)| match e {
+                    Some(e) => e.read(&i),
+                    None => Ok(t.clone()),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let outs = f(&args)?;
+            arrays
+                .iter()
+                .zip(&outs)
+                .map(|(a, o)| a.write(&i, o))
+                .collect::<Result<Vec<_>>>()
+        },
+    )?;
+    filled.iter().map(|a| Ok((a.stack()?, true))).collect()
+}
+
+/// `t` with its first axis moved to `axis`.
+fn move_batch_axis(t: &Tensor, axis: i64) -> Result<Tensor> {
+    let rank = t.rank() as i64;
+    let a = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&a) {
+        return Err(Error::invalid(
+            "vmap",
+            format!("out_axes = {axis} is out of range for an output of rank {rank}"),
+        ));
+    }
+    if a == 0 {
+        return Ok(t.clone());
+    }
+    let mut perm: Vec<i64> = (1..rank).collect();
+    perm.insert(a as usize, 0);
+    t.transpose(&perm)
+}
