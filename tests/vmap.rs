@@ -265,3 +265,116 @@ fn bad_maps_are_clear_errors() {
     .to_string();
     assert!(e.contains("assigns a variable"), "{e}");
 }
+
+#[test]
+fn tensorflows_vectorized_map_examples() {
+    // outer_product(a) = tf.tensordot(a, a, 0) over a batch of [8, 8].
+    let a = Tensor::from_vec(
+        (0..5 * 64).map(|i| (i % 13) as f32 / 13.0).collect(),
+        &[5, 8, 8],
+    )
+    .unwrap();
+    let outer: Example = |x| {
+        Ok(vec![
+            x[0].reshape(&[8, 8, 1, 1])? * x[0].reshape(&[1, 1, 8, 8])?,
+        ])
+    };
+    let c = xlafn::vectorized_map(outer, std::slice::from_ref(&a)).unwrap();
+    assert_eq!(c[0].dims(), vec![5, 8, 8, 8, 8]);
+    assert_eq!(f64s(&c[0]), f64s(&host_loop(outer, &[a])[0]));
+
+    // Per-example gradients of a dense layer's l2 loss: kernel [16, 32]
+    // and bias [32] per example.
+    let key = xlafn::random::key(3).unwrap();
+    let inputs = xlafn::random::uniform(&key, &[6, 16], DType::F32, 0.0, 1.0).unwrap();
+    let labels = xlafn::random::uniform(
+        &xlafn::random::fold_in(&key, &Tensor::scalar(1)).unwrap(),
+        &[6, 32],
+        DType::F32,
+        0.0,
+        1.0,
+    )
+    .unwrap();
+    let kernel = xlafn::random::normal(
+        &xlafn::random::fold_in(&key, &Tensor::scalar(2)).unwrap(),
+        &[16, 32],
+        DType::F32,
+        0.0,
+        0.2,
+    )
+    .unwrap();
+    let bias = Tensor::zeros(&[32], DType::F32);
+    let model_fn = |a: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (inp, label, kernel, bias) = (a[0].expand_dims(0)?, a[1].expand_dims(0)?, &a[2], &a[3]);
+        let tape = GradientTape::new();
+        tape.watch(kernel);
+        tape.watch(bias);
+        let prediction = inp.matmul(kernel)? + bias;
+        let loss = (label - prediction)
+            .square()?
+            .reduce_sum(&[], false)?
+            .mul_scalar(0.5)?;
+        let g = tape.gradient(&loss, &[kernel.into(), bias.into()])?;
+        Ok(g.into_iter().map(Option::unwrap).collect())
+    };
+    let per_example = vmap_with(
+        model_fn,
+        &[inputs.clone(), labels.clone(), kernel.clone(), bias.clone()],
+        &[Some(0), Some(0), None, None],
+        0,
+    )
+    .unwrap();
+    assert_eq!(per_example[0].dims(), vec![6, 16, 32]);
+    assert_eq!(per_example[1].dims(), vec![6, 32]);
+    for b in 0..6 {
+        let one = |t: &Tensor| {
+            t.slice(&[b, 0], &[1, t.dims()[1]])
+                .unwrap()
+                .squeeze(&[0])
+                .unwrap()
+        };
+        let want = model_fn(&[one(&inputs), one(&labels), kernel.clone(), bias.clone()]).unwrap();
+        let got_k = per_example[0]
+            .slice(&[b, 0, 0], &[1, 16, 32])
+            .unwrap()
+            .squeeze(&[0])
+            .unwrap();
+        for (x, y) in f64s(&got_k).iter().zip(f64s(&want[0])) {
+            assert!((x - y).abs() < 1e-5);
+        }
+    }
+}
+
+#[test]
+fn ops_without_rules_give_the_host_loops_values_through_the_fallback() {
+    let [x, y] = batch_inputs(DType::F32);
+    let fallbacks: Vec<(&str, Example)> = vec![
+        ("sort", |a| Ok(vec![a[0].sort(0, true)?])),
+        ("pad and reverse", |a| {
+            Ok(vec![
+                a[1].pad(&[[1, 0], [0, 2]], PadMode::Constant, 0.5)?
+                    .reverse(&[1])?,
+            ])
+        }),
+        ("argmax", |a| Ok(vec![a[1].argmax(-1)?])),
+        ("max_pool", |a| {
+            Ok(vec![a[1].reshape(&[1, 2, 3, 1])?.max_pool(
+                &[1, 2],
+                &[1, 1],
+                Padding::Valid,
+            )?])
+        }),
+        ("a loop", |a| {
+            Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?])
+        }),
+    ];
+    for (name, f) in fallbacks {
+        let inputs = [x.clone(), y.clone()];
+        let want = host_loop(f, &inputs);
+        let got = vmap(f, &inputs).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.dims(), w.dims(), "{name}");
+            assert_eq!(f64s(g), f64s(w), "{name}");
+        }
+    }
+}

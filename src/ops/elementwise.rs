@@ -375,10 +375,7 @@ impl Binary {
 
 impl OpDef for Binary {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
-        Some(
-            batching::aligned(inputs, batched)
-                .and_then(|x| batching::all_batched(*self, &x)),
-        )
+        Some(batching::aligned(inputs, batched).and_then(|x| batching::all_batched(*self, &x)))
     }
 
     fn name(&self) -> &'static str {
@@ -599,10 +596,7 @@ pub struct Select;
 
 impl OpDef for Select {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
-        Some(
-            batching::aligned(inputs, batched)
-                .and_then(|x| batching::all_batched(*self, &x)),
-        )
+        Some(batching::aligned(inputs, batched).and_then(|x| batching::all_batched(*self, &x)))
     }
 
     fn name(&self) -> &'static str {
