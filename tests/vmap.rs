@@ -184,7 +184,13 @@ fn nested_maps_match_a_double_loop() {
 #[test]
 fn an_op_without_a_rule_falls_back_to_a_device_loop() {
     let [x, _] = batch_inputs(DType::F32);
-    let f: Example = |a| Ok(vec![a[0].cumsum(0, false, false)?.mul_scalar(3.0)?]);
+    // `gather` has no batching rule yet.
+    let f: Example = |a| {
+        Ok(vec![
+            a[0].gather(&Tensor::vector(&[2i32, 0, 0])?, 0)?
+                .mul_scalar(3.0)?,
+        ])
+    };
     let want = host_loop(f, std::slice::from_ref(&x));
     let got = vmap(f, std::slice::from_ref(&x)).unwrap();
     assert_eq!(f64s(&got[0]), f64s(&want[0]));
@@ -346,29 +352,61 @@ fn tensorflows_vectorized_map_examples() {
 }
 
 #[test]
-fn ops_without_rules_give_the_host_loops_values_through_the_fallback() {
+fn more_families_with_rules_and_the_fallback_match_host_loops() {
     let [x, y] = batch_inputs(DType::F32);
-    let fallbacks: Vec<(&str, Example)> = vec![
-        ("sort", |a| Ok(vec![a[0].sort(0, true)?])),
-        ("pad and reverse", |a| {
-            Ok(vec![
-                a[1].pad(&[[1, 0], [0, 2]], PadMode::Constant, 0.5)?
-                    .reverse(&[1])?,
-            ])
-        }),
-        ("argmax", |a| Ok(vec![a[1].argmax(-1)?])),
-        ("max_pool", |a| {
-            Ok(vec![a[1].reshape(&[1, 2, 3, 1])?.max_pool(
-                &[1, 2],
-                &[1, 1],
-                Padding::Valid,
-            )?])
-        }),
-        ("a loop", |a| {
-            Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?])
-        }),
+    // (name, function, vectorized: whether every op has a rule)
+    let families: Vec<(&str, Example, bool)> = vec![
+        ("sort", |a| Ok(vec![a[0].sort(0, true)?]), true),
+        (
+            "pad and reverse",
+            |a| {
+                Ok(vec![
+                    a[1].pad(&[[1, 0], [0, 2]], PadMode::Constant, 0.5)?
+                        .reverse(&[1])?,
+                ])
+            },
+            true,
+        ),
+        (
+            "argmax and one_hot",
+            |a| {
+                Ok(vec![
+                    a[1].argmax(-1)?,
+                    a[1].argmax(-1)?.one_hot(3, 1.0, 0.0, DType::F32)?,
+                ])
+            },
+            true,
+        ),
+        (
+            "max_pool",
+            |a| {
+                Ok(vec![a[1].reshape(&[1, 2, 3, 1])?.max_pool(
+                    &[1, 2],
+                    &[1, 1],
+                    Padding::Valid,
+                )?])
+            },
+            true,
+        ),
+        ("cumsum", |a| Ok(vec![a[1].cumsum(1, false, true)?]), true),
+        ("split", |a| a[1].split(3, 1), true),
+        (
+            "dynamic_slice",
+            |a| {
+                Ok(vec![a[1].dynamic_slice(
+                    &[Tensor::scalar(1i32), Tensor::scalar(1i32)],
+                    &[1, 2],
+                )?])
+            },
+            true,
+        ),
+        (
+            "a loop",
+            |a| Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?]),
+            false,
+        ),
     ];
-    for (name, f) in fallbacks {
+    for (name, f, vectorized) in families {
         let inputs = [x.clone(), y.clone()];
         let want = host_loop(f, &inputs);
         let got = vmap(f, &inputs).unwrap();
@@ -376,5 +414,9 @@ fn ops_without_rules_give_the_host_loops_values_through_the_fallback() {
             assert_eq!(g.dims(), w.dims(), "{name}");
             assert_eq!(f64s(g), f64s(w), "{name}");
         }
+        let compiled = function(move |x: Tensor, y: Tensor| vmap(f, &[x, y]));
+        let text = compiled.lower((&x, &y)).unwrap().as_text().to_string();
+        let loops = text.matches("stablehlo.while").count();
+        assert_eq!(loops == 0, vectorized, "{name}: {loops} loops");
     }
 }

@@ -7,6 +7,7 @@
 //! Imports `ir`, `lower::emitter`, `dtype`, `error`, `tensor`, `trace`.
 
 use super::OpDef;
+use super::batching;
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::TensorType;
@@ -19,6 +20,13 @@ use crate::tensor::{Tensor, apply};
 pub struct OptimizationBarrier {}
 
 impl OpDef for OptimizationBarrier {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
+        // Each output is its input, batched as it was.
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let outs = crate::tensor::apply(self.clone(), &refs);
+        Some(outs.map(|o| o.into_iter().zip(batched.iter().copied()).collect()))
+    }
+
     fn name(&self) -> &'static str {
         "optimization_barrier"
     }

@@ -25,6 +25,7 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
+use super::batching;
 use super::{OpDef, describe, expect_arity, same_dtype, unbroadcast};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -70,6 +71,13 @@ pub(crate) fn abs_grad(x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
 pub struct Complex;
 
 impl OpDef for Complex {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
+        Some(
+            batching::aligned(inputs, batched)
+                .and_then(|x| batching::all_batched(*self, &x)),
+        )
+    }
+
     fn name(&self) -> &'static str {
         "complex"
     }
@@ -135,6 +143,11 @@ pub enum ComplexPart {
 }
 
 impl OpDef for ComplexPart {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        // Each example alike: the batch axis is one more leading axis.
+        Some(batching::all_batched(*self, inputs))
+    }
+
     fn name(&self) -> &'static str {
         match self {
             ComplexPart::Real => "real",

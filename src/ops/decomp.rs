@@ -15,6 +15,7 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
+use super::batching;
 use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -44,6 +45,11 @@ fn square_last_two(op: &str, t: &TensorType, inputs: &[TensorType]) -> Result<()
 pub struct Cholesky;
 
 impl OpDef for Cholesky {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        // Batches of matrices are native: one more batch dimension.
+        Some(batching::all_batched(self.clone(), inputs))
+    }
+
     fn name(&self) -> &'static str {
         "cholesky"
     }

@@ -26,6 +26,7 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
+use super::batching;
 use super::{OpDef, expect_arity};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -164,6 +165,11 @@ impl Fft {
 }
 
 impl OpDef for Fft {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        // The transform runs over the innermost dimensions only.
+        Some(batching::all_batched(self.clone(), inputs))
+    }
+
     fn name(&self) -> &'static str {
         match self.kind {
             FftType::Fft => "fft",

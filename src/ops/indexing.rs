@@ -6,6 +6,7 @@
 //! they are clamped so the window stays inside the array (an index past the
 //! end reads or writes the last full window) rather than raising.
 
+use super::batching;
 use super::{OpDef, describe};
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
@@ -54,6 +55,21 @@ pub struct DynamicSlice {
 }
 
 impl OpDef for DynamicSlice {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        if batched[1..].contains(&true) {
+            return None; // a start per example: a gather
+        }
+        let index_dtype = inputs.get(1).map_or(crate::DType::I32, Tensor::dtype);
+        let zero = match Tensor::try_scalar(0i32).and_then(|z| z.cast(index_dtype)) {
+            Ok(z) => z,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut ins = vec![inputs[0].clone(), zero];
+        ins.extend(inputs[1..].iter().cloned());
+        let sizes = [&[size][..], &self.sizes].concat();
+        Some(batching::all_batched(DynamicSlice { sizes }, &ins))
+    }
+
     fn name(&self) -> &'static str {
         "dynamic_slice"
     }

@@ -56,6 +56,26 @@ impl Pad {
 }
 
 impl OpDef for Pad {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        let x = match batching::materialized(&inputs[0], batched[0], size) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        if batched[1..].contains(&true) {
+            return None; // a padding value per example
+        }
+        let front = |v: &[i64]| [&[0][..], v].concat();
+        let op = Pad {
+            low: front(&self.low),
+            high: front(&self.high),
+            interior: front(&self.interior),
+            value: self.value,
+        };
+        let mut ins = vec![x];
+        ins.extend(inputs[1..].iter().cloned());
+        Some(batching::all_batched(op, &ins))
+    }
+
     fn name(&self) -> &'static str {
         "pad"
     }
@@ -162,6 +182,16 @@ impl Reverse {
 }
 
 impl OpDef for Reverse {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        let rank = inputs[0].rank() - 1;
+        let axes = self
+            .axes
+            .iter()
+            .map(|&a| batching::shifted(a, rank))
+            .collect();
+        Some(batching::all_batched(Reverse { axes }, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "reverse"
     }

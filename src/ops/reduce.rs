@@ -373,6 +373,14 @@ pub struct ArgReduce {
 }
 
 impl OpDef for ArgReduce {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        let op = ArgReduce {
+            kind: self.kind,
+            axis: batching::shifted(self.axis, inputs[0].rank() - 1),
+        };
+        Some(batching::all_batched(op, inputs))
+    }
+
     fn name(&self) -> &'static str {
         match self.kind {
             ArgKind::Max => "argmax",

@@ -759,6 +759,11 @@ pub struct OneHot {
 }
 
 impl OpDef for OneHot {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        // The new axis goes last, after the batch axis and the example's.
+        Some(batching::all_batched(self.clone(), inputs))
+    }
+
     fn name(&self) -> &'static str {
         "one_hot"
     }

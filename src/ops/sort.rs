@@ -21,6 +21,7 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `ops::scatter`, `tensor`.
 
+use super::batching;
 use super::scatter::coordinates;
 use super::{OpDef, check_dtype, describe, normalize_axis};
 use crate::dtype::{ArraySpec, DType};
@@ -43,6 +44,20 @@ pub struct Sort {
 }
 
 impl OpDef for Sort {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        let rank = inputs[0].rank() - usize::from(batched[0]);
+        let all = inputs
+            .iter()
+            .zip(batched)
+            .map(|(t, &b)| batching::materialized(t, b, size))
+            .collect::<Result<Vec<_>>>();
+        let op = Sort {
+            axis: batching::shifted(self.axis, rank),
+            ..self.clone()
+        };
+        Some(all.and_then(|x| batching::all_batched(op, &x)))
+    }
+
     fn name(&self) -> &'static str {
         "sort"
     }

@@ -9,6 +9,7 @@
 //! careful hand writes it and as JAX's `split` transposes.
 //! Imports: `ir`, `lower`, `dtype`, `error`, `tensor`.
 
+use super::batching;
 use super::{OpDef, normalize_axis};
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
@@ -26,6 +27,14 @@ pub struct Split {
 }
 
 impl OpDef for Split {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> batching::Batched {
+        let op = Split {
+            axis: batching::shifted(self.axis, inputs[0].rank() - 1),
+            sizes: self.sizes.clone(),
+        };
+        Some(batching::all_batched(op, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "split"
     }

@@ -16,6 +16,7 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `ops::conv`, `tensor`.
 
+use super::batching;
 use super::conv::{Conv, ConvDims, Layout, Padding};
 use super::reduce::{highest, lowest};
 use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
@@ -187,6 +188,35 @@ pub struct ReduceWindow {
 }
 
 impl OpDef for ReduceWindow {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        if batched[1..].contains(&true) {
+            return None; // an initial value per example
+        }
+        let x = match batching::materialized(&inputs[0], batched[0], size) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        // A window of 1 over the batch axis.
+        let d = &self.dims;
+        let front = |first: i64, v: &[i64]| [&[first][..], v].concat();
+        let dims = WindowDims {
+            window: front(1, &d.window),
+            strides: front(1, &d.strides),
+            padding: [&[(0, 0)][..], &d.padding].concat(),
+            base_dilation: front(1, &d.base_dilation),
+            window_dilation: front(1, &d.window_dilation),
+        };
+        let mut ins = vec![x];
+        ins.extend(inputs[1..].iter().cloned());
+        Some(batching::all_batched(
+            ReduceWindow {
+                kind: self.kind,
+                dims,
+            },
+            &ins,
+        ))
+    }
+
     fn name(&self) -> &'static str {
         "reduce_window"
     }
