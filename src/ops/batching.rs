@@ -79,3 +79,26 @@ pub(crate) fn all_batched(op: impl Into<Op>, inputs: &[Tensor]) -> Result<Vec<(T
     let refs: Vec<&Tensor> = inputs.iter().collect();
     Ok(apply(op, &refs)?.into_iter().map(|t| (t, true)).collect())
 }
+
+/// `t` with axis `axis` moved to the front (the batch axis where an op
+/// left it elsewhere).
+pub(crate) fn to_front(t: Tensor, axis: usize) -> Result<Tensor> {
+    if axis == 0 {
+        return Ok(t);
+    }
+    let mut perm = vec![axis as i64];
+    perm.extend((0..t.rank() as i64).filter(|&d| d != axis as i64));
+    t.transpose(&perm)
+}
+
+/// The outputs of a rule that batched every output at `axis`, moved to
+/// the front.
+pub(crate) fn front_at(
+    outs: Result<Vec<(Tensor, bool)>>,
+    axis: usize,
+) -> Result<Vec<(Tensor, bool)>> {
+    outs?
+        .into_iter()
+        .map(|(t, b)| Ok((to_front(t, axis)?, b)))
+        .collect()
+}

@@ -72,10 +72,7 @@ pub struct Complex;
 
 impl OpDef for Complex {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
-        Some(
-            batching::aligned(inputs, batched)
-                .and_then(|x| batching::all_batched(*self, &x)),
-        )
+        Some(batching::aligned(inputs, batched).and_then(|x| batching::all_batched(*self, &x)))
     }
 
     fn name(&self) -> &'static str {

@@ -127,6 +127,25 @@ impl OpDef for DynamicSlice {
 pub struct DynamicUpdateSlice;
 
 impl OpDef for DynamicUpdateSlice {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        if batched[2..].contains(&true) {
+            return None; // a start per example: a scatter
+        }
+        let run = || -> Result<Vec<(Tensor, bool)>> {
+            let operand = batching::materialized(&inputs[0], batched[0], size)?;
+            let update = batching::materialized(&inputs[1], batched[1], size)?;
+            let index_dtype = inputs.get(2).map_or(crate::DType::I32, Tensor::dtype);
+            let mut ins = vec![
+                operand,
+                update,
+                Tensor::try_scalar(0i32)?.cast(index_dtype)?,
+            ];
+            ins.extend(inputs[2..].iter().cloned());
+            batching::all_batched(DynamicUpdateSlice, &ins)
+        };
+        Some(run())
+    }
+
     fn name(&self) -> &'static str {
         "dynamic_update_slice"
     }

@@ -535,6 +535,33 @@ impl DotGeneral {
 }
 
 impl OpDef for DotGeneral {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
+        let shift = |dims: &[i64], by: bool| -> Vec<i64> {
+            dims.iter().map(|&d| d + i64::from(by)).collect()
+        };
+        let (l, r) = (batched[0], batched[1]);
+        let mut op = DotGeneral {
+            lhs_contracting: shift(&self.lhs_contracting, l),
+            rhs_contracting: shift(&self.rhs_contracting, r),
+            lhs_batch: shift(&self.lhs_batch, l),
+            rhs_batch: shift(&self.rhs_batch, r),
+            preferred_element_type: self.preferred_element_type,
+        };
+        let nb = self.lhs_batch.len();
+        if l && r {
+            // One more batch dimension, the first: the output's too.
+            op.lhs_batch.insert(0, 0);
+            op.rhs_batch.insert(0, 0);
+            return Some(batching::all_batched(op, inputs));
+        }
+        // A free dimension of one operand: the output puts it after the
+        // batch dimensions (and, for the right operand, after the left
+        // operand's free dimensions).
+        let lhs_free = inputs[0].rank() - usize::from(l) - nb - self.lhs_contracting.len();
+        let at = if l { nb } else { nb + lhs_free };
+        Some(batching::front_at(batching::all_batched(op, inputs), at))
+    }
+
     fn name(&self) -> &'static str {
         "dot_general"
     }

@@ -645,6 +645,25 @@ pub struct Gather {
 }
 
 impl OpDef for Gather {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
+        let rank = inputs[0].rank() - usize::from(batched[0]);
+        let axis = if self.axis < 0 {
+            self.axis + rank as i64
+        } else {
+            self.axis
+        };
+        match (batched[0], batched[1]) {
+            // The table's batch axis comes before the gathered one.
+            (true, false) => Some(batching::all_batched(Gather { axis: axis + 1 }, inputs)),
+            // The indices' batch axis lands where the gathered axis was.
+            (false, true) => Some(batching::front_at(
+                batching::all_batched(Gather { axis }, inputs),
+                axis as usize,
+            )),
+            _ => None, // a table and indices per example: a batched gather
+        }
+    }
+
     fn name(&self) -> &'static str {
         "gather"
     }

@@ -10,6 +10,7 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
+use super::batching;
 use super::{OpDef, check_index_dtype, describe, expect_arity};
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
@@ -67,6 +68,18 @@ fn batching(rank: usize, axis: usize) -> Vec<i64> {
 }
 
 impl OpDef for TakeAlongAxis {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        let both = inputs
+            .iter()
+            .zip(batched)
+            .map(|(t, &b)| batching::materialized(t, b, size))
+            .collect::<Result<Vec<_>>>();
+        let op = TakeAlongAxis {
+            axis: self.axis + 1,
+        };
+        Some(both.and_then(|x| batching::all_batched(op, &x)))
+    }
+
     fn name(&self) -> &'static str {
         "take_along_axis"
     }
