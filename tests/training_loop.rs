@@ -13,8 +13,8 @@ use xlafn::prelude::*;
 use xlafn::runtime::HostArray;
 use xlafn::summary::{EventWhat, MetricsLog, read_events};
 use xlafn::train::{
-    Callback, CheckpointEvery, Control, EarlyStopping, Metrics, Progress, TrainState, Trainer,
-    latest_checkpoint,
+    Callback, CheckpointEvery, Control, EarlyStopping, Metrics, Progress, TrainPosition,
+    TrainState, Trainer, latest_checkpoint,
 };
 
 /// 40 examples of y = 2x - 1, shuffled per epoch, in batches of 8.
@@ -233,6 +233,23 @@ fn untrusted_position_files_are_clear_errors() {
     std::fs::write(dir.join("ckpt-5.json"), b"{\"epoch\": -1}").unwrap();
     let err = latest_checkpoint(&*dir).unwrap_err().to_string();
     assert!(err.contains("not a training position"), "{err}");
+    // A position no run over the data could reach is refused before a
+    // step runs.
+    let line = Line::new();
+    for (in_epoch, step) in [(6, 100), (3, 2)] {
+        let position = TrainPosition {
+            epoch: 0,
+            step_in_epoch: in_epoch,
+            step,
+        };
+        let e = Trainer::new(line.step())
+            .resume_from(position)
+            .progress(Progress::Off)
+            .fit(&line_data())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot resume"), "{e}");
+    }
     std::fs::write(
         dir.join("ckpt-5.json"),
         b"{\"epoch\":0,\"step_in_epoch\":1,\"step\":9}",

@@ -126,7 +126,9 @@ where
         .iter()
         .map(|t| output_array(t, length))
         .collect::<Result<Vec<_>>>()?;
-    let unroll = options.unroll as i64;
+    // More copies than steps would only be dead code (and a huge count
+    // must not wrap when it becomes an i64).
+    let unroll = (options.unroll as u64).min(length.max(1) as u64) as i64;
     let one_step =
         |carry: C, arrays: Vec<TensorArray>, t: &Tensor| -> Result<(C, Vec<TensorArray>)> {
             let (carry, y) = step(carry, t)?;
@@ -221,22 +223,22 @@ fn eager<C: Output, Y: Output>(
     order: impl Fn(i64) -> i64,
 ) -> Result<(C, Y)> {
     let mut carry = init;
-    let mut outputs: Vec<Option<Vec<Tensor>>> = (0..length).map(|_| None).collect();
+    // Grown step by step: a huge `length` costs time as it runs, never a
+    // huge allocation up front.
+    let mut outputs: Vec<(i64, Vec<Tensor>)> = Vec::new();
     let mut template = None;
     for t in 0..length {
         let index = order(t);
         let (next, y) = step(carry, &Tensor::try_scalar(index)?)?;
         carry = next;
-        outputs[index as usize] = Some(flat(&y));
+        outputs.push((index, flat(&y)));
         template.get_or_insert(y);
     }
+    outputs.sort_by_key(|(index, _)| *index);
     let Some(template) = template else {
         return zero_steps(carry);
     };
-    let per_step: Vec<Vec<Tensor>> = outputs
-        .into_iter()
-        .map(|o| o.expect("every step ran"))
-        .collect();
+    let per_step: Vec<Vec<Tensor>> = outputs.into_iter().map(|(_, y)| y).collect();
     let stacked = (0..per_step[0].len())
         .map(|k| {
             Tensor::stack(

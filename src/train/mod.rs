@@ -295,6 +295,7 @@ impl<B: Send + 'static> Trainer<B> {
                 "train: histograms go to TensorBoard files; add .tensorboard(dir)".into(),
             ));
         }
+        check_position(&self.start, data.cardinality())?;
         let mut history = History::default();
         let result = self.run(data, &mut history);
         let flushed = self.finish(&history);
@@ -460,6 +461,27 @@ impl<B: Send + 'static> Trainer<B> {
             _ => Ok(()),
         }
     }
+}
+
+/// A position to resume from must be one a run over `data` could reach
+/// (the position file is untrusted input: a bogus count must not make the
+/// loop skip forever).
+fn check_position(position: &TrainPosition, steps: crate::data::Cardinality) -> Result<()> {
+    let beyond = steps.finite().is_some_and(|n| position.step_in_epoch > n);
+    if position.step_in_epoch > position.step || beyond {
+        return Err(Error::Value(format!(
+            "train: cannot resume at step {} of epoch {} (step {} of the run): {}",
+            position.step_in_epoch,
+            position.epoch,
+            position.step,
+            if beyond {
+                format!("an epoch has {} steps", steps.finite().unwrap_or(0))
+            } else {
+                "more steps in the epoch than in the run".to_string()
+            }
+        )));
+    }
+    Ok(())
 }
 
 fn draw_curve(path: &std::path::Path, history: &History) -> Result<()> {
