@@ -401,6 +401,34 @@ fn more_families_with_rules_and_the_fallback_match_host_loops() {
             true,
         ),
         (
+            "conv2d with a shared kernel",
+            |a| {
+                let kernel = Tensor::from_vec(vec![0.5f32, -1.0, 0.25, 2.0], &[2, 1, 1, 2])?;
+                let images = a[1].reshape(&[2, 3, 1, 1])?; // N=2, H=3, W=1, C=1
+                Ok(vec![
+                    images
+                        .conv2d(&kernel, [1, 1], Padding::Same, [1, 1])?
+                        .relu()?,
+                ])
+            },
+            true,
+        ),
+        (
+            "conv2d with a kernel per example",
+            |a| {
+                let image =
+                    Tensor::from_vec((0..12).map(|i| i as f32 / 6.0).collect(), &[1, 4, 3, 1])?;
+                let kernel = a[0].slice(&[0], &[2])?.reshape(&[2, 1, 1, 1])?;
+                Ok(vec![image.conv2d(
+                    &kernel,
+                    [1, 1],
+                    Padding::Valid,
+                    [1, 1],
+                )?])
+            },
+            false,
+        ),
+        (
             "a loop",
             |a| Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?]),
             false,

@@ -16,6 +16,7 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor` and `error`.
 
+use super::batching;
 use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
@@ -130,6 +131,33 @@ fn dilated(s: i64, d: i64) -> i64 {
 }
 
 impl Conv {
+    /// The rule of `batch`: the examples' axis folded into the input's
+    /// batch dimension, the output's unfolded and moved to the front.
+    fn batch_into_n(&self, x: &Tensor, kernel: &Tensor, size: i64) -> Result<Vec<(Tensor, bool)>> {
+        let dims = x.dims();
+        let rank = dims.len() - 1;
+        let n = self.dims.lhs.batch as usize;
+        // Put the examples' axis just before the input's batch dimension.
+        let mut perm = Vec::with_capacity(rank + 1);
+        for k in 0..rank {
+            if k == n {
+                perm.push(0);
+            }
+            perm.push(k as i64 + 1);
+        }
+        let mut merged: Vec<i64> = dims[1..].to_vec();
+        merged[n] *= size;
+        let folded = x.transpose(&perm)?.reshape(&merged)?;
+        let out = crate::tensor::apply(self.clone(), &[&folded, kernel])?.remove(0);
+        let m = self.dims.out.batch as usize;
+        let out_dims = out.dims();
+        let mut split = out_dims[..m].to_vec();
+        split.extend([size, out_dims[m] / size.max(1)]);
+        split.extend(&out_dims[m + 1..]);
+        let unfolded = out.reshape(&split)?;
+        Ok(vec![(batching::to_front(unfolded, m)?, true)])
+    }
+
     fn error(&self, inputs: &[TensorType], what: impl std::fmt::Display) -> Error {
         Error::invalid("conv", format!("{what} (operands: {})", describe(inputs)))
     }
@@ -190,6 +218,16 @@ impl Conv {
 }
 
 impl OpDef for Conv {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        // Examples of an input with a shared kernel join the convolution's
+        // own batch: [B, ..N..] -> [..B*N..], and back after. A kernel per
+        // example, or grouped batches (filter gradients), fall back.
+        if batched[1] || self.batch_group_count != 1 {
+            return None;
+        }
+        Some(self.batch_into_n(&inputs[0], &inputs[1], size))
+    }
+
     fn name(&self) -> &'static str {
         "conv"
     }
