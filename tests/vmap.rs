@@ -429,6 +429,46 @@ fn more_families_with_rules_and_the_fallback_match_host_loops() {
             false,
         ),
         (
+            "strided_slice",
+            |a| Ok(vec![a[1].strided_slice(&[0, 2], &[2, -4], &[1, -2])?]),
+            true,
+        ),
+        (
+            "cholesky and triangular_solve",
+            |a| {
+                // An SPD matrix per example: y yᵀ + 3 I.
+                let eye = Tensor::from_vec(vec![3f32, 0., 0., 0., 3., 0., 0., 0., 3.], &[3, 3])?;
+                let spd = a[1].transpose(&[1, 0])?.matmul(&a[1])?.add(&eye)?;
+                let l = spd.cholesky()?;
+                let rhs = a[0].reshape(&[3, 1])?;
+                Ok(vec![
+                    l.clone(),
+                    rhs.triangular_solve(&l, true, true, false, false)?,
+                ])
+            },
+            true,
+        ),
+        (
+            "gradients through max_pool and take_along_axis",
+            |a| {
+                let tape = GradientTape::new();
+                let x = a[1].reshape(&[1, 2, 3, 1])?;
+                tape.watch(&x);
+                let pooled = x.max_pool(&[2, 1], &[2, 1], Padding::Valid)?;
+                let idx = Tensor::from_vec(vec![2i32, 0, 1], &[1, 3])?;
+                let picked = x
+                    .reshape(&[2, 3])?
+                    .slice(&[0, 0], &[1, 3])?
+                    .take_along_axis(&idx, 1)?;
+                let loss = pooled.square()?.reduce_sum(&[], false)?
+                    + picked.square()?.reduce_sum(&[], false)?;
+                Ok(vec![
+                    tape.gradient(&loss, &[(&x).into()])?.remove(0).unwrap(),
+                ])
+            },
+            true,
+        ),
+        (
             "a loop",
             |a| Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?]),
             false,

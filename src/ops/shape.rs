@@ -534,6 +534,16 @@ impl StridedSlice {
 }
 
 impl OpDef for StridedSlice {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], size: i64) -> batching::Batched {
+        // Every example whole along the batch axis.
+        let op = StridedSlice {
+            begin: [&[0][..], &self.begin].concat(),
+            end: [&[size][..], &self.end].concat(),
+            strides: [&[1][..], &self.strides].concat(),
+        };
+        Some(batching::all_batched(op, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "strided_slice"
     }

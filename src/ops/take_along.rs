@@ -135,6 +135,18 @@ impl OpDef for TakeAlongAxis {
 }
 
 impl OpDef for AddAlongAxis {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        let all = inputs
+            .iter()
+            .zip(batched)
+            .map(|(t, &b)| batching::materialized(t, b, size))
+            .collect::<Result<Vec<_>>>();
+        let op = AddAlongAxis {
+            axis: self.axis + 1,
+        };
+        Some(all.and_then(|x| batching::all_batched(op, &x)))
+    }
+
     fn name(&self) -> &'static str {
         "add_along_axis"
     }

@@ -366,6 +366,28 @@ impl SelectAndScatterAdd {
 }
 
 impl OpDef for SelectAndScatterAdd {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        // A window of 1 over the batch axis, as for `ReduceWindow`.
+        let all = inputs
+            .iter()
+            .zip(batched)
+            .map(|(t, &b)| batching::materialized(t, b, size))
+            .collect::<Result<Vec<_>>>();
+        let d = &self.dims;
+        let front = |first: i64, v: &[i64]| [&[first][..], v].concat();
+        let op = SelectAndScatterAdd {
+            dims: WindowDims {
+                window: front(1, &d.window),
+                strides: front(1, &d.strides),
+                padding: [&[(0, 0)][..], &d.padding].concat(),
+                base_dilation: front(1, &d.base_dilation),
+                window_dilation: front(1, &d.window_dilation),
+            },
+            pick_max: self.pick_max,
+        };
+        Some(all.and_then(|x| batching::all_batched(op, &x)))
+    }
+
     fn name(&self) -> &'static str {
         "select_and_scatter_add"
     }
