@@ -469,6 +469,22 @@ fn more_families_with_rules_and_the_fallback_match_host_loops() {
             true,
         ),
         (
+            "dynamic_slice at a start per example",
+            |a| {
+                // Each example's start comes from its own data (clamped).
+                let start = a[0]
+                    .slice(&[0], &[1])?
+                    .reshape(&[])?
+                    .mul_scalar(4.0)?
+                    .cast(DType::I32)?;
+                Ok(vec![
+                    a[1].dynamic_slice(&[Tensor::scalar(0i32), start.clone()], &[2, 2])?,
+                    a[0].dynamic_slice(&[start], &[1])?,
+                ])
+            },
+            true,
+        ),
+        (
             "a loop",
             |a| Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?]),
             false,

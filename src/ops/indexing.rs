@@ -54,10 +54,52 @@ pub struct DynamicSlice {
     pub sizes: Vec<i64>,
 }
 
+impl DynamicSlice {
+    /// The batching rule when some start differs per example: each axis
+    /// in turn is cut by `take_along_axis` at `start + 0..size` (the start
+    /// clamped into the axis as XLA clamps it), the batch axis carrying a
+    /// row of indices per example.
+    fn per_example_starts(
+        &self,
+        inputs: &[Tensor],
+        batched: &[bool],
+        size: i64,
+    ) -> Result<Vec<(Tensor, bool)>> {
+        let mut x = batching::materialized(&inputs[0], batched[0], size)?;
+        for (d, ((start, &start_batched), &len)) in inputs[1..]
+            .iter()
+            .zip(&batched[1..])
+            .zip(&self.sizes)
+            .enumerate()
+        {
+            let current = x.dims();
+            let last = Tensor::try_scalar((current[d + 1] - len) as i32)?;
+            let start = start
+                .cast(crate::DType::I32)?
+                .maximum(&Tensor::try_scalar(0i32)?)?
+                .minimum(&last)?;
+            let per_example = if start_batched {
+                start.reshape(&[size, 1])?
+            } else {
+                start.reshape(&[1, 1])?.broadcast_to(&[size, 1])?
+            };
+            let rows = per_example.add(&Tensor::iota(&[1, len], 1, crate::DType::I32)?)?;
+            let mut shape = vec![1; current.len()];
+            shape[0] = size;
+            shape[d + 1] = len;
+            let mut target = current.clone();
+            target[d + 1] = len;
+            let idx = rows.reshape(&shape)?.broadcast_to(&target)?;
+            x = x.take_along_axis(&idx, d as i64 + 1)?;
+        }
+        Ok(vec![(x, true)])
+    }
+}
+
 impl OpDef for DynamicSlice {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         if batched[1..].contains(&true) {
-            return None; // a start per example: a gather
+            return Some(self.per_example_starts(inputs, batched, size));
         }
         let index_dtype = inputs.get(1).map_or(crate::DType::I32, Tensor::dtype);
         let zero = match Tensor::try_scalar(0i32).and_then(|z| z.cast(index_dtype)) {
