@@ -21,12 +21,10 @@
 
 use crate::control::{TensorArray, for_range};
 use crate::error::{Error, Result};
-use crate::ir::{Shape, TensorType, ValueId};
-use crate::ops::OpDef;
-use crate::ops::batching::materialized;
-use crate::tensor::{Tensor, apply};
+use crate::ir::{Shape, TensorType};
+use crate::ops::batching::{self, materialized};
+use crate::tensor::Tensor;
 use crate::trace;
-use std::collections::HashMap;
 
 /// `f` mapped over the first axis of every input (`jax.vmap(f)`): output
 /// `k` stacks `f`'s output `k` for each example along a new first axis.
@@ -163,43 +161,20 @@ fn example_type(t: &Tensor, batched: bool) -> Result<TensorType> {
     Ok(TensorType::new(t.dtype(), Shape::known(dims)))
 }
 
-/// Replays `graph` with the batching rules; `Err(op)` names the first op
-/// on batched values that has none.
+/// Replays `graph` with the batching rules (the region's arguments, then
+/// its captures, unbatched); `Err(op)` names the first op on batched
+/// values that has none.
 fn vectorized(
     graph: &crate::ir::Graph,
     inputs: &[(Tensor, bool)],
     captured: &[Tensor],
     size: i64,
 ) -> Result<std::result::Result<Vec<(Tensor, bool)>, &'static str>> {
-    let mut values: HashMap<ValueId, (Tensor, bool)> = HashMap::new();
     let fed = inputs
         .iter()
         .cloned()
         .chain(captured.iter().map(|t| (t.clone(), false)));
-    values.extend(graph.params().iter().copied().zip(fed));
-    for node in graph.nodes() {
-        let ins: Vec<(Tensor, bool)> = node.inputs.iter().map(|v| values[v].clone()).collect();
-        let tensors: Vec<Tensor> = ins.iter().map(|(t, _)| t.clone()).collect();
-        let flags: Vec<bool> = ins.iter().map(|(_, b)| *b).collect();
-        let outs = if flags.contains(&true) {
-            match node.op.batch(&tensors, &flags, size) {
-                Some(outs) => outs?,
-                None => return Ok(Err(node.op.name())),
-            }
-        } else {
-            let refs: Vec<&Tensor> = tensors.iter().collect();
-            apply(node.op.clone(), &refs)?
-                .into_iter()
-                .map(|t| (t, false))
-                .collect()
-        };
-        values.extend(node.outputs.iter().copied().zip(outs));
-    }
-    Ok(Ok(graph
-        .results()
-        .iter()
-        .map(|r| values[r].clone())
-        .collect()))
+    batching::replay(graph, fed.collect(), size)
 }
 
 /// The fallback: `f` on each example in a loop on the device, its

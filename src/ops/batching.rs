@@ -3,8 +3,9 @@
 //! these helpers line operands up for broadcasting, repeat unbatched ones,
 //! and move an example's axes past the batch axis.
 
-use super::Op;
+use super::{Op, OpDef};
 use crate::error::Result;
+use crate::ir::{Graph, ValueId};
 use crate::tensor::{Tensor, apply};
 
 /// A rule's result: each output and whether it carries the batch axis.
@@ -101,4 +102,54 @@ pub(crate) fn front_at(
         .into_iter()
         .map(|(t, b)| Ok((to_front(t, axis)?, b)))
         .collect()
+}
+
+/// Replays `graph` on parameters that may carry the batch axis, applying
+/// each op's rule where an input does and the op itself where none does.
+/// `Err(op)` names the first op on batched values without a rule. What
+/// `vmap` runs, and what ops holding graphs (`cond`, `call`) batch with.
+pub(crate) fn replay(
+    graph: &Graph,
+    params: Vec<(Tensor, bool)>,
+    size: i64,
+) -> Result<std::result::Result<Vec<(Tensor, bool)>, &'static str>> {
+    let mut values: std::collections::HashMap<ValueId, (Tensor, bool)> =
+        graph.params().iter().copied().zip(params).collect();
+    for node in graph.nodes() {
+        let ins: Vec<(Tensor, bool)> = node.inputs.iter().map(|v| values[v].clone()).collect();
+        let tensors: Vec<Tensor> = ins.iter().map(|(t, _)| t.clone()).collect();
+        let flags: Vec<bool> = ins.iter().map(|(_, b)| *b).collect();
+        let outs = if flags.contains(&true) {
+            match node.op.batch(&tensors, &flags, size) {
+                Some(outs) => outs?,
+                None => return Ok(Err(node.op.name())),
+            }
+        } else {
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            apply(node.op.clone(), &refs)?
+                .into_iter()
+                .map(|t| (t, false))
+                .collect()
+        };
+        values.extend(node.outputs.iter().copied().zip(outs));
+    }
+    Ok(Ok(graph
+        .results()
+        .iter()
+        .map(|r| values[r].clone())
+        .collect()))
+}
+
+/// [`replay`] inside another op's rule: an op without a rule there makes
+/// the whole function fall back (`None`).
+pub(crate) fn replay_in_rule(
+    graph: &Graph,
+    params: Vec<(Tensor, bool)>,
+    size: i64,
+) -> Option<Result<Vec<(Tensor, bool)>>> {
+    match replay(graph, params, size) {
+        Ok(Ok(outs)) => Some(Ok(outs)),
+        Ok(Err(_)) => None,
+        Err(e) => Some(Err(e)),
+    }
 }

@@ -12,6 +12,7 @@
 //! live in `crate::control`; eagerly they are plain Rust control flow, so
 //! these ops only ever appear in traced graphs (never in the eager cache).
 
+use super::batching;
 use super::{Op, OpDef, describe};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -177,6 +178,30 @@ impl Hash for Cond {
 }
 
 impl OpDef for Cond {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        // Both branches, batched, and a select (JAX's rule for a batched
+        // predicate; for a shared one it is the same values).
+        let branch = |region: &Region| {
+            let params = region
+                .captures
+                .iter()
+                .map(|&i| (inputs[i].clone(), batched[i]))
+                .collect();
+            batching::replay_in_rule(&region.graph, params, size)
+        };
+        let then = branch(&self.then_branch)?;
+        let otherwise = branch(&self.else_branch)?;
+        let select = || -> Result<Vec<(Tensor, bool)>> {
+            let (then, otherwise) = (then?, otherwise?);
+            let pred = (&inputs[0], batched[0]);
+            then.into_iter()
+                .zip(otherwise)
+                .map(|(a, b)| select_batched(pred, a, b, size))
+                .collect()
+        };
+        Some(select())
+    }
+
     fn name(&self) -> &'static str {
         "cond"
     }
@@ -606,6 +631,19 @@ impl Hash for Call {
 }
 
 impl OpDef for Call {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        let params = inputs
+            .iter()
+            .cloned()
+            .zip(batched.iter().copied())
+            .collect();
+        let outs = batching::replay_in_rule(&self.graph, params, size)?;
+        Some(outs.map(|mut o| {
+            o.truncate(self.num_outputs);
+            o
+        }))
+    }
+
     fn name(&self) -> &'static str {
         "call"
     }
@@ -640,4 +678,28 @@ impl OpDef for Call {
     ) -> Result<Vec<Option<Tensor>>> {
         (self.vjp)(inputs, outputs, grads, needed)
     }
+}
+
+/// `where(pred, a, b)` for a `cond`'s batched results: the predicate (one
+/// per example when batched) broadcast over each example's values.
+fn select_batched(
+    (pred, pred_batched): (&Tensor, bool),
+    (a, a_batched): (Tensor, bool),
+    (b, b_batched): (Tensor, bool),
+    size: i64,
+) -> Result<(Tensor, bool)> {
+    let any = pred_batched || a_batched || b_batched;
+    if !any {
+        return Ok((pred.where_(&a, &b)?, false));
+    }
+    let a = batching::materialized(&a, a_batched, size)?;
+    let b = batching::materialized(&b, b_batched, size)?;
+    let pred = if pred_batched {
+        let mut dims = vec![size];
+        dims.extend(std::iter::repeat_n(1, a.rank() - 1));
+        pred.reshape(&dims)?
+    } else {
+        pred.clone()
+    };
+    Ok((pred.where_(&a, &b)?, true))
 }
