@@ -511,6 +511,36 @@ fn more_families_with_rules_and_the_fallback_match_host_loops() {
             true,
         ),
         (
+            "gather_nd",
+            |a| {
+                let rows = Tensor::from_vec(vec![1i32, 2, 0, 0], &[2, 2])?;
+                let per_example = a[0]
+                    .gt_scalar(0.0)?
+                    .cast(DType::I32)?
+                    .slice(&[0], &[2])?
+                    .reshape(&[2, 1])?;
+                let shared = Tensor::from_vec((0..6).map(|i| i as f32).collect(), &[2, 3])?;
+                Ok(vec![
+                    a[1].gather_nd(&rows)?,
+                    shared.gather_nd(&per_example)?,
+                    a[1].gather_nd(&per_example)?,
+                ])
+            },
+            true,
+        ),
+        (
+            "tensor_scatter_nd",
+            |a| {
+                let rows = Tensor::from_vec(vec![1i32, 2, 0, 0], &[2, 2])?;
+                let updates = a[0].slice(&[0], &[2])?;
+                Ok(vec![
+                    a[1].tensor_scatter_nd_add(&rows, &updates)?,
+                    a[1].tensor_scatter_nd_update(&rows, &Tensor::vector(&[7f32, 8.])?)?,
+                ])
+            },
+            true,
+        ),
+        (
             "a loop",
             |a| Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?]),
             false,

@@ -153,3 +153,15 @@ pub(crate) fn replay_in_rule(
         Err(e) => Some(Err(e)),
     }
 }
+
+/// Index vectors (`[..., k]`, the last axis the coordinates) with each
+/// example's own index prepended as a first coordinate (`[B, ..., k + 1]`):
+/// how `gather_nd` and `scatter_nd` reach into a batched operand.
+pub(crate) fn with_batch_coordinate(indices: &Tensor, batched: bool, size: i64) -> Result<Tensor> {
+    let idx = materialized(indices, batched, size)?;
+    let mut dims = idx.dims();
+    let last = dims.len() - 1;
+    dims[last] = 1;
+    let coordinate = Tensor::iota(&dims, 0, idx.dtype())?;
+    Tensor::concat(&[coordinate, idx], last as i64)
+}

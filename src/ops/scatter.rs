@@ -11,6 +11,7 @@
 //!
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
+use super::batching;
 use super::reduce::lowest;
 use super::{OpDef, check_dtype, check_index_dtype, describe, expect_arity};
 use crate::dtype::ArraySpec;
@@ -53,6 +54,15 @@ fn index_rows<'a>(
 pub struct GatherNd;
 
 impl OpDef for GatherNd {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        if !batched[0] {
+            // Shared params: the indices' batch axis leads the output.
+            return Some(batching::all_batched(GatherNd, inputs));
+        }
+        let idx = batching::with_batch_coordinate(&inputs[1], batched[1], size);
+        Some(idx.and_then(|idx| batching::all_batched(GatherNd, &[inputs[0].clone(), idx])))
+    }
+
     fn name(&self) -> &'static str {
         "gather_nd"
     }
@@ -146,6 +156,16 @@ pub struct ScatterNd {
 }
 
 impl OpDef for ScatterNd {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        let run = || -> Result<Vec<(Tensor, bool)>> {
+            let t = batching::materialized(&inputs[0], batched[0], size)?;
+            let idx = batching::with_batch_coordinate(&inputs[1], batched[1], size)?;
+            let updates = batching::materialized(&inputs[2], batched[2], size)?;
+            batching::all_batched(self.clone(), &[t, idx, updates])
+        };
+        Some(run())
+    }
+
     fn name(&self) -> &'static str {
         "tensor_scatter_nd"
     }
