@@ -232,6 +232,8 @@ mod guide_looping_over_data;
 mod jacobians_and_forward_mode;
 #[path = "robust_sharding.rs"]
 mod robust_sharding;
+#[path = "robust_transforms.rs"]
+mod robust_transforms;
 #[path = "scan.rs"]
 mod scan;
 #[path = "shard_map.rs"]
@@ -242,6 +244,8 @@ mod sharding;
 mod summary;
 #[path = "training_loop.rs"]
 mod training_loop;
+#[path = "vmap.rs"]
+mod vmap;
 
 /// Prints what ran the check: the plugin, its PJRT C API version, the
 /// platform and devices. The script runs it first, with `--nocapture`.

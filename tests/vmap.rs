@@ -541,6 +541,11 @@ fn more_families_with_rules_and_the_fallback_match_host_loops() {
             true,
         ),
         (
+            "ensure_shape",
+            |a| Ok(vec![a[1].ensure_shape(&[None, Some(3)])?.exp()?]),
+            true,
+        ),
+        (
             "a loop",
             |a| Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?]),
             false,

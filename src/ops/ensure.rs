@@ -21,6 +21,18 @@ pub struct EnsureShape {
 }
 
 impl OpDef for EnsureShape {
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], size: i64) -> super::batching::Batched {
+        // The example's shape, behind the batch axis; an unknown rank
+        // cannot be extended.
+        let dims = self.shape.dims()?;
+        let mut batched = vec![Some(size)];
+        batched.extend(dims.iter().copied());
+        let op = EnsureShape {
+            shape: crate::ir::Shape::from_dims(batched),
+        };
+        Some(super::batching::all_batched(op, inputs))
+    }
+
     fn name(&self) -> &'static str {
         "ensure_shape"
     }
