@@ -546,6 +546,22 @@ fn more_families_with_rules_and_the_fallback_match_host_loops() {
             true,
         ),
         (
+            "dynamic_update_slice at a start per example",
+            |a| {
+                let start = a[0]
+                    .slice(&[0], &[1])?
+                    .reshape(&[])?
+                    .mul_scalar(4.0)?
+                    .cast(DType::I32)?;
+                let patch = a[0].slice(&[1], &[2])?.reshape(&[1, 2])?;
+                Ok(vec![a[1].dynamic_update_slice(
+                    &patch,
+                    &[Tensor::scalar(1i32), start],
+                )?])
+            },
+            true,
+        ),
+        (
             "a loop",
             |a| Ok(vec![for_range(0, 3, 1, a[0].clone(), |_, s| s.sin())?]),
             false,

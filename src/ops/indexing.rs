@@ -168,10 +168,41 @@ impl OpDef for DynamicSlice {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct DynamicUpdateSlice;
 
+/// The batching rule of `dynamic_update_slice` when some start differs
+/// per example: a scatter of the update to the coordinates
+/// `(example, start + 0..size)` per axis (each start clamped as XLA clamps
+/// it, so the update fits).
+fn per_example_update(
+    inputs: &[Tensor],
+    batched: &[bool],
+    size: i64,
+) -> Result<Vec<(Tensor, bool)>> {
+    let operand = batching::materialized(&inputs[0], batched[0], size)?;
+    let update = batching::materialized(&inputs[1], batched[1], size)?;
+    let (dims, update_dims) = (operand.dims(), update.dims());
+    let mut coordinates = vec![Tensor::iota(&update_dims, 0, crate::DType::I32)?];
+    for (k, (start, &start_batched)) in inputs[2..].iter().zip(&batched[2..]).enumerate() {
+        let last = Tensor::try_scalar((dims[k + 1] - update_dims[k + 1]) as i32)?;
+        let start = start
+            .cast(crate::DType::I32)?
+            .maximum(&Tensor::try_scalar(0i32)?)?
+            .minimum(&last)?;
+        let mut shape = vec![1; update_dims.len()];
+        shape[0] = if start_batched { size } else { 1 };
+        let along = Tensor::iota(&update_dims, k as i64 + 1, crate::DType::I32)?;
+        coordinates.push(along.add(&start.reshape(&shape)?)?);
+    }
+    let indices = Tensor::stack(&coordinates, -1)?;
+    Ok(vec![(
+        operand.tensor_scatter_nd_update(&indices, &update)?,
+        true,
+    )])
+}
+
 impl OpDef for DynamicUpdateSlice {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         if batched[2..].contains(&true) {
-            return None; // a start per example: a scatter
+            return Some(per_example_update(inputs, batched, size));
         }
         let run = || -> Result<Vec<(Tensor, bool)>> {
             let operand = batching::materialized(&inputs[0], batched[0], size)?;
