@@ -37,6 +37,15 @@ fn host_loop(f: Example, inputs: &[Tensor]) -> Vec<Tensor> {
         .collect()
 }
 
+/// A start index per example, from its own data (some beyond the axis, so
+/// the rules' clamping is exercised).
+fn start_from(x: &Tensor) -> Result<Tensor> {
+    x.slice(&[0], &[1])?
+        .reshape(&[])?
+        .mul_scalar(4.0)?
+        .cast(DType::I32)
+}
+
 fn w() -> Tensor {
     Tensor::from_vec(vec![0.5f64, -1.0, 2.0, 0.25, 1.5, -0.75], &[3, 2]).unwrap()
 }
@@ -497,12 +506,7 @@ fn more_families_with_rules_and_the_fallback_match_host_loops() {
         (
             "dynamic_slice at a start per example",
             |a| {
-                // Each example's start comes from its own data (clamped).
-                let start = a[0]
-                    .slice(&[0], &[1])?
-                    .reshape(&[])?
-                    .mul_scalar(4.0)?
-                    .cast(DType::I32)?;
+                let start = start_from(&a[0])?;
                 Ok(vec![
                     a[1].dynamic_slice(&[Tensor::scalar(0i32), start.clone()], &[2, 2])?,
                     a[0].dynamic_slice(&[start], &[1])?,
@@ -548,11 +552,7 @@ fn more_families_with_rules_and_the_fallback_match_host_loops() {
         (
             "dynamic_update_slice at a start per example",
             |a| {
-                let start = a[0]
-                    .slice(&[0], &[1])?
-                    .reshape(&[])?
-                    .mul_scalar(4.0)?
-                    .cast(DType::I32)?;
+                let start = start_from(&a[0])?;
                 let patch = a[0].slice(&[1], &[2])?.reshape(&[1, 2])?;
                 Ok(vec![a[1].dynamic_update_slice(
                     &patch,

@@ -64,6 +64,20 @@ pub(crate) fn materialized(t: &Tensor, batched: bool, size: i64) -> Result<Tenso
     t.expand_dims(0)?.broadcast_to(&dims)
 }
 
+/// Every input with the batch axis (see [`materialized`]): for ops whose
+/// operands must agree in shape.
+pub(crate) fn all_materialized(
+    inputs: &[Tensor],
+    batched: &[bool],
+    size: i64,
+) -> Result<Vec<Tensor>> {
+    inputs
+        .iter()
+        .zip(batched)
+        .map(|(t, &b)| materialized(t, b, size))
+        .collect()
+}
+
 /// An example's axis (negative counts from the end) as the batched
 /// value's axis.
 pub(crate) fn shifted(axis: i64, example_rank: usize) -> i64 {

@@ -132,11 +132,7 @@ pub struct TriangularSolve {
 impl OpDef for TriangularSolve {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         // Batches of systems are native once both operands carry one.
-        let both = inputs
-            .iter()
-            .zip(batched)
-            .map(|(t, &b)| batching::materialized(t, b, size))
-            .collect::<Result<Vec<_>>>();
+        let both = batching::all_materialized(inputs, batched, size);
         Some(both.and_then(|x| batching::all_batched(self.clone(), &x)))
     }
 

@@ -263,11 +263,7 @@ impl Concat {
 impl OpDef for Concat {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         let rank = inputs[0].rank() - usize::from(batched[0]);
-        let all = inputs
-            .iter()
-            .zip(batched)
-            .map(|(t, &b)| batching::materialized(t, b, size))
-            .collect::<Result<Vec<_>>>();
+        let all = batching::all_materialized(inputs, batched, size);
         let axis = batching::shifted(self.axis, rank);
         Some(all.and_then(|x| batching::all_batched(Concat { axis }, &x)))
     }

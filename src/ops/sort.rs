@@ -46,11 +46,7 @@ pub struct Sort {
 impl OpDef for Sort {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         let rank = inputs[0].rank() - usize::from(batched[0]);
-        let all = inputs
-            .iter()
-            .zip(batched)
-            .map(|(t, &b)| batching::materialized(t, b, size))
-            .collect::<Result<Vec<_>>>();
+        let all = batching::all_materialized(inputs, batched, size);
         let op = Sort {
             axis: batching::shifted(self.axis, rank),
             ..self.clone()

@@ -69,11 +69,7 @@ fn batching(rank: usize, axis: usize) -> Vec<i64> {
 
 impl OpDef for TakeAlongAxis {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
-        let both = inputs
-            .iter()
-            .zip(batched)
-            .map(|(t, &b)| batching::materialized(t, b, size))
-            .collect::<Result<Vec<_>>>();
+        let both = batching::all_materialized(inputs, batched, size);
         let op = TakeAlongAxis {
             axis: self.axis + 1,
         };
@@ -136,11 +132,7 @@ impl OpDef for TakeAlongAxis {
 
 impl OpDef for AddAlongAxis {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
-        let all = inputs
-            .iter()
-            .zip(batched)
-            .map(|(t, &b)| batching::materialized(t, b, size))
-            .collect::<Result<Vec<_>>>();
+        let all = batching::all_materialized(inputs, batched, size);
         let op = AddAlongAxis {
             axis: self.axis + 1,
         };

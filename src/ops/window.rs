@@ -368,11 +368,7 @@ impl SelectAndScatterAdd {
 impl OpDef for SelectAndScatterAdd {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         // A window of 1 over the batch axis, as for `ReduceWindow`.
-        let all = inputs
-            .iter()
-            .zip(batched)
-            .map(|(t, &b)| batching::materialized(t, b, size))
-            .collect::<Result<Vec<_>>>();
+        let all = batching::all_materialized(inputs, batched, size);
         let d = &self.dims;
         let front = |first: i64, v: &[i64]| [&[first][..], v].concat();
         let op = SelectAndScatterAdd {
