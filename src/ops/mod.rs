@@ -25,6 +25,7 @@ pub mod einsum;
 pub mod elementwise;
 pub mod ensure;
 pub mod fft;
+pub mod gather;
 pub mod indexing;
 pub mod linalg;
 pub mod pad;
