@@ -146,3 +146,46 @@ fn pipelines_with_extreme_sizes_stay_bounded_and_clear() {
     assert!(rows[0].is_err() && rows[1].is_ok());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn file_sources_refuse_fifos_and_oversized_positions_instead_of_blocking() {
+    let dir = std::env::temp_dir().join(format!("xlafn-robust-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        // Opening a FIFO for reading with no writer would block forever.
+        let lines: Vec<_> = Dataset::text_lines(&[&fifo]).iter_epoch(0).collect();
+        assert!(
+            lines[0]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("not a regular file")
+        );
+        let rows: Vec<_> = Dataset::csv(&fifo, xlafn::data::CsvOptions::new(&[DType::F32]))
+            .iter_epoch(0)
+            .collect();
+        assert!(rows[0].is_err());
+        assert!(Dataset::safetensors(&fifo, &[]).is_err());
+        assert!(xlafn::train::TrainPosition::read(&fifo).is_err());
+    }
+    let big = dir.join("ckpt-1.json");
+    std::fs::write(&big, vec![b' '; 1 << 20]).unwrap();
+    let e = xlafn::train::TrainPosition::read(&big)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("larger than"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_metric_that_is_not_one_number_stops_the_run_with_its_name() {
+    use xlafn::train::{Metrics, Progress, Trainer};
+    let e = Trainer::new(|_: i64| Ok(Metrics::new().with("per_row", Tensor::vector(&[1f32, 2.])?)))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 2))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("per_row") && e.contains("one number"), "{e}");
+}

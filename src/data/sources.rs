@@ -175,7 +175,8 @@ impl Dataset<String> {
 }
 
 fn lines_of(path: PathBuf) -> Box<dyn Iterator<Item = Result<String>> + Send> {
-    match std::fs::File::open(&path) {
+    // A regular file only: a FIFO or a device would block the pass.
+    match crate::export::open_regular_file(&path).map(|(f, _)| f) {
         Ok(f) => Box::new(
             std::io::BufReader::new(f)
                 .lines()
@@ -187,11 +188,7 @@ fn lines_of(path: PathBuf) -> Box<dyn Iterator<Item = Result<String>> + Send> {
                         })
                 }),
         ),
-        Err(e) => Box::new(std::iter::once(Err(Error::io(
-            "data: cannot open",
-            &path,
-            e,
-        )))),
+        Err(e) => Box::new(std::iter::once(Err(e))),
     }
 }
 
@@ -218,8 +215,12 @@ fn pick(arrays: Vec<(String, HostArray)>, names: &[&str], path: &Path) -> Result
         .collect()
 }
 
+/// The most a safetensors source reads (as much as an `.npz` may inflate
+/// to): the file is read whole, so it is bounded.
+const MAX_SAFETENSORS_BYTES: u64 = crate::io::DEFAULT_MAX_NPZ_BYTES;
+
 fn read_safetensors(path: &Path) -> Result<Vec<(String, HostArray)>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io("data: cannot read", path, e))?;
+    let bytes = crate::export::read_regular_file(path, MAX_SAFETENSORS_BYTES)?;
     let file = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| {
         Error::Value(format!(
             "data: {} is not a safetensors file: {e}",
@@ -285,18 +286,16 @@ impl CsvOptions {
 }
 
 fn csv_rows(path: &Path, options: &CsvOptions) -> super::Elements<Vec<HostArray>> {
+    // A regular file only: a FIFO or a device would block the pass.
+    let file = match crate::export::open_regular_file(path) {
+        Ok((file, _)) => file,
+        Err(e) => return Box::new(std::iter::once(Err(e))),
+    };
     let reader = csv::ReaderBuilder::new()
         .has_headers(options.header)
         .delimiter(options.delimiter)
         .flexible(true)
-        .from_path(path);
-    let reader = match reader {
-        Ok(r) => r,
-        Err(e) => {
-            let e = Error::Value(format!("data: cannot open {}: {e}", path.display()));
-            return Box::new(std::iter::once(Err(e)));
-        }
-    };
+        .from_reader(file);
     let (options, path) = (options.clone(), path.to_path_buf());
     Box::new(reader.into_records().map(move |record| {
         let record = record.map_err(|e| Error::Value(format!("data: {}: {e}", path.display())))?;

@@ -58,7 +58,8 @@ impl TrainPosition {
     /// untrusted input: one that does not parse is an error naming it.
     pub fn read(path: impl AsRef<Path>) -> Result<TrainPosition> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| Error::io("train: cannot read", path, e))?;
+        // A position is a few numbers: a larger file is not one.
+        let bytes = crate::export::read_regular_file(path, 64 << 10)?;
         serde_json::from_slice(&bytes).map_err(|e| {
             Error::Value(format!(
                 "train: {} is not a training position: {e}",

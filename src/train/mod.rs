@@ -81,19 +81,19 @@ impl Metrics {
         self
     }
 
-    /// Reads the values to the host (as f64).
+    /// Reads the values to the host (as f64). The conversion is done on
+    /// the host: this runs after every step, where an eager cast would
+    /// add a program launch per metric.
     fn read(&self) -> Result<Vec<(String, f64)>> {
         self.0
             .iter()
-            .map(|(name, t)| {
-                let v = t
-                    .cast(crate::DType::F64)?
-                    .reshape(&[])?
-                    .item::<f64>()
-                    .map_err(|e| {
-                        Error::Value(format!("train: metric '{name}' is not a scalar: {e}"))
-                    })?;
-                Ok((name.clone(), v))
+            .map(|(name, t)| match t.to_f64_vec()?.as_slice() {
+                [v] => Ok((name.clone(), *v)),
+                values => Err(Error::Value(format!(
+                    "train: metric '{name}' must be one number, got {} ({} values)",
+                    t.tensor_type(),
+                    values.len()
+                ))),
             })
             .collect()
     }
