@@ -36,10 +36,15 @@ fn jacobians_of_scalars_and_of_empty_targets() {
     tape.watch(&empty);
     let z = empty.sin().unwrap();
     let j = tape.jacobian(&z, &[(&empty).into()]).unwrap().remove(0);
-    // No rows: nothing to stack, or an empty [0, 0].
-    if let Some(j) = j {
-        assert_eq!(j.dims(), vec![0, 0]);
-    }
+    // No rows: an empty jacobian of the full shape, as TensorFlow gives.
+    assert_eq!(j.unwrap().dims(), vec![0, 0]);
+    let rows = Tensor::zeros(&[0, 3], DType::F64);
+    tape.watch(&rows);
+    let b = tape
+        .batch_jacobian(&rows.exp().unwrap(), &rows)
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.dims(), vec![0, 3, 3]);
 }
 
 #[test]

@@ -61,6 +61,19 @@ impl GradientTape {
     ) -> Result<Vec<Option<Tensor>>> {
         let t_dims = known_dims(target, "jacobian")?;
         let n: i64 = t_dims.iter().product();
+        if n == 0 {
+            // No rows: an empty jacobian of the full shape (as TensorFlow).
+            return sources
+                .iter()
+                .map(|s| {
+                    let (dtype, s_dims) = source_type(s)?;
+                    Ok(Some(Tensor::try_zeros(
+                        &[t_dims.clone(), s_dims].concat(),
+                        dtype,
+                    )?))
+                })
+                .collect();
+        }
         let seed = |i: &Tensor| -> Result<Tensor> {
             i.one_hot(n, 1.0, 0.0, target.dtype())?.reshape(&t_dims)
         };
@@ -111,6 +124,10 @@ impl GradientTape {
         }
         let b = t_dims[0];
         let n: i64 = t_dims[1..].iter().product();
+        if n == 0 || t_dims[0] == 0 {
+            let full: Vec<i64> = t_dims.iter().chain(&s_dims[1..]).copied().collect();
+            return Ok(Some(Tensor::try_zeros(&full, source.dtype())?));
+        }
         let seed = |i: &Tensor| -> Result<Tensor> {
             i.one_hot(n, 1.0, 0.0, target.dtype())?
                 .reshape(&[1, n])?
