@@ -246,6 +246,8 @@ mod summary;
 mod training_loop;
 #[path = "vmap.rs"]
 mod vmap;
+#[path = "vmap_loops.rs"]
+mod vmap_loops;
 
 /// Prints what ran the check: the plugin, its PJRT C API version, the
 /// platform and devices. The script runs it first, with `--nocapture`.

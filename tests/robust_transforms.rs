@@ -2,7 +2,7 @@
 //! batches, zero-sized targets, huge or negative sizes, and misuse give a
 //! value or a clear error, never a panic or a hang.
 
-use xlafn::control::{ScanOptions, scan_with};
+use xlafn::control::{ScanOptions, scan, scan_with};
 use xlafn::data::{Dataset, Pad};
 use xlafn::prelude::*;
 use xlafn::runtime::HostArray;
@@ -95,15 +95,40 @@ fn scans_of_one_step_and_misuse() {
         )
     });
     assert!(huge.call((Tensor::scalar(0f32),)).is_err());
+    // Zero steps, as lax.scan: the carry unchanged and empty outputs of
+    // the type a step gives (learned without running one), eagerly and
+    // compiled.
+    let zero_steps = |xs: Tensor| {
+        scan(
+            |c: Tensor, x: Tensor| {
+                Ok((
+                    c.add(&x.reduce_sum(&[], false)?)?,
+                    (x.matmul(&x.transpose(&[1, 0])?)?, c),
+                ))
+            },
+            Tensor::scalar(1.5f32),
+            xs,
+        )
+    };
+    let xs = Tensor::zeros(&[0, 2, 3], DType::F32);
+    for (c, (a, b)) in [
+        zero_steps(xs.clone()).unwrap(),
+        function(zero_steps).call((&xs,)).unwrap(),
+    ] {
+        assert_eq!(c.item::<f32>().unwrap(), 1.5);
+        assert_eq!((a.dims(), a.dtype()), (vec![0, 2, 2], DType::F32));
+        assert_eq!(b.dims(), vec![0]);
+    }
+    // A step that would change the carry is refused even with no steps.
     let e = scan_with(
-        |c: Tensor, x: Tensor| Ok((c, x)),
+        |_c: Tensor, x: Tensor| Ok((x.clone(), x)),
         Tensor::scalar(0f32),
-        Tensor::zeros(&[0], DType::F32),
+        Tensor::zeros(&[0, 4], DType::F32),
         ScanOptions::new(),
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("zero steps"), "{e}");
+    assert!(e.contains("carry"), "{e}");
 }
 
 #[test]

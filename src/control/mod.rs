@@ -261,7 +261,7 @@ where
 /// backward pass needs no counting loop. The first `hidden_values` loop
 /// values are xlafn's own (a `for_range`'s counter), which errors skip
 /// when they number the user's.
-fn counted_while_loop<S, RC, RB>(
+pub(crate) fn counted_while_loop<S, RC, RB>(
     mut cond_fn: impl FnMut(&S) -> RC,
     mut body_fn: impl FnMut(S) -> RB,
     init: S,

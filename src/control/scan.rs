@@ -63,7 +63,10 @@ impl ScanOptions {
 /// stacked `ys` (`jax.lax.scan`). `xs` and the outputs are structures of
 /// tensors (a tensor, a tuple, a `Vec`); each tensor of `xs` is sliced
 /// along its first axis, and they must agree on its length. The carry
-/// must keep its dtypes and shapes from step to step.
+/// must keep its dtypes and shapes from step to step. A scan of zero
+/// steps returns `init` and empty (`[0, ...]`) outputs of the types a
+/// step gives, as `lax.scan` does: the step is traced aside to learn them,
+/// and nothing of it runs.
 ///
 /// ```
 /// use xlafn::prelude::*;
@@ -102,6 +105,9 @@ where
 {
     let xs_flat = flat(&xs);
     let length = scan_length(&xs_flat, options.length)?;
+    if length == 0 {
+        return zero_steps(&mut f, init, &xs);
+    }
     let inputs = xs_flat
         .iter()
         .map(TensorArray::unstack)
@@ -117,11 +123,7 @@ where
     if !trace::is_tracing() {
         return eager(&mut step, init, length, order);
     }
-    let template = learn_outputs(&mut step, &init, length)?;
-    let (ys_template, y_types) = match template {
-        Some(t) => t,
-        None => return zero_steps(init),
-    };
+    let (ys_template, y_types) = learn_outputs(&mut step, &init)?;
     let arrays = y_types
         .iter()
         .map(|t| output_array(t, length))
@@ -235,9 +237,7 @@ fn eager<C: Output, Y: Output>(
         template.get_or_insert(y);
     }
     outputs.sort_by_key(|(index, _)| *index);
-    let Some(template) = template else {
-        return zero_steps(carry);
-    };
+    let template = template.expect("a scan of zero steps returns before its loop");
     let per_step: Vec<Vec<Tensor>> = outputs.into_iter().map(|(_, y)| y).collect();
     let stacked = (0..per_step[0].len())
         .map(|k| {
@@ -251,23 +251,18 @@ fn eager<C: Output, Y: Output>(
 }
 
 /// Traces one step aside (nothing of it enters the program) to learn the
-/// outputs' structure and types; `None` for zero steps.
+/// outputs' structure and types.
 fn learn_outputs<C: Output, Y: Output>(
     step: &mut impl FnMut(C, &Tensor) -> Result<(C, Y)>,
     init: &C,
-    length: i64,
-) -> Result<Option<(Y, Vec<TensorType>)>> {
-    if length == 0 {
-        return Ok(None);
-    }
+) -> Result<(Y, Vec<TensorType>)> {
     let carry_types: Vec<TensorType> = flat(init).iter().map(Tensor::tensor_type).collect();
-    let learned = trace::trial(&carry_types, |args| {
+    trace::trial(&carry_types, |args| {
         let carry = C::rebuild(init, &mut args.into_iter());
         let (_, y) = step(carry, &Tensor::try_scalar(0i64)?)?;
         let types: Vec<TensorType> = flat(&y).iter().map(Tensor::tensor_type).collect();
         Ok((y, types))
-    })?;
-    Ok(Some(learned))
+    })
 }
 
 /// A fixed-size array for one output, `length` elements of its type.
@@ -281,10 +276,57 @@ fn output_array(t: &TensorType, length: i64) -> Result<TensorArray> {
     TensorArray::new(t.dtype, length).with_element_shape(&dims)
 }
 
-/// Zero steps: the outputs' shapes are unknowable without running one.
-fn zero_steps<C, Y>(_carry: C) -> Result<(C, Y)> {
-    Err(Error::invalid(
-        "scan",
-        "a scan of zero steps has no step to learn its outputs' shapes from",
-    ))
+/// Zero steps, as `lax.scan`: the carry is `init` and each output is
+/// empty, `[0, ...]` of the type a step would give it, learned from one
+/// step traced aside on placeholders of one slice of `xs` (nothing of it
+/// runs or enters the program).
+fn zero_steps<C: Output, X: Output, Y: Output>(
+    f: &mut impl FnMut(C, X) -> Result<(C, Y)>,
+    init: C,
+    xs: &X,
+) -> Result<(C, Y)> {
+    let carry_flat = flat(&init);
+    let xs_flat = flat(xs);
+    let mut types: Vec<TensorType> = carry_flat.iter().map(Tensor::tensor_type).collect();
+    for x in &xs_flat {
+        let dims = x.dims();
+        types.push(TensorType::new(
+            x.dtype(),
+            crate::ir::Shape::known(&dims[1..]),
+        ));
+    }
+    let (template, y_types, carry_types) = trace::trial(&types, |args| {
+        let mut args = args.into_iter();
+        let carry = C::rebuild(&init, &mut args);
+        let x = X::rebuild(xs, &mut args);
+        let (carry, y) = f(carry, x)?;
+        let y_types: Vec<TensorType> = flat(&y).iter().map(Tensor::tensor_type).collect();
+        let carry_types: Vec<TensorType> = flat(&carry).iter().map(Tensor::tensor_type).collect();
+        Ok((y, y_types, carry_types))
+    })?;
+    let before: Vec<TensorType> = carry_flat.iter().map(Tensor::tensor_type).collect();
+    if carry_types != before {
+        return Err(Error::invalid(
+            "scan",
+            format!(
+                "the step changes the carry from [{}] to [{}]; the carry must keep its dtypes \
+                 and shapes",
+                describe(&before),
+                describe(&carry_types)
+            ),
+        ));
+    }
+    let empty = y_types
+        .iter()
+        .map(|t| output_array(t, 0)?.stack())
+        .collect::<Result<Vec<_>>>()?;
+    Ok((init, Y::rebuild(&template, &mut empty.into_iter())))
+}
+
+fn describe(types: &[TensorType]) -> String {
+    types
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

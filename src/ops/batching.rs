@@ -179,3 +179,25 @@ pub(crate) fn with_batch_coordinate(indices: &Tensor, batched: bool, size: i64) 
     let coordinate = Tensor::iota(&dims, 0, idx.dtype())?;
     Tensor::concat(&[coordinate, idx], last as i64)
 }
+
+/// Which of `graph`'s values carry the batch axis when its parameters do
+/// as `params` say, by dependence: a value is batched when any input of
+/// the node making it is. Rules never batch more than that (an op on
+/// unbatched inputs runs unbatched), so a value this calls unbatched is
+/// unbatched in the replay; one it calls batched may come out of a rule
+/// unbatched, and is then materialized where a batched one is needed.
+/// Indexed by `ValueId`. What a loop's rule uses to find its batched
+/// carries before it replays anything.
+pub(crate) fn batched_values(graph: &Graph, params: &[bool]) -> Vec<bool> {
+    let mut flags = vec![false; graph.num_values()];
+    for (p, &b) in graph.params().iter().zip(params) {
+        flags[p.0 as usize] = b;
+    }
+    for node in graph.nodes() {
+        let any = node.inputs.iter().any(|v| flags[v.0 as usize]);
+        for v in &node.outputs {
+            flags[v.0 as usize] = any;
+        }
+    }
+    flags
+}

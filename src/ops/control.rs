@@ -491,6 +491,10 @@ impl OpDef for While {
         "while"
     }
 
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
+        super::while_batch::batch_while(self, inputs, batched, size)
+    }
+
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let n = self.loop_types.len();
         if inputs.len() < n || self.body.num_args() != n || self.cond.num_args() != n {

@@ -131,31 +131,48 @@ fn dilated(s: i64, d: i64) -> i64 {
 }
 
 impl Conv {
-    /// The rule of `batch`: the examples' axis folded into the input's
-    /// batch dimension, the output's unfolded and moved to the front.
+    /// The rule of `batch` for a shared kernel: the examples' axis folded
+    /// into the input's batch dimension (as its major part), and the
+    /// output's unfolded and moved to the front.
     fn batch_into_n(&self, x: &Tensor, kernel: &Tensor, size: i64) -> Result<Vec<(Tensor, bool)>> {
-        let dims = x.dims();
-        let rank = dims.len() - 1;
-        let n = self.dims.lhs.batch as usize;
-        // Put the examples' axis just before the input's batch dimension.
-        let mut perm = Vec::with_capacity(rank + 1);
-        for k in 0..rank {
-            if k == n {
-                perm.push(0);
-            }
-            perm.push(k as i64 + 1);
-        }
-        let mut merged: Vec<i64> = dims[1..].to_vec();
-        merged[n] *= size;
-        let folded = x.transpose(&perm)?.reshape(&merged)?;
-        let out = crate::tensor::apply(self.clone(), &[&folded, kernel])?.remove(0);
-        let m = self.dims.out.batch as usize;
-        let out_dims = out.dims();
-        let mut split = out_dims[..m].to_vec();
-        split.extend([size, out_dims[m] / size.max(1)]);
-        split.extend(&out_dims[m + 1..]);
-        let unfolded = out.reshape(&split)?;
-        Ok(vec![(batching::to_front(unfolded, m)?, true)])
+        let folded = merge_axis(x, 0, self.dims.lhs.batch)?;
+        let out = apply1(self.clone(), &[&folded, kernel])?;
+        let m = self.dims.out.batch;
+        let unfolded = split_axis(&out, m, size)?;
+        Ok(vec![(batching::to_front(unfolded, m as usize)?, true)])
+    }
+
+    /// The rule of `batch` for a kernel per example (JAX's feature-group
+    /// trick): the kernels are stacked along their output features
+    /// (example-major) and each example's input features become a group
+    /// of their own, so one convolution with `B` times the feature groups
+    /// convolves every example with its kernel; the output's features are
+    /// unfolded. An input every example shares (and no groups of its own)
+    /// needs no groups: it meets all the kernels at once.
+    fn batch_kernels(
+        &self,
+        (x, x_batched): (&Tensor, bool),
+        kernel: &Tensor,
+        size: i64,
+    ) -> Result<Vec<(Tensor, bool)>> {
+        let d = &self.dims;
+        let kernels = merge_axis(kernel, 0, d.rhs.batch)?;
+        let out = if !x_batched && self.feature_group_count == 1 {
+            apply1(self.clone(), &[x, &kernels])?
+        } else {
+            let x = batching::materialized(x, x_batched, size)?;
+            let features = merge_axis(&x, 0, d.lhs.feature)?;
+            let grouped = Conv {
+                feature_group_count: self.feature_group_count * size,
+                ..self.clone()
+            };
+            apply1(grouped, &[&features, &kernels])?
+        };
+        let unfolded = split_axis(&out, d.out.feature, size)?;
+        Ok(vec![(
+            batching::to_front(unfolded, d.out.feature as usize)?,
+            true,
+        )])
     }
 
     fn error(&self, inputs: &[TensorType], what: impl std::fmt::Display) -> Error {
@@ -220,10 +237,13 @@ impl Conv {
 impl OpDef for Conv {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         // Examples of an input with a shared kernel join the convolution's
-        // own batch: [B, ..N..] -> [..B*N..], and back after. A kernel per
-        // example, or grouped batches (filter gradients), fall back.
-        if batched[1] || self.batch_group_count != 1 {
+        // own batch: [B, ..N..] -> [..B*N..], and back after. Grouped
+        // batches (a grouped convolution's kernel gradient) fall back.
+        if self.batch_group_count != 1 {
             return None;
+        }
+        if batched[1] {
+            return Some(self.batch_kernels((&inputs[0], batched[0]), &inputs[1], size));
         }
         Some(self.batch_into_n(&inputs[0], &inputs[1], size))
     }

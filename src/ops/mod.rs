@@ -39,6 +39,7 @@ pub mod special;
 pub mod split;
 pub mod stats;
 pub mod take_along;
+mod while_batch;
 pub(crate) mod while_grad;
 mod while_rows;
 pub mod window;
