@@ -372,6 +372,49 @@ fn sharded_variables_are_updated_per_shard_and_keep_their_sharding() {
 
 #[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
 #[test]
+fn a_sharding_constraint_inside_vmap_constrains_every_example() {
+    // One example is a row of 8; its constraint splits the row over the
+    // mesh. Batched, the examples' axis is replicated and the row keeps
+    // its split: one program, no loop over the examples.
+    let mesh = Mesh::new(&[("data", 4)]).unwrap();
+    let row_split = sharding(&mesh, &[Some("data")]);
+    let body = move |x: Tensor| {
+        let row_split = row_split.clone();
+        xlafn::vmap(
+            move |a: &[Tensor]| {
+                Ok(vec![
+                    a[0].exp()?.with_sharding_constraint(&row_split)?.sin()?,
+                ])
+            },
+            &[x],
+        )
+    };
+    let f = FunctionOptions::new()
+        .in_shardings(vec![Some(NamedSharding::replicated(&mesh))])
+        .build(body.clone());
+    let x = ramp(&[3, 8], 0.1);
+    let y = f.call((&x,)).unwrap();
+    let want = x.exp().unwrap().sin().unwrap();
+    assert_close(
+        &y[0].to_vec::<f32>().unwrap(),
+        &want.to_vec::<f32>().unwrap(),
+        1e-6,
+    );
+    let text = f.lower((&x,)).unwrap().as_text().to_string();
+    assert!(!text.contains("stablehlo.while"), "{text}");
+    let program = f.concrete_functions()[0].sharded_executables()[0]
+        .optimized()
+        .unwrap();
+    // Each device takes its part of every row (the batch axis whole).
+    assert!(
+        program.count("dynamic-slice") >= 1 && program.count("partition-id") >= 1,
+        "the rows were never split: {:?}",
+        program.opcodes
+    );
+}
+
+#[cfg_attr(xlafn_device_cuda, ignore = "needs the CPU plugin's 4 devices")]
+#[test]
 fn a_sharding_constraint_moves_an_intermediate_and_keeps_the_values() {
     let mesh = Mesh::new(&[("data", 4)]).unwrap();
     let rows = sharding(&mesh, &[Some("data")]);

@@ -55,6 +55,17 @@ fn families() -> Vec<(&'static str, Example)> {
             let c = Tensor::concat(&[a[0].clone(), t.slice(&[1], &[3])?], 0)?;
             Ok(vec![c, a[0].broadcast_to(&[2, 3])?])
         }),
+        ("gather: a table and indices per example, any axis", |a| {
+            // Indices from each example's data, some out of range (clamped).
+            let idx = a[0].mul_scalar(2.0)?.add_scalar(1.0)?.cast(DType::I32)?;
+            let pair = idx.slice(&[0], &[2])?.reshape(&[2, 1])?;
+            Ok(vec![
+                a[1].gather(&idx.slice(&[1], &[2])?, 0)?,
+                a[1].gather(&idx, 1)?,
+                a[1].gather(&pair, -1)?,
+                a[0].gather(&idx, 0)?,
+            ])
+        }),
         ("select and cast", |a| {
             let pos = a[0].gt_scalar(0.0)?;
             Ok(vec![

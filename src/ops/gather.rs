@@ -27,7 +27,7 @@ pub struct Gather {
 }
 
 impl OpDef for Gather {
-    fn batch(&self, inputs: &[Tensor], batched: &[bool], _size: i64) -> batching::Batched {
+    fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         let rank = inputs[0].rank() - usize::from(batched[0]);
         let axis = if self.axis < 0 {
             self.axis + rank as i64
@@ -42,7 +42,13 @@ impl OpDef for Gather {
                 batching::all_batched(Gather { axis }, inputs),
                 axis as usize,
             )),
-            _ => None, // a table and indices per example: a batched gather
+            (true, true) => Some(gather_per_example(
+                &inputs[0],
+                &inputs[1],
+                axis as usize,
+                size,
+            )),
+            (false, false) => None,
         }
     }
 
@@ -211,6 +217,33 @@ impl OpDef for OneHot {
     ) -> Result<Vec<Option<Tensor>>> {
         Ok(vec![None])
     }
+}
+
+/// The rule of `Gather` for a table and indices per example (`[B, ...]`
+/// both; `axis` the example's gathered axis): the table's gathered axis
+/// moved next to the batch axis, each index prefixed with its example's
+/// (one `gather_nd`, which clamps as `gather` does), and the table's
+/// other axes put back around the indices' (`[B, pre, I, post]`).
+fn gather_per_example(
+    table: &Tensor,
+    indices: &Tensor,
+    axis: usize,
+    size: i64,
+) -> Result<Vec<(Tensor, bool)>> {
+    let rank = table.rank();
+    let gathered = axis as i64 + 1;
+    let mut perm = vec![0, gathered];
+    perm.extend((1..rank as i64).filter(|&d| d != gathered));
+    let moved = table.transpose(&perm)?;
+    let idx = batching::with_batch_coordinate(&indices.expand_dims(-1)?, true, size)?;
+    let got = moved.gather_nd(&idx)?; // [B, I..., pre..., post...]
+    let q = indices.rank() as i64 - 1;
+    let (pre, post) = (axis as i64, rank as i64 - 2 - axis as i64);
+    let mut order = vec![0];
+    order.extend(1 + q..1 + q + pre);
+    order.extend(1..1 + q);
+    order.extend(1 + q + pre..1 + q + pre + post);
+    Ok(vec![(got.transpose(&order)?, true)])
 }
 
 // -------------------------------------------------------- tensor methods

@@ -34,6 +34,19 @@ impl OpDef for ShardingConstraint {
         "with_sharding_constraint"
     }
 
+    /// The constraint on every example at once: the batch axis is
+    /// replicated (a leading `None` in the spec), as JAX's rule does
+    /// without `spmd_axis_name`.
+    fn batch(&self, inputs: &[Tensor], _batched: &[bool], _size: i64) -> super::batching::Batched {
+        let mut spec = vec![Vec::new()];
+        spec.extend(self.spec.iter().cloned());
+        let op = ShardingConstraint {
+            mesh_axes: self.mesh_axes.clone(),
+            spec,
+        };
+        Some(super::batching::all_batched(op, inputs))
+    }
+
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity(self.name(), inputs, 1)?;
         if let Some(dims) = inputs[0].shape.dims() {
