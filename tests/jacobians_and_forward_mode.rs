@@ -66,6 +66,27 @@ fn families() -> Vec<(&'static str, Family)> {
         }),
         ("softmax", |x| x.softmax(-1)?.log()),
         ("cumulative", |x| x.cumsum(1, false, false)?.mul(x)),
+        ("loop", |x| {
+            // A recurrence over a count from the data, with a capture.
+            let n = x
+                .reduce_max(&[], false)?
+                .mul_scalar(3.0)?
+                .cast(DType::I32)?;
+            let (_, s) = while_loop(
+                |(i, _): &(Tensor, Tensor)| i.lt(&n),
+                |(i, s): (Tensor, Tensor)| Ok::<_, Error>((i + 1, s.mul(x)?.sin()?.add(x)?)),
+                (Tensor::scalar(0i32), x.cos()?),
+            )?;
+            for_range(0, 2, 1, s, |_, s| s.tanh()?.mul_scalar(1.5))
+        }),
+        ("cond", |x| {
+            let s = x.reduce_sum(&[], false)?;
+            cond(
+                &s.gt_scalar(0.0)?,
+                || x.exp()?.mul(&s),
+                || x.sin()?.mul_scalar(2.0),
+            )
+        }),
     ]
 }
 
@@ -406,6 +427,71 @@ fn output_gradients_weight_the_target() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("output_gradients"), "{e}");
+}
+
+/// A JVP through a recurrence is one loop carrying the tangent beside the
+/// state, with the products a hand-written forward-mode recurrence has
+/// (`h W` and, for the tangent, `dh W` and `h V`), and its values.
+#[test]
+fn a_jvp_through_a_loop_is_the_hand_written_forward_recurrence() {
+    let xs = Tensor::from_vec(
+        (0..6 * 4 * 8)
+            .map(|k| ((k * 7 % 13) as f32 - 6.0) / 7.0)
+            .collect(),
+        &[6, 4, 8],
+    )
+    .unwrap();
+    let w = Tensor::from_vec(
+        (0..64)
+            .map(|k| ((k * 5 % 11) as f32 - 5.0) / 20.0)
+            .collect(),
+        &[8, 8],
+    )
+    .unwrap();
+    let v = Tensor::from_vec(
+        (0..64).map(|k| ((k * 3 % 7) as f32 - 3.0) / 3.0).collect(),
+        &[8, 8],
+    )
+    .unwrap();
+    let step = |xs: &Tensor, t: Tensor| -> Result<Tensor> {
+        xs.dynamic_slice(&[t, Tensor::scalar(0i32), Tensor::scalar(0i32)], &[1, 4, 8])?
+            .reshape(&[4, 8])
+    };
+    let by_jvp = function(move |xs: Tensor, w: Tensor, v: Tensor| {
+        let f = |p: &[Tensor]| {
+            for_range(0, 6, 1, Tensor::zeros(&[4, 8], DType::F32), |t, h| {
+                h.matmul(&p[0])?.add(&step(&xs, t)?)?.tanh()
+            })
+        };
+        Ok(jvp(f, &[w], &[v])?.1)
+    });
+    let by_hand = function(move |xs: Tensor, w: Tensor, v: Tensor| {
+        let z = Tensor::zeros(&[4, 8], DType::F32);
+        let (_, dh) = for_range(0, 6, 1, (z.clone(), z), |t, (h, dh): (Tensor, Tensor)| {
+            let next = h.matmul(&w)?.add(&step(&xs, t)?)?.tanh()?;
+            let pre = dh.matmul(&w)?.add(&h.matmul(&v)?)?;
+            let dnext = pre.mul(&next.square()?.neg()?.add_scalar(1.0)?)?;
+            Ok::<_, Error>((next, dnext))
+        })?;
+        Ok(dh)
+    });
+    let got = f64s(&by_jvp.call((&xs, &w, &v)).unwrap());
+    let want = f64s(&by_hand.call((&xs, &w, &v)).unwrap());
+    close(&got, &want, 1e-6);
+    let text = by_jvp
+        .lower((&xs, &w, &v))
+        .unwrap()
+        .compile()
+        .unwrap()
+        .as_text()
+        .unwrap();
+    let count = |pat: &str| text.lines().filter(|l| l.contains(pat)).count();
+    assert_eq!(count(" while("), 1, "{text}");
+    let dots = text
+        .lines()
+        .filter(|l| l.contains(" dot(") || (l.contains("custom-call(") && l.contains("cublas")))
+        .count();
+    assert_eq!(dots, 3, "{text}");
 }
 
 /// The transposed VJP compiles to what a forward-mode JVP written by hand

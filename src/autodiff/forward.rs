@@ -1,8 +1,11 @@
 //! Forward mode: Jacobian-vector products (`tf.autodiff.ForwardAccumulator`,
 //! `jax.jvp`), and second derivatives (`hvp`, `hessian`).
 //!
-//! A JVP is computed by transposing the VJP rather than by a second rule
-//! per op: the VJP `g(u) = Jᵀu` is linear in the cotangent `u`, so
+//! `jvp` replays the function's graph carrying tangents
+//! (`forward_replay`, with rules of their own for loops and conds); the
+//! accumulator, which follows arbitrary code (variables included), uses
+//! the same idea on its tape. A JVP is computed by transposing the VJP
+//! rather than by a second rule per op: the VJP `g(u) = Jᵀu` is linear in the cotangent `u`, so
 //! `J v = d/du ⟨g(u), v⟩` is the gradient, with respect to `u`, of the
 //! backward pass itself. The accumulator holds two tapes: the inner one
 //! records the forward computation, the outer one records the inner
@@ -65,12 +68,6 @@ impl ForwardAccumulator {
     /// Starts following `primals` (tensors or variables) along `tangents`
     /// (one each, of the primal's dtype and shape).
     pub fn new(primals: &[Source<'_>], tangents: &[Tensor]) -> Result<ForwardAccumulator> {
-        if primals.len() != tangents.len() {
-            return Err(Error::invalid(
-                "ForwardAccumulator",
-                format!("{} primals but {} tangents", primals.len(), tangents.len()),
-            ));
-        }
         let primals: Vec<Primal> = primals
             .iter()
             .map(|p| match p {
@@ -78,18 +75,11 @@ impl ForwardAccumulator {
                 Source::Variable(v) => Primal::Variable((*v).clone()),
             })
             .collect();
-        for (k, (p, t)) in primals.iter().zip(tangents).enumerate() {
-            let (dtype, dims) = p.describe();
-            if (dtype, dims.clone()) != (t.dtype(), t.dims()) {
-                return Err(Error::invalid(
-                    "ForwardAccumulator",
-                    format!(
-                        "tangent {k} must match its primal, {dtype}{dims:?}; got {}",
-                        t.tensor_type()
-                    ),
-                ));
-            }
-        }
+        check_tangents(
+            "ForwardAccumulator",
+            primals.iter().map(Primal::describe),
+            tangents,
+        )?;
         let outer = GradientTape::persistent();
         let inner = GradientTape::persistent();
         for p in &primals {
@@ -166,7 +156,10 @@ impl ForwardAccumulator {
 
 /// `(f(primals), J·tangents)`: the value and the Jacobian-vector product
 /// of `f` at `primals` (`jax.jvp`). A target that does not depend on the
-/// primals has a zero JVP.
+/// primals has a zero JVP. `f` is traced once and its graph replayed in
+/// forward mode (a loop becomes one loop carrying the tangents), so it
+/// must be pure: a function that assigns a variable is refused (follow
+/// it with a [`ForwardAccumulator`] instead).
 ///
 /// ```
 /// use xlafn::prelude::*;
@@ -182,11 +175,59 @@ pub fn jvp(
     primals: &[Tensor],
     tangents: &[Tensor],
 ) -> Result<(Tensor, Tensor)> {
-    let sources: Vec<Source<'_>> = primals.iter().map(Source::from).collect();
-    let acc = ForwardAccumulator::new(&sources, tangents)?;
-    let y = f(primals)?;
-    let product = acc.jvp_with(&y, UnconnectedGradients::Zero)?;
-    Ok((y, product.expect("zeros for an unconnected target")))
+    check_tangents(
+        "jvp",
+        primals.iter().map(|p| (p.dtype(), p.dims())),
+        tangents,
+    )?;
+    let types: Vec<_> = primals.iter().map(Tensor::tensor_type).collect();
+    let region = crate::trace::trace_region(&types, &[], |args| Ok(vec![f(&args)?]))?;
+    if region.variables.iter().any(|v| v.written) {
+        return Err(Error::invalid(
+            "jvp",
+            "the function assigns a variable; a function differentiated in forward mode must be \
+             pure (return the new values, or use a ForwardAccumulator)",
+        ));
+    }
+    let captured = crate::trace::capture_inputs(&region.trace.captures)?;
+    let params = primals
+        .iter()
+        .cloned()
+        .zip(tangents.iter().cloned().map(Some))
+        .chain(captured.into_iter().map(|t| (t, None)))
+        .collect();
+    let (y, dy) = super::forward_replay::replay(&region.trace.graph, params)?.remove(0);
+    let dy = match dy {
+        Some(dy) => dy,
+        None => y.zeros_like()?,
+    };
+    Ok((y, dy))
+}
+
+/// Errors unless each tangent has its primal's dtype and shape.
+fn check_tangents(
+    op: &str,
+    primals: impl ExactSizeIterator<Item = (crate::DType, Vec<i64>)>,
+    tangents: &[Tensor],
+) -> Result<()> {
+    if primals.len() != tangents.len() {
+        return Err(Error::invalid(
+            op,
+            format!("{} primals but {} tangents", primals.len(), tangents.len()),
+        ));
+    }
+    for (k, ((dtype, dims), t)) in primals.zip(tangents).enumerate() {
+        if (dtype, dims.clone()) != (t.dtype(), t.dims()) {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "tangent {k} must match its primal, {dtype}{dims:?}; got {}",
+                    t.tensor_type()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Hessian-vector products of the scalar `f` at `primals` along `vectors`,

@@ -23,6 +23,7 @@
 
 mod cotangent;
 mod forward;
+mod forward_replay;
 mod jacobian;
 mod remat;
 mod tape;
