@@ -313,3 +313,37 @@ fn per_example_gradients_through_a_custom_gradient_use_its_rule() {
         assert!((gw[k] - want).abs() < 1e-12, "{} vs {want}", gw[k]);
     }
 }
+
+#[test]
+fn per_example_gradients_through_a_loop_with_a_per_example_count_fall_back_to_a_loop() {
+    // The loop records its states for the gradient, and with a trip count
+    // per example the record's slots differ: the rule declines, and the
+    // function runs as a device loop over the examples, with the same
+    // values as a host loop of per-example tapes.
+    let [x, _] = batch_inputs(DType::F64);
+    let f: Example = |a| {
+        let tape = GradientTape::new();
+        tape.watch(&a[0]);
+        let y = halving_until_small(a)?.remove(1);
+        let loss = y.square()?.reduce_sum(&[], false)?;
+        Ok(vec![
+            tape.gradient(&loss, &[(&a[0]).into()])?.remove(0).unwrap(),
+        ])
+    };
+    let want = host_loop(f, std::slice::from_ref(&x));
+    let compiled = function(move |x: Tensor| vmap(f, &[x]));
+    for got in [
+        vmap(f, std::slice::from_ref(&x)).unwrap(),
+        compiled.call((&x,)).unwrap(),
+    ] {
+        for (g, w) in f64s(&got[0]).iter().zip(f64s(&want[0])) {
+            assert!((g - w).abs() < 1e-12, "{g} vs {w}");
+        }
+    }
+    let text = compiled.lower((&x,)).unwrap().as_text().to_string();
+    let loops = text.matches("stablehlo.while").count();
+    assert!(
+        loops >= 3,
+        "a loop over the examples around the loop and its gradient: {loops}"
+    );
+}
