@@ -315,11 +315,12 @@ fn per_example_gradients_through_a_custom_gradient_use_its_rule() {
 }
 
 #[test]
-fn per_example_gradients_through_a_loop_with_a_per_example_count_fall_back_to_a_loop() {
-    // The loop records its states for the gradient, and with a trip count
-    // per example the record's slots differ: the rule declines, and the
-    // function runs as a device loop over the examples, with the same
-    // values as a host loop of per-example tapes.
+fn per_example_gradients_through_a_loop_with_a_per_example_count_are_one_program() {
+    // The loop records its states for the gradient, and each example
+    // counts its own trips and fills its own slots; the backward loop walks
+    // each example's record back from its own count. The same values as a
+    // host loop of per-example tapes, and the same loops as one example's
+    // program (no loop over the examples around them).
     let [x, _] = batch_inputs(DType::F64);
     let f: Example = |a| {
         let tape = GradientTape::new();
@@ -340,10 +341,45 @@ fn per_example_gradients_through_a_loop_with_a_per_example_count_fall_back_to_a_
             assert!((g - w).abs() < 1e-12, "{g} vs {w}");
         }
     }
-    let text = compiled.lower((&x,)).unwrap().as_text().to_string();
-    let loops = text.matches("stablehlo.while").count();
-    assert!(
-        loops >= 3,
-        "a loop over the examples around the loop and its gradient: {loops}"
-    );
+    let loops = |text: String| text.matches("stablehlo.while").count();
+    let mapped = loops(compiled.lower((&x,)).unwrap().as_text().to_string());
+    let row = x.slice(&[0, 0], &[1, 3]).unwrap().squeeze(&[0]).unwrap();
+    let single = function(move |x: Tensor| f(&[x]));
+    let one = loops(single.lower((&row,)).unwrap().as_text().to_string());
+    assert_eq!(mapped, one, "the loops of one example's program, batched");
+}
+
+#[test]
+fn per_example_gradients_past_the_record_use_each_examples_checkpoints() {
+    // Trip counts of 3 and 300 in one batch: the longer examples outrun
+    // the state record's slots and take the checkpointed backward pass,
+    // the shorter ones read their stored states.
+    let x = Tensor::vector(&[3f64, 300.0, 40.0, 299.0]).unwrap();
+    let f: Example = |a| {
+        let tape = GradientTape::new();
+        let s = a[0].mul_scalar(1e-3)?;
+        tape.watch(&s);
+        let n = a[0].cast(DType::I32)?;
+        let (_, y) = while_loop(
+            |(i, _): &(Tensor, Tensor)| i.lt(&n),
+            |(i, y): (Tensor, Tensor)| Ok::<_, Error>((i + 1, y.mul(&s)?.sin()?.add(&s)?)),
+            (Tensor::scalar(0i32), s.clone()),
+        )?;
+        Ok(vec![tape.gradient(&y, &[(&s).into()])?.remove(0).unwrap()])
+    };
+    let single = function(move |x: Tensor| f(&[x]));
+    let want: Vec<f64> = f64s(&x)
+        .iter()
+        .map(|&v| {
+            single.call((Tensor::scalar(v),)).unwrap()[0]
+                .item::<f64>()
+                .unwrap()
+        })
+        .collect();
+    let got = function(move |x: Tensor| vmap(f, &[x]))
+        .call((&x,))
+        .unwrap();
+    for (g, w) in f64s(&got[0]).iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
+    }
 }

@@ -19,8 +19,9 @@
 //! batch first, so the gradient's backward loop (itself batched by this
 //! rule) reads it as before: per-example gradients of a recurrent model
 //! stay one program without a loop over the examples. With a batched
-//! condition the examples' trip counts differ and the record's slots with
-//! them; the rule then declines, and `vmap` loops over the examples.
+//! condition each example counts its own trips and writes its own slots
+//! while it runs; the gradient's backward loop, batched by this rule too,
+//! then walks each example's record back from its own count.
 //!
 //! Layer: ops. Imports `ops::control::While`, `ops::batching`,
 //! `control::counted_while_loop` (the loop builder), `tensor`.
@@ -38,9 +39,6 @@ use std::cell::Cell;
 pub(crate) fn batch_while(op: &While, inputs: &[Tensor], batched: &[bool], size: i64) -> Batched {
     let n = op.loop_types.len();
     let (carry, pred_batched) = batched_carries(op, batched);
-    if op.record.is_some() && pred_batched {
-        return None;
-    }
     let plan = Plan {
         op,
         inputs,
@@ -112,7 +110,11 @@ impl Plan<'_> {
             .collect::<Result<_>>()?;
         let record = self.op.record.map(|slots| Record::new(self, slots));
         if let Some(record) = &record {
-            init.push(Tensor::try_scalar(0i32)?);
+            let counter = Tensor::try_scalar(0i32)?;
+            init.push(match self.pred_batched {
+                true => materialized(&counter, false, self.size)?,
+                false => counter,
+            });
             init.extend(record.empty_buffers(self.size));
         }
         let trip_count = (!self.pred_batched).then_some(self.op.trip_count).flatten();
@@ -129,7 +131,7 @@ impl Plan<'_> {
         )?;
         let mut flags = self.carry.clone();
         if let Some(record) = &record {
-            flags.push(false);
+            flags.push(self.pred_batched);
             flags.extend(&record.batched);
         }
         Ok(outs.into_iter().zip(flags).collect())
@@ -205,7 +207,7 @@ impl Plan<'_> {
             });
         }
         if let Some(record) = record {
-            next.extend(record.write(self, &state, carries, residuals, n)?);
+            next.extend(record.write(self, &state, carries, residuals, active.as_ref(), n)?);
         }
         Ok(next)
     }
@@ -274,7 +276,8 @@ impl Record {
         for (t, b) in loop_values.chain(residual_values) {
             let mut dims = vec![slots];
             dims.extend(t.shape.as_known().unwrap_or_default());
-            batched.push(b);
+            // Examples that stop on different steps fill their own slots.
+            batched.push(b || plan.pred_batched);
             types.push((dims, t.dtype));
         }
         Record {
@@ -312,13 +315,16 @@ impl Record {
 
     /// The trip counter plus one and each buffer with this step's entering
     /// state and residuals in slot `min(j, slots - 1)`, as the op's own
-    /// recording body writes them.
+    /// recording body writes them. With a condition per example (`active`,
+    /// the replayed condition), each example counts and writes only while
+    /// it runs, into its own slot.
     fn write(
         &self,
         plan: &Plan,
         state: &[Tensor],
         carries: &[Tensor],
         residuals: Vec<(Tensor, bool)>,
+        active: Option<&(Tensor, bool)>,
         n: usize,
     ) -> Result<Vec<Tensor>> {
         let j = &state[n];
@@ -330,7 +336,10 @@ impl Record {
             .filter(|(_, r)| **r)
             .map(|(t, _)| (t.clone(), true));
         let values = entering.chain(residuals);
-        let mut out = vec![j.add_scalar(1)?];
+        let mut out = vec![match active {
+            Some(pred) => j.add(&plan.running(pred, 1)?.cast(DType::I32)?)?,
+            None => j.add_scalar(1)?,
+        }];
         for (((value, is_batched), &want), buffer) in values.zip(&self.batched).zip(&state[n + 1..])
         {
             // A recorded carry is already as batched as its buffer.
@@ -341,10 +350,37 @@ impl Record {
             };
             let axis = i64::from(want);
             let update = value.expand_dims(axis)?;
-            let mut starts = vec![zero.clone(); update.rank()];
-            starts[axis as usize] = slot.clone();
-            out.push(buffer.dynamic_update_slice(&update, &starts)?);
+            let written = match active {
+                Some(pred) => {
+                    let written = per_example_write(buffer, &update, &slot, plan.size)?;
+                    plan.running(pred, buffer.rank())?
+                        .where_(&written, buffer)?
+                }
+                None => {
+                    let mut starts = vec![zero.clone(); update.rank()];
+                    starts[axis as usize] = slot.clone();
+                    buffer.dynamic_update_slice(&update, &starts)?
+                }
+            };
+            out.push(written);
         }
         Ok(out)
     }
+}
+
+/// `buffer` (`[B, slots, ...]`) with each example's `update`
+/// (`[B, 1, ...]`) written at its own `slot` (`[B]`): the batching rule of
+/// `dynamic_update_slice` for a start per example.
+fn per_example_write(buffer: &Tensor, update: &Tensor, slot: &Tensor, size: i64) -> Result<Tensor> {
+    use super::OpDef;
+    let zero = Tensor::try_scalar(0i32)?;
+    let mut inputs = vec![buffer.clone(), update.clone(), slot.clone()];
+    inputs.extend(std::iter::repeat_n(zero, buffer.rank() - 2));
+    let mut batched = vec![true, true, true];
+    batched.extend(std::iter::repeat_n(false, buffer.rank() - 2));
+    let op = super::Op::DynamicUpdateSlice(super::indexing::DynamicUpdateSlice);
+    let rule = op
+        .batch(&inputs, &batched, size)
+        .ok_or_else(|| Error::invalid("vmap", "dynamic_update_slice lost its batching rule"))?;
+    Ok(rule?.remove(0).0)
 }
