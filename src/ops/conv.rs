@@ -175,6 +175,39 @@ impl Conv {
         )])
     }
 
+    /// The rule of `batch` for grouped batches (the kernel gradient of a
+    /// grouped or depthwise convolution), as JAX's: every example's input
+    /// batch becomes batch groups of their own (the examples folded into
+    /// the input's batch as its major part, `B` times the batch groups) and
+    /// its kernels output features of their own; the output's features
+    /// are unfolded. A value every example shares is repeated first.
+    fn batch_grouped(
+        &self,
+        inputs: &[Tensor],
+        batched: &[bool],
+        size: i64,
+    ) -> Result<Vec<(Tensor, bool)>> {
+        let d = &self.dims;
+        let x = batching::materialized(&inputs[0], batched[0], size)?;
+        let kernel = batching::materialized(&inputs[1], batched[1], size)?;
+        let grouped = Conv {
+            batch_group_count: self.batch_group_count * size,
+            ..self.clone()
+        };
+        let out = apply1(
+            grouped,
+            &[
+                &merge_axis(&x, 0, d.lhs.batch)?,
+                &merge_axis(&kernel, 0, d.rhs.batch)?,
+            ],
+        )?;
+        let unfolded = split_axis(&out, d.out.feature, size)?;
+        Ok(vec![(
+            batching::to_front(unfolded, d.out.feature as usize)?,
+            true,
+        )])
+    }
+
     fn error(&self, inputs: &[TensorType], what: impl std::fmt::Display) -> Error {
         Error::invalid("conv", format!("{what} (operands: {})", describe(inputs)))
     }
@@ -237,10 +270,9 @@ impl Conv {
 impl OpDef for Conv {
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
         // Examples of an input with a shared kernel join the convolution's
-        // own batch: [B, ..N..] -> [..B*N..], and back after. Grouped
-        // batches (a grouped convolution's kernel gradient) fall back.
+        // own batch: [B, ..N..] -> [..B*N..], and back after.
         if self.batch_group_count != 1 {
-            return None;
+            return Some(self.batch_grouped(inputs, batched, size));
         }
         if batched[1] {
             return Some(self.batch_kernels((&inputs[0], batched[0]), &inputs[1], size));
