@@ -497,3 +497,84 @@ fn high_rank_reductions_of_small_arrays_run_compiled() {
         }
     }
 }
+
+/// A float32 sum over the leading axes of 1024 to 8192 rows (BatchNorm's
+/// statistics and gradients) is emitted as one full-precision product with
+/// ones, which the pinned CPU compiler runs faster; fewer rows, more rows,
+/// other dtypes and other axes stay reductions. Values against a direct
+/// loop in f64 either way, and the mean too.
+#[test]
+fn leading_f32_sums_of_many_rows_are_products_with_ones() {
+    let sum_rows = |x: &Tensor, axes: Vec<i64>| {
+        let f = function(move |x: Tensor| {
+            Ok((x.reduce_sum(&axes, false)?, x.reduce_mean(&axes, false)?))
+        });
+        let text = f.lower((x,)).unwrap().as_text().to_string();
+        (f.call((x,)).unwrap(), text)
+    };
+    // (dims, axes, emitted as a product)
+    let cases: Vec<(Vec<i64>, Vec<i64>, bool)> = vec![
+        (vec![16, 8, 8, 64], vec![0, 1, 2], true),
+        (vec![2048, 12], vec![0], true),
+        (vec![512, 128], vec![0], false),
+        (vec![16384, 4], vec![0], false),
+        (vec![64, 32, 3], vec![1, 2], false),
+        (vec![2048, 12], vec![1], false),
+    ];
+    for (dims, axes, product) in cases {
+        let n: i64 = dims.iter().product();
+        let host: Vec<f64> = (0..n)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 25.0)
+            .collect();
+        let x = Tensor::from_vec(host.clone(), &dims)
+            .unwrap()
+            .cast(DType::F32)
+            .unwrap();
+        let ((sum, mean), text) = sum_rows(&x, axes.clone());
+        assert_eq!(
+            text.contains("stablehlo.dot_general"),
+            product,
+            "{dims:?} {axes:?}\n{text}"
+        );
+        if product {
+            assert!(text.contains("precision HIGHEST"), "{text}");
+            assert!(!text.contains("stablehlo.reduce"), "{text}");
+        }
+        // The reference: sum over the reduced axes by a direct loop.
+        let kept: Vec<usize> = (0..dims.len())
+            .filter(|d| !axes.contains(&(*d as i64)))
+            .collect();
+        let out_len: i64 = kept.iter().map(|&d| dims[d]).product();
+        let mut want = vec![0f64; out_len as usize];
+        let mut count = 0usize;
+        for (flat, v) in host.iter().enumerate() {
+            let mut rest = flat as i64;
+            let mut index = vec![0i64; dims.len()];
+            for d in (0..dims.len()).rev() {
+                index[d] = rest % dims[d];
+                rest /= dims[d];
+            }
+            let mut o = 0i64;
+            for &d in &kept {
+                o = o * dims[d] + index[d];
+            }
+            if o == 0 {
+                count += 1;
+            }
+            want[o as usize] += v;
+        }
+        let got = sum.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
+        let got_mean = mean.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
+        for ((g, m), w) in got.iter().zip(&got_mean).zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+                "{dims:?}: {g} vs {w}"
+            );
+            let wm = w / count as f64;
+            assert!(
+                (m - wm).abs() <= 1e-5 * wm.abs().max(1.0),
+                "{dims:?}: mean {m} vs {wm}"
+            );
+        }
+    }
+}
