@@ -301,26 +301,33 @@ fn reduce_or_identity(
 
 /// Rows a leading-axes f32 sum must have, at least and at most, to be
 /// emitted as a product with ones (see [`leading_sum_as_product`]).
-const COLUMN_SUM_ROWS: std::ops::RangeInclusive<i64> = 1024..=8192;
+const COLUMN_SUM_ROWS: std::ops::RangeInclusive<i64> = 1024..=32768;
 
 /// An f32 sum over the leading axes of `x` (the columns of an `[R, N]`
-/// view: BatchNorm's statistics and its gain and bias gradients, summed
-/// over the batch and the pixels) as a product with a vector of ones,
-/// which the pinned CPU compiler runs faster than its column reduction
-/// there. Measured on the CPU plugin (2026-11-27), the two forms compiled
-/// in one process and timed in 15 interleaved blocks:
-/// - W14's ResNet step (sums of `[16, 16, 16, 32]` and `[16, 8, 8, 64]`
-///   over their first three axes): 22.3-22.8 ms median as products against
-///   24.9-25.2 reduced, faster in 11 and 15 of 15 blocks;
+/// view: BatchNorm's statistics and its gain and bias gradients, a
+/// convolution's bias gradient, summed over the batch and the pixels) as
+/// a product with a vector of ones, which the pinned CPU compiler runs
+/// faster than its column reduction there. Measured on the CPU plugin
+/// (2026-11-27), each step compiled both ways in one process and timed in
+/// 15 interleaved blocks of 200 ms (identical programs: faster in 7 of
+/// 15):
+/// - W14's ResNet step (BatchNorm sums of 16384, 4096 and 1024 rows):
+///   24.2 ms median reduced, 20.6 as products, faster in 14 of 15 blocks;
+///   only the 1024-8192-row sums as products, 21.3 against 17.9 with the
+///   16384-row ones too (14 of 15);
+/// - W10's CNN step (bias gradients of 25088 and 6272 rows): 12.2-12.3 ms
+///   against 11.0-11.2 with the 25088-row sums as products (11 and 14 of
+///   15), even (9 of 15) with only the 6272-row ones;
 /// - W13's GPT step (sums of 512 rows: bias, LayerNorm and attention
 ///   gradients) was slower as products (18.0-20.1 ms against 18.2-18.9,
-///   faster in 2 and 4 of 15 blocks), although alone, with an elementwise
-///   producer, a `[512, 128]` sum takes 39-57 µs as a product against
-///   91-145 reduced: in the step, the reductions share their producers
-///   with other consumers in multi-output fusions. Hence at least 1024
-///   rows;
-/// - alone, `[2048, 512]` 365-399 µs against 404-427, `[4096, 256]` even,
-///   `[16384, 64]` slower (337-373 against 326-352): at most 8192 rows.
+///   faster in 2 and 4 of 15), and W3's MLP (128 rows) even (6 of 15),
+///   although alone, with an elementwise producer, a `[512, 128]` sum
+///   takes 39-57 µs as a product against 91-145 reduced: in a step, such
+///   reductions share their producers with other consumers in multi-output
+///   fusions. Hence at least 1024 rows.
+/// - Alone, `[16384, 64]` was slower as a product (337-373 µs against
+///   326-352); no workload sums more than 25088 rows, so the bound stops
+///   at 32768.
 ///
 /// Not in partitioned programs, whose sums become collectives (`None`:
 /// reduce). The product is at full precision (`Emitter::column_sums`).
