@@ -116,23 +116,9 @@ fn transposed(op: &Op, inputs: &[Tensor], tangents: &[Option<Tensor>]) -> Result
         .collect())
 }
 
-/// Which of a region's results carry a tangent when its parameters do as
-/// `params` say (by dependence, float values only).
-fn tangent_results(graph: &Graph, params: &[bool]) -> Vec<bool> {
-    let flags = crate::ops::batching::batched_values(graph, params);
-    graph
-        .results()
-        .iter()
-        .map(|v| flags[v.0 as usize] && graph.value_type(*v).dtype.is_inexact())
-        .collect()
-}
-
-/// The flags of a region's parameters: its own arguments' (`args`), then
-/// its captured inputs'.
-fn region_flags(region: &Region, args: &[bool], inputs: &[bool]) -> Vec<bool> {
-    let mut flags = args.to_vec();
-    flags.extend(region.captures.iter().map(|&i| inputs[i]));
-    flags
+/// Only float values carry tangents.
+fn differentiable(t: &crate::ir::TensorType) -> bool {
+    t.dtype.is_inexact()
 }
 
 /// A `while` in forward mode: one loop over the values and the tangents of
@@ -140,15 +126,7 @@ fn region_flags(region: &Region, args: &[bool], inputs: &[bool]) -> Vec<bool> {
 fn while_jvp(w: &While, inputs: &[Tensor], tangents: &[Option<Tensor>]) -> Result<Vec<Dual>> {
     let n = w.loop_types.len();
     let has: Vec<bool> = tangents.iter().map(Option::is_some).collect();
-    let mut carried: Vec<bool> = has[..n].to_vec();
-    loop {
-        let next = tangent_results(&w.body.graph, &region_flags(&w.body, &carried, &has));
-        let joined: Vec<bool> = carried.iter().zip(&next).map(|(a, b)| *a || *b).collect();
-        if joined == carried {
-            break;
-        }
-        carried = joined;
-    }
+    let carried = w.carries_reached(&has, differentiable);
     let mut init: Vec<Tensor> = inputs[..n].to_vec();
     for k in (0..n).filter(|&k| carried[k]) {
         init.push(match &tangents[k] {
@@ -209,14 +187,8 @@ fn while_jvp(w: &While, inputs: &[Tensor], tangents: &[Option<Tensor>]) -> Resul
 /// mode, each returning the values and the tangents either branch has.
 fn cond_jvp(c: &Cond, inputs: &[Tensor], tangents: &[Option<Tensor>]) -> Result<Vec<Dual>> {
     let has: Vec<bool> = tangents.iter().map(Option::is_some).collect();
-    let then_t = tangent_results(
-        &c.then_branch.graph,
-        &region_flags(&c.then_branch, &[], &has),
-    );
-    let else_t = tangent_results(
-        &c.else_branch.graph,
-        &region_flags(&c.else_branch, &[], &has),
-    );
+    let then_t = c.then_branch.reached(&[], &has, differentiable);
+    let else_t = c.else_branch.reached(&[], &has, differentiable);
     let carried: Vec<bool> = then_t.iter().zip(&else_t).map(|(a, b)| *a || *b).collect();
     let n = carried.len();
     let branch = |region: &Region| -> Result<Vec<Tensor>> {

@@ -87,6 +87,28 @@ impl Region {
     }
 }
 
+impl Region {
+    /// Which results depend on a marked value (a batched one for `vmap`, one
+    /// with a tangent for `jvp`), when the region's own arguments are
+    /// marked as `args` says and the op's inputs as `inputs` says; only
+    /// results `admit` lets carry the mark count.
+    pub(crate) fn reached(
+        &self,
+        args: &[bool],
+        inputs: &[bool],
+        admit: impl Fn(&TensorType) -> bool,
+    ) -> Vec<bool> {
+        let mut params = args.to_vec();
+        params.extend(self.captures.iter().map(|&i| inputs[i]));
+        let flags = batching::batched_values(&self.graph, &params);
+        self.graph
+            .results()
+            .iter()
+            .map(|v| flags[v.0 as usize] && admit(self.graph.value_type(*v)))
+            .collect()
+    }
+}
+
 fn hash_region<H: Hasher>(r: &Region, state: &mut H) {
     (Arc::as_ptr(&r.graph) as usize).hash(state);
     r.captures.hash(state);
@@ -402,6 +424,26 @@ impl While {
                 t.dtype.is_float() && t.shape.as_known().is_some()
             })
             .collect()
+    }
+
+    /// Which loop values a mark spreading by dependence reaches (see
+    /// [`Region::reached`]): those marked on entry (`inputs`, the op's
+    /// inputs) and those the body makes depend on a marked one, to a fixed
+    /// point.
+    pub(crate) fn carries_reached(
+        &self,
+        inputs: &[bool],
+        admit: impl Fn(&TensorType) -> bool,
+    ) -> Vec<bool> {
+        let mut carried = inputs[..self.loop_types.len()].to_vec();
+        loop {
+            let next = self.body.reached(&carried, inputs, &admit);
+            let joined: Vec<bool> = carried.iter().zip(&next).map(|(a, b)| *a || *b).collect();
+            if joined == carried {
+                return carried;
+            }
+            carried = joined;
+        }
     }
 
     /// Which loop values a state record keeps (see

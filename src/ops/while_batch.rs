@@ -56,34 +56,12 @@ pub(crate) fn batch_while(op: &While, inputs: &[Tensor], batched: &[bool], size:
 
 /// Which carries are batched, and whether the condition is.
 fn batched_carries(op: &While, batched: &[bool]) -> (Vec<bool>, bool) {
-    let n = op.loop_types.len();
-    let params = |region: &super::control::Region, carry: &[bool]| {
-        let mut flags = carry.to_vec();
-        flags.extend(region.captures.iter().map(|&i| batched[i]));
-        flags
-    };
-    let results = |graph: &Graph, flags: Vec<bool>| {
-        let values = batching::batched_values(graph, &flags);
-        graph
-            .results()
-            .iter()
-            .map(|v| values[v.0 as usize])
-            .collect::<Vec<bool>>()
-    };
-    let mut carry = batched[..n].to_vec();
-    loop {
-        let next = results(&op.body.graph, params(&op.body, &carry));
-        let joined: Vec<bool> = carry.iter().zip(&next).map(|(a, b)| *a || *b).collect();
-        if joined == carry {
-            break;
-        }
-        carry = joined;
+    let carry = op.carries_reached(batched, |_| true);
+    let pred_batched = op.cond.reached(&carry, batched, |_| true)[0];
+    match pred_batched {
+        true => (vec![true; carry.len()], true),
+        false => (carry, false),
     }
-    let pred_batched = results(&op.cond.graph, params(&op.cond, &carry))[0];
-    if pred_batched {
-        carry = vec![true; n];
-    }
-    (carry, pred_batched)
 }
 
 /// What building the batched loop needs.
