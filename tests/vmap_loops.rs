@@ -383,3 +383,34 @@ fn per_example_gradients_past_the_record_use_each_examples_checkpoints() {
         assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
     }
 }
+
+#[test]
+fn a_loop_around_an_op_without_a_rule_falls_back_to_a_loop_over_the_examples() {
+    // The loop's rule meets a host callback in the body, declines, and the
+    // whole function loops over the examples instead.
+    let [x, _] = batch_inputs(DType::F32);
+    let f: Example = |a| {
+        let y = for_range(0, 2, 1, a[0].clone(), |_, y| {
+            let spec = xlafn::ArraySpec::new(DType::F32, &[3]);
+            let doubled = host_callback(&[&y], &[spec], |args| {
+                let v = args[0].to_vec::<f32>().map_err(|e| e.to_string())?;
+                Ok(vec![xlafn::runtime::HostArray::from_vec(
+                    v.iter().map(|x| x * 2.0).collect::<Vec<f32>>(),
+                    &[3],
+                )])
+            })?;
+            doubled[0].sin()
+        })?;
+        Ok(vec![y])
+    };
+    let want = host_loop(f, std::slice::from_ref(&x));
+    let compiled = function(move |x: Tensor| vmap(f, &[x]));
+    for got in [
+        vmap(f, std::slice::from_ref(&x)).unwrap(),
+        compiled.call((&x,)).unwrap(),
+    ] {
+        assert_eq!(f64s(&got[0]), f64s(&want[0]));
+    }
+    let text = compiled.lower((&x,)).unwrap().as_text().to_string();
+    assert_eq!(text.matches("stablehlo.while").count(), 2, "{text}");
+}
