@@ -736,19 +736,6 @@ impl Emitter {
         self.op1("stablehlo.dot_general", &[a, b], &attrs, out)
     }
 
-    /// The sums of the columns of `x` (`[rows, cols]`) as a product with a
-    /// vector of ones (`[cols]`), at full precision whatever the
-    /// program's matmul precision: a sum must not lose bits to TF32.
-    pub fn column_sums(&mut self, x: &Val) -> Val {
-        let (rows, cols) = (x.ty.dims[0], x.ty.dims[1]);
-        let ones = self.constant(Scalar::F64(1.0), ArraySpec::new(x.ty.dtype, &[rows]));
-        let saved = std::mem::replace(&mut self.matmul_precision, MatmulPrecision::Highest);
-        let out = ArraySpec::new(x.ty.dtype, &[cols]);
-        let sums = self.dot_general(&ones, x, &[], &[], &[0], &[0], out);
-        self.matmul_precision = saved;
-        sums
-    }
-
     /// Reduces `x` over `dims` with a scalar combiner starting from `init`.
     pub fn reduce(
         &mut self,
