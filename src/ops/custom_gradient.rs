@@ -163,17 +163,7 @@ fn mapped_grad_fn(body: CustomBody, xs: &[Tensor], in_axes: &[Option<i64>]) -> G
         let per_example = |args: &[Tensor]| -> Result<Vec<Tensor>> {
             let (xs, dys) = args.split_at(n);
             let (_, grad) = body(xs)?;
-            let found = grad(dys)?;
-            if found.len() != n {
-                return Err(Error::invalid(
-                    "custom_gradient",
-                    format!(
-                        "the gradient function returned {} gradient(s) for {n} input(s)",
-                        found.len()
-                    ),
-                ));
-            }
-            found
+            user_gradients(&grad, dys, n)?
                 .into_iter()
                 .zip(xs)
                 .map(|(g, x)| g.map_or_else(|| x.zeros_like(), Ok))
@@ -237,16 +227,7 @@ impl OpDef for CustomGradient {
             .zip(outputs)
             .map(|(g, o)| g.clone().map_or_else(|| o.zeros_like(), Ok))
             .collect::<Result<_>>()?;
-        let found = (self.grad_fn(xs)?)(&upstream)?;
-        if found.len() != n {
-            return Err(Error::invalid(
-                "custom_gradient",
-                format!(
-                    "the gradient function returned {} gradient(s) for {n} input(s)",
-                    found.len()
-                ),
-            ));
-        }
+        let found = user_gradients(&self.grad_fn(xs)?, &upstream, n)?;
         let mut out = Vec::with_capacity(inputs.len());
         for (i, (g, x)) in found.into_iter().zip(xs).enumerate() {
             let g = match g {
@@ -258,6 +239,22 @@ impl OpDef for CustomGradient {
         out.resize(inputs.len(), None);
         Ok(out)
     }
+}
+
+/// The user's gradient function on `upstream`, which must give one
+/// gradient (or `None`) per input of the `n`.
+fn user_gradients(grad: &GradFn, upstream: &[Tensor], n: usize) -> Result<Vec<Option<Tensor>>> {
+    let found = grad(upstream)?;
+    if found.len() != n {
+        return Err(Error::invalid(
+            "custom_gradient",
+            format!(
+                "the gradient function returned {} gradient(s) for {n} input(s)",
+                found.len()
+            ),
+        ));
+    }
+    Ok(found)
 }
 
 /// A user gradient must match its input's dtype and shape.

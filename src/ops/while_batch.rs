@@ -37,7 +37,6 @@ use std::cell::Cell;
 /// The rule (see the module docs); `None` when the loop cannot be batched
 /// without a loop over the examples.
 pub(crate) fn batch_while(op: &While, inputs: &[Tensor], batched: &[bool], size: i64) -> Batched {
-    let n = op.loop_types.len();
     let (carry, pred_batched) = batched_carries(op, batched);
     let plan = Plan {
         op,
@@ -48,7 +47,7 @@ pub(crate) fn batch_while(op: &While, inputs: &[Tensor], batched: &[bool], size:
         pred_batched,
         missing: Cell::new(None),
     };
-    match plan.run(n) {
+    match plan.run() {
         Err(_) if plan.missing.get().is_some() => None,
         outs => Some(outs),
     }
@@ -79,7 +78,8 @@ struct Plan<'a> {
 }
 
 impl Plan<'_> {
-    fn run(&self, n: usize) -> Result<Vec<(Tensor, bool)>> {
+    fn run(&self) -> Result<Vec<(Tensor, bool)>> {
+        let n = self.carry.len();
         let mut init: Vec<Tensor> = (0..n)
             .map(|k| match self.carry[k] {
                 true => materialized(&self.inputs[k], self.batched[k], self.size),
