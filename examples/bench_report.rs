@@ -29,10 +29,11 @@
 //!   fed by an `xlafn::data` pipeline beside the same step on pre-placed
 //!   batches (`common/data_report.rs`). W9 includes
 //!   `W9_layers`, its step written with the layer library.
-//! - `--hlo DIR`: also write the StableHLO of the W9, W10 and W11 training
-//!   steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
+//! - `--hlo DIR`: also write the StableHLO of the W9-W11 and W13-W15
+//!   training steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
 //!   program as lowered, before the in-place aliasing of the variables is
-//!   added for the compile).
+//!   added for the compile). `examples/two_by_two.rs` and
+//!   `bench/two_by_two.py` time such files on either compiler.
 
 // The report uses the trainer, not the weight read-back.
 #[allow(dead_code)]
@@ -76,6 +77,16 @@ const W5_CHILD_FLAG: &str = "--w5-child";
 fn median_us(f: impl FnMut()) -> f64 {
     let mut f = f;
     side_by_side_us(&mut [&mut f])[0]
+}
+
+/// Writes a step's StableHLO `text` to `DIR/xlafn_<name>_step.mlir` when
+/// `--hlo DIR` was given.
+fn write_program(dir: Option<&str>, name: &str, text: &str) -> xlafn::Result<()> {
+    let Some(dir) = dir else {
+        return Ok(());
+    };
+    let path = format!("{dir}/xlafn_{}_step.mlir", name.to_lowercase());
+    std::fs::write(&path, text).map_err(|e| Error::Value(format!("cannot write {path}: {e}")))
 }
 
 /// Per-call medians (µs) of several closures measured side by side: the
@@ -767,7 +778,12 @@ fn main() -> xlafn::Result<()> {
         hlo_dir.as_deref(),
         &mut checks,
     )?);
-    groups.push(model_report::model_workloads(&peer, &wants, &mut checks)?);
+    groups.push(model_report::model_workloads(
+        &peer,
+        &wants,
+        hlo_dir.as_deref(),
+        &mut checks,
+    )?);
     if wants("DATA") {
         groups.push(data_report::data_workload(&mut checks)?);
     }

@@ -9,7 +9,7 @@ use super::peers::{Figure, Peers};
 use super::w13_gpt::{W13, W13_DROPOUT, W13_PEER_LOSSES};
 use super::w14_resnet::{W14, W14_PEER_LOSSES};
 use super::w15_gru::{W15, W15_PEER_LOSSES};
-use super::{Check, side_by_side_us};
+use super::{Check, side_by_side_us, write_program};
 use xlafn::Tensor;
 
 /// What one model workload measured: the step (ms), the first three
@@ -38,12 +38,13 @@ fn step_ms(mut step: impl FnMut() -> xlafn::Result<Tensor>) -> f64 {
 /// W13: the GPT's AdamW step (ms). The losses come from a step built with
 /// dropout rate 0 (the peers' random bits differ from ours); the timed
 /// step, from the same parameters, drops 10%.
-fn w13() -> xlafn::Result<Measured> {
+fn w13(hlo: Option<&str>) -> xlafn::Result<Measured> {
     let check = W13::new(0.0)?;
     let check_step = check.train_step()?;
     let losses = first_losses(|| check_step.call((&check.inputs, &check.targets)))?;
     let w = W13::new(W13_DROPOUT)?;
     let step = w.train_step()?;
+    write_program(hlo, "W13", step.lower((&w.inputs, &w.targets))?.as_text())?;
     let step_ms = step_ms(|| step.call((&w.inputs, &w.targets)));
     Ok(Measured {
         step_ms,
@@ -53,10 +54,11 @@ fn w13() -> xlafn::Result<Measured> {
 }
 
 /// W14: the ResNet's SGD-momentum step (ms), with its first three losses.
-fn w14() -> xlafn::Result<Measured> {
+fn w14(hlo: Option<&str>) -> xlafn::Result<Measured> {
     let w = W14::new()?;
     let step = w.train_step()?;
     let args = (&w.x, &w.labels);
+    write_program(hlo, "W14", step.lower(args)?.as_text())?;
     let losses = first_losses(|| step.call(args))?;
     Ok(Measured {
         step_ms: step_ms(|| step.call(args)),
@@ -67,10 +69,11 @@ fn w14() -> xlafn::Result<Measured> {
 
 /// W15: the bidirectional GRU classifier's Adam step (ms), with its first
 /// three losses.
-fn w15() -> xlafn::Result<Measured> {
+fn w15(hlo: Option<&str>) -> xlafn::Result<Measured> {
     let w = W15::new()?;
     let step = w.train_step()?;
     let args = (&w.x, &w.mask, &w.labels);
+    write_program(hlo, "W15", step.lower(args)?.as_text())?;
     let losses = first_losses(|| step.call(args))?;
     Ok(Measured {
         step_ms: step_ms(|| step.call(args)),
@@ -120,10 +123,12 @@ fn report(
 }
 
 /// The model workloads `wants` names: measured, printed, checked against
-/// the peers' losses and times; returns their JSON entries.
+/// the peers' losses and times; returns their JSON entries. With `hlo`,
+/// each step's StableHLO is written there too.
 pub fn model_workloads(
     peer: &Peers,
     wants: &dyn Fn(&str) -> bool,
+    hlo: Option<&str>,
     checks: &mut Vec<Check>,
 ) -> xlafn::Result<String> {
     let mut json = Vec::new();
@@ -131,7 +136,7 @@ pub fn model_workloads(
         json.push(report(
             "W13",
             "step_ms (GPT, AdamW, dropout)",
-            &w13()?,
+            &w13(hlo)?,
             W13_PEER_LOSSES,
             peer.w13_step_jax_jit_ms,
             checks,
@@ -141,7 +146,7 @@ pub fn model_workloads(
         json.push(report(
             "W14",
             "step_ms (ResNet, BatchNorm, SGD)",
-            &w14()?,
+            &w14(hlo)?,
             W14_PEER_LOSSES,
             peer.w14_step_jax_jit_ms,
             checks,
@@ -151,7 +156,7 @@ pub fn model_workloads(
         json.push(report(
             "W15",
             "step_ms (BiGRU, masks, Adam)",
-            &w15()?,
+            &w15(hlo)?,
             W15_PEER_LOSSES,
             peer.w15_step_jax_jit_ms,
             checks,

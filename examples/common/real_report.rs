@@ -9,7 +9,7 @@ use super::real_models::{
     ConvLayer, DataFn, Model, W12_FLOP, W12_PEER_CHECK, Workload, conv_layer, w11_scan_loss,
 };
 use super::w9_layers::LayersModel;
-use super::{Check, side_by_side_us};
+use super::{Check, side_by_side_us, write_program};
 use xlafn::ArraySpec;
 use xlafn::prelude::*;
 
@@ -101,21 +101,18 @@ fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel>
         (None, true) => side_by_side_us(&mut [&mut step_call, &mut forward_call]),
         (None, false) => side_by_side_us(&mut [&mut step_call]),
     };
-    if let Some(dir) = hlo {
+    if hlo.is_some() {
         let specs = [
             ArraySpec::new(a.dtype(), &a.dims()),
             ArraySpec::new(b.dtype(), &b.dims()),
         ];
-        let name = workload.name().to_lowercase();
-        let mut programs = vec![(name.clone(), &step)];
+        let mut programs = vec![(workload.name().to_string(), &step)];
         if let Some((variant, _, variant_step, _)) = &layers {
-            programs.push((variant.to_lowercase(), variant_step));
+            programs.push((variant.to_string(), variant_step));
         }
         for (name, step) in programs {
             let text = step.get_concrete_function((&a, &b))?.stablehlo(&specs)?;
-            let path = format!("{dir}/xlafn_{name}_step.mlir");
-            std::fs::write(&path, text)
-                .map_err(|e| Error::Value(format!("cannot write {path}: {e}")))?;
+            write_program(hlo, &name, &text)?;
         }
     }
     Ok(RealModel {
