@@ -120,6 +120,8 @@ mod layers;
 mod layers_attention;
 #[path = "layers_conv.rs"]
 mod layers_conv;
+#[path = "layers_norm_pool.rs"]
+mod layers_norm_pool;
 #[path = "layers_recurrent.rs"]
 mod layers_recurrent;
 #[path = "loop_gradient_program.rs"]
