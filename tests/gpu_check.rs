@@ -130,6 +130,8 @@ mod loop_gradient_program;
 mod losses;
 #[path = "metrics.rs"]
 mod metrics;
+#[path = "metrics_confusion.rs"]
+mod metrics_confusion;
 #[path = "mixed_precision.rs"]
 mod mixed_precision;
 #[path = "modules_and_checkpoints.rs"]

@@ -6,7 +6,8 @@
 //! dimension); `in_top_k`'s ties; AUC against the same thresholds by
 //! hand and against the exact (Mann-Whitney) AUC; reset eagerly and in a
 //! function; the state as module variables through a checkpoint; errors
-//! for mismatched shapes and bad options.
+//! for mismatched shapes and bad options. Precision, recall and AUC are
+//! in metrics_confusion.rs.
 
 use xlafn::checkpoint;
 use xlafn::module::Module;
@@ -21,31 +22,11 @@ use xlafn::prelude::*;
 mod layer_data;
 use layer_data::values;
 
-const ROWS: usize = 6;
-const COLS: usize = 4;
-const BATCHES: u64 = 3;
-
-/// Values rounded to f32 (what the tensors hold), as f64 for the reference.
-fn f32s(v: Vec<f64>) -> Vec<f64> {
-    v.into_iter().map(|x| x as f32 as f64).collect()
-}
-
-fn tensor(v: &[f64], dims: &[i64]) -> Tensor {
-    let host: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-    Tensor::from_vec(host, dims).unwrap()
-}
-
-fn labels_i32(v: &[f64], dims: &[i64]) -> Tensor {
-    let host: Vec<i32> = v.iter().map(|&x| x as i32).collect();
-    Tensor::from_vec(host, dims).unwrap()
-}
-
-fn close(got: f64, want: f64, what: &str) {
-    assert!(
-        (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
-        "{what}: got {got}, want {want}"
-    );
-}
+#[path = "common/metric_data.rs"]
+mod metric_data;
+use metric_data::{
+    BATCHES, Batch, COLS, DIMS, ROWS, close, eager_and_compiled, f32s, labels_i32, tensor,
+};
 
 /// The weighted mean of per-row values (Keras' Mean over per-example values).
 fn weighted_mean(per_row: &[f64], weights: &[f64]) -> f64 {
@@ -62,56 +43,6 @@ fn row_means(v: &[f64], cols: usize) -> Vec<f64> {
 
 /// Labels, predictions and optional per-row weights, on the host.
 type Data = (Vec<f64>, Vec<f64>, Option<Vec<f64>>);
-
-/// One batch of labels, predictions and optional per-row weights.
-struct Batch {
-    y_true: Tensor,
-    y_pred: Tensor,
-    weight: Option<Tensor>,
-}
-
-/// Streams `batches` through one metric eagerly and a second one inside a
-/// compiled function, and returns the eager result after checking that
-/// the compiled one agrees (to rounding) and that the function traced once.
-fn eager_and_compiled<M>(make: impl Fn() -> M, batches: &[Batch]) -> f64
-where
-    M: LabelMetric + Clone + Send + Sync + 'static,
-{
-    let eager = make();
-    for b in batches {
-        eager
-            .update_state(&b.y_true, &b.y_pred, b.weight.as_ref())
-            .unwrap();
-    }
-    let compiled = make();
-    let weighted = function({
-        let m = compiled.clone();
-        move |t: Tensor, p: Tensor, w: Tensor| m.update_state(&t, &p, Some(&w))
-    });
-    let unweighted = function({
-        let m = compiled.clone();
-        move |t: Tensor, p: Tensor| m.update_state(&t, &p, None)
-    });
-    for b in batches {
-        match &b.weight {
-            Some(w) => weighted.call((b.y_true.clone(), b.y_pred.clone(), w.clone())),
-            None => unweighted.call((b.y_true.clone(), b.y_pred.clone())),
-        }
-        .unwrap();
-    }
-    assert!(weighted.tracing_count() <= 1 && unweighted.tracing_count() <= 1);
-    let (e, c) = (
-        eager.result().unwrap().item::<f32>().unwrap(),
-        compiled.result().unwrap().item::<f32>().unwrap(),
-    );
-    // XLA fuses the compiled update, so its sums may round differently.
-    close(
-        c as f64,
-        e as f64,
-        &format!("{}: eager vs compiled", eager.name()),
-    );
-    e as f64
-}
 
 fn row_weights(seed: u64) -> Vec<f64> {
     f32s(values(ROWS, seed, 0.0, 2.0))
@@ -273,8 +204,6 @@ fn argmax(row: &[f64]) -> usize {
     }
     best
 }
-
-const DIMS: [i64; 2] = [ROWS as i64, COLS as i64];
 
 #[test]
 fn accuracy_metrics_stream_like_direct_computations() {
@@ -485,203 +414,6 @@ fn error_metrics_stream_like_direct_means() {
         want,
         "MAE",
     );
-}
-
-/// Weighted confusion counts at `threshold`: (tp, fp, fn, tn).
-fn confusion(t: &[f64], p: &[f64], w: &[f64], threshold: f32) -> [f64; 4] {
-    let mut c = [0.0; 4];
-    for ((&l, &x), &w) in t.iter().zip(p).zip(w) {
-        let pos = (x as f32) > threshold;
-        let i = match (l != 0.0, pos) {
-            (true, true) => 0,
-            (false, true) => 1,
-            (true, false) => 2,
-            (false, false) => 3,
-        };
-        c[i] += w;
-    }
-    c
-}
-
-fn ratio(a: f64, b: f64) -> f64 {
-    if b == 0.0 { 0.0 } else { a / b }
-}
-
-/// Labels, scores, weights (ones when unweighted) and whether weighted.
-type BinaryData = (Vec<f64>, Vec<f64>, Vec<f64>, bool);
-
-/// Batches of binary labels and scores in [0, 1], flattened, with
-/// elementwise weights on every other batch.
-fn binary_data() -> Vec<BinaryData> {
-    (0..BATCHES)
-        .map(|b| {
-            let t: Vec<f64> = values(ROWS * COLS, 180 + b, 0.0, 2.0)
-                .into_iter()
-                .map(f64::floor)
-                .collect();
-            // Positives score higher on average, so the AUC is well above 0.5.
-            let p: Vec<f64> = values(ROWS * COLS, 190 + b, 0.0, 0.7)
-                .into_iter()
-                .zip(&t)
-                .map(|(x, l)| x + 0.3 * l)
-                .collect();
-            let weighted = b % 2 == 0;
-            let w = if weighted {
-                f32s(values(ROWS * COLS, 200 + b, 0.0, 2.0))
-            } else {
-                vec![1.0; ROWS * COLS]
-            };
-            (t, f32s(p), w, weighted)
-        })
-        .collect()
-}
-
-fn binary_batches() -> Vec<Batch> {
-    binary_data()
-        .iter()
-        .map(|(t, p, w, weighted)| Batch {
-            y_true: tensor(t, &DIMS),
-            y_pred: tensor(p, &DIMS),
-            weight: weighted.then(|| tensor(w, &DIMS)),
-        })
-        .collect()
-}
-
-fn total_confusion(threshold: f32) -> [f64; 4] {
-    let mut c = [0.0; 4];
-    for (t, p, w, _) in binary_data() {
-        for (a, b) in c.iter_mut().zip(confusion(&t, &p, &w, threshold)) {
-            *a += b;
-        }
-    }
-    c
-}
-
-#[test]
-fn precision_and_recall_stream_like_direct_counts() {
-    for threshold in [0.5, 0.25, 0.8] {
-        let [tp, fp, fn_, _] = total_confusion(threshold as f32);
-        let got = eager_and_compiled(
-            || Precision::with_threshold(threshold).unwrap(),
-            &binary_batches(),
-        );
-        close(got, ratio(tp, tp + fp), "Precision");
-        let got = eager_and_compiled(
-            || Recall::with_threshold(threshold).unwrap(),
-            &binary_batches(),
-        );
-        close(got, ratio(tp, tp + fn_), "Recall");
-    }
-    // Nothing predicted positive: precision 0; no positive label: recall 0.
-    let p = Precision::new().unwrap();
-    let r = Recall::new().unwrap();
-    let zeros = Tensor::zeros(&[3], DType::F32);
-    p.update_state(&Tensor::vector(&[1f32, 0., 1.]).unwrap(), &zeros, None)
-        .unwrap();
-    r.update_state(&zeros, &Tensor::vector(&[0.9f32, 0.1, 0.7]).unwrap(), None)
-        .unwrap();
-    assert_eq!(p.result().unwrap().item::<f32>().unwrap(), 0.0);
-    assert_eq!(r.result().unwrap().item::<f32>().unwrap(), 0.0);
-}
-
-/// Keras' ROC AUC over `auc.thresholds()` by hand.
-fn auc_ref(thresholds: &[f32], summation: Summation) -> f64 {
-    let rates: Vec<(f64, f64)> = thresholds
-        .iter()
-        .map(|&th| {
-            let [tp, fp, fn_, tn] = total_confusion(th);
-            (ratio(fp, fp + tn), ratio(tp, tp + fn_))
-        })
-        .collect();
-    rates
-        .windows(2)
-        .map(|w| {
-            let ((x0, y0), (x1, y1)) = (w[0], w[1]);
-            let h = match summation {
-                Summation::Interpolation => (y0 + y1) / 2.0,
-                Summation::Minoring => y0.min(y1),
-                Summation::Majoring => y0.max(y1),
-            };
-            (x0 - x1) * h
-        })
-        .sum()
-}
-
-/// The exact weighted ROC AUC: the weighted share of (positive, negative)
-/// pairs ordered right, ties counting half.
-fn exact_auc() -> f64 {
-    let mut pos = Vec::new();
-    let mut neg = Vec::new();
-    for (t, p, w, _) in binary_data() {
-        for ((l, x), w) in t.iter().zip(&p).zip(&w) {
-            if *l != 0.0 {
-                pos.push((*x, *w))
-            } else {
-                neg.push((*x, *w))
-            }
-        }
-    }
-    let (mut num, mut den) = (0.0, 0.0);
-    for &(a, wa) in &pos {
-        for &(b, wb) in &neg {
-            let s = if a > b {
-                1.0
-            } else if a == b {
-                0.5
-            } else {
-                0.0
-            };
-            num += wa * wb * s;
-            den += wa * wb;
-        }
-    }
-    num / den
-}
-
-#[test]
-fn auc_matches_keras_thresholds_and_approaches_the_exact_auc() {
-    let keras = Auc::new().unwrap();
-    let th = keras.thresholds();
-    assert_eq!(th.len(), 200);
-    assert_eq!(
-        (th[0], th[1], th[198], th[199]),
-        (
-            -1e-7,
-            (1.0 / 199.0) as f32,
-            (198.0 / 199.0) as f32,
-            1.0 + 1e-7
-        )
-    );
-    let mut results = Vec::new();
-    for summation in [
-        Summation::Minoring,
-        Summation::Interpolation,
-        Summation::Majoring,
-    ] {
-        let make = || Auc::with_options(200, summation).unwrap();
-        let got = eager_and_compiled(make, &binary_batches());
-        let want = auc_ref(make().thresholds(), summation);
-        close(got, want, &format!("AUC {summation:?}"));
-        results.push(got);
-    }
-    assert!(
-        results[0] <= results[1] && results[1] <= results[2],
-        "{results:?}"
-    );
-    let exact = exact_auc();
-    assert!(exact > 0.7, "the data should separate the classes: {exact}");
-    assert!(
-        (results[1] - exact).abs() < 0.01,
-        "{} vs exact {exact}",
-        results[1]
-    );
-    let fine = Auc::with_options(4000, Summation::Interpolation).unwrap();
-    for b in binary_batches() {
-        fine.update_state(&b.y_true, &b.y_pred, b.weight.as_ref())
-            .unwrap();
-    }
-    let fine = fine.result().unwrap().item::<f32>().unwrap() as f64;
-    assert!((fine - exact).abs() < 2e-3, "{fine} vs exact {exact}");
 }
 
 #[test]
