@@ -215,6 +215,8 @@ mod robust_conversions;
 mod robust_eager_cache;
 #[path = "robust_export.rs"]
 mod robust_export;
+#[path = "robust_export_files.rs"]
+mod robust_export_files;
 #[path = "robust_nesting.rs"]
 mod robust_nesting;
 #[path = "robust_parallel_small_programs.rs"]
