@@ -14,7 +14,9 @@ mod scratch;
 #[path = "common/tool.rs"]
 mod tool;
 
-use export_helpers::{add_export, cli, cli_str, edit, isolated, load_err, temp_dir, x3};
+use export_helpers::{
+    add_export, cli, cli_str, edit, isolated, load_err, run_refused, temp_dir, x3,
+};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Command;
@@ -51,16 +53,7 @@ fn malformed_npy_headers_are_errors_in_exports_and_the_cli() {
         add_export(&good);
         let input = good.join("x.npy");
         std::fs::write(&input, &bytes).unwrap();
-        let out = cli_str(&[
-            "run",
-            good.to_str().unwrap(),
-            "--input",
-            &format!("x={}", input.display()),
-            "--output-dir",
-            good.join("out").to_str().unwrap(),
-        ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let stderr = run_refused(&good, &input, &good.join("out"));
         assert!(stderr.contains("not a valid .npy"), "{stderr}");
     }
 }
@@ -160,16 +153,7 @@ fn exports_and_the_cli_write_only_new_files() {
     std::os::unix::fs::symlink(&victim, out.join("output_0.npy")).unwrap();
     let input = dir.join("x.npy");
     std::fs::write(&input, npy::encode(&x3().to_host_array().unwrap()).unwrap()).unwrap();
-    let ran = cli_str(&[
-        "run",
-        dir.to_str().unwrap(),
-        "--input",
-        &format!("x={}", input.display()),
-        "--output-dir",
-        out.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&ran.stderr);
-    assert_eq!(ran.status.code(), Some(1), "{stderr}");
+    let stderr = run_refused(&dir, &input, &out);
     assert!(stderr.contains("already exists"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
@@ -189,16 +173,7 @@ fn cli_inputs_must_be_regular_files() {
             .success()
     );
     for input in [fifo.as_path(), Path::new("/dev/zero")] {
-        let out = cli_str(&[
-            "run",
-            dir.to_str().unwrap(),
-            "--input",
-            &format!("x={}", input.display()),
-            "--output-dir",
-            dir.join("out").to_str().unwrap(),
-        ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let stderr = run_refused(&dir, input, &dir.join("out"));
         assert!(stderr.contains("not a regular file"), "{stderr}");
     }
 }

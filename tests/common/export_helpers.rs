@@ -77,6 +77,22 @@ pub fn cli_str(args: &[&str]) -> Output {
     cli(&args.iter().map(std::ffi::OsStr::new).collect::<Vec<_>>())
 }
 
+/// `xlafn run DIR --input x=INPUT --output-dir OUT`, which must fail
+/// with exit status 1; returns what it printed on stderr.
+pub fn run_refused(dir: &Path, input: &Path, out: &Path) -> String {
+    let ran = cli_str(&[
+        "run",
+        dir.to_str().unwrap(),
+        "--input",
+        &format!("x={}", input.display()),
+        "--output-dir",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&ran.stderr).into_owned();
+    assert_eq!(ran.status.code(), Some(1), "{stderr}");
+    stderr
+}
+
 /// A function `x + c` with a captured constant `c = [10, 20, 30]`, for
 /// `x: f32[3]`.
 pub fn add_export(dir: &Path) {
