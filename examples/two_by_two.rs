@@ -17,6 +17,12 @@
 //! least 200 ms, so that drift on a shared host falls on all of them
 //! alike. Input-output aliasing is taken out of the text (the same
 //! inputs are fed to every call).
+//!
+//! The files go to the plugin as they are, for programs you made
+//! yourself: jax.jit's text is outside what xlafn's own program check
+//! (`export::program_check`, for exports, which are untrusted) accepts,
+//! from its `module` header on, and XLA may abort the process on a
+//! program it rejects.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
