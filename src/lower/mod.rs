@@ -1,6 +1,9 @@
 //! Layer: lowering. Graph IR → StableHLO text for one set of concrete input
 //! types. Imports `ir`, the op catalog (each op lowers itself through the
-//! `Emitter`), `dtype` and `error`; nothing from the runtime.
+//! `Emitter`), `dtype` and `error`; nothing from the runtime. Debug builds
+//! (the tests) also run `export::program_check`'s vocabulary over every
+//! program written here, which keeps the export check in step with the
+//! emitter.
 //!
 //! Lowering re-infers every node with the concrete input types (a traced
 //! graph may carry unknown dimensions), then asks the op to emit itself and
@@ -93,6 +96,12 @@ pub fn lower_with_slots(
     }
     let size = cx.size();
     let text = cx.finish_with_aliases(&all_params, &aliases, &results);
+    #[cfg(debug_assertions)]
+    if let Err(e) = crate::export::program_check::check_vocabulary(&text) {
+        panic!(
+            "the export check refuses what the emitter wrote, so exporting it would fail: {e}; add the new word to export::program_check"
+        );
+    }
     Ok(Lowered {
         text,
         params: all_params,

@@ -98,6 +98,24 @@ fn custom_calls_go_only_to_the_host_callback() {
 }
 
 #[test]
+fn the_vocabulary_check_skips_the_bounds_but_not_the_words() {
+    let deep = ADD.replacen(
+        "%v1 =",
+        &format!("{}{} %v1 =", "(".repeat(200), ")".repeat(200)),
+        1,
+    );
+    assert!(check_program("p", &deep).is_err());
+    assert_eq!(
+        check_vocabulary(&deep).unwrap(),
+        check_program("p", ADD).unwrap()
+    );
+    let infeed = deep.replacen("stablehlo.add", "stablehlo.infeed", 1);
+    let e = check_vocabulary(&infeed).unwrap_err().to_string();
+    assert!(e.contains("stablehlo.infeed"), "{e}");
+    assert!(check_vocabulary(&ADD.replacen("()", "(]", 1)).is_err());
+}
+
+#[test]
 fn nesting_and_balance_are_bounded() {
     let deep = ADD.replacen(
         "%v1 =",
