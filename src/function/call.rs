@@ -289,7 +289,7 @@ impl ConcreteCore {
             && specs
                 .iter()
                 .zip(buffers)
-                .all(|(s, b)| s.dtype == b.dtype() && s.dims == b.dims())
+                .all(|(s, b)| s.describes(b.dtype(), b.dims()))
         {
             return Ok(exe.clone());
         }

@@ -564,7 +564,7 @@ impl Executable {
             )));
         }
         for (i, (b, p)) in args.iter().zip(params).enumerate() {
-            if b.dtype() != p.dtype || b.dims() != p.dims.as_slice() {
+            if !p.describes(b.dtype(), b.dims()) {
                 return Err(Error::Type(format!(
                     "argument {i}: the program expects {}{:?}, got {}{:?}",
                     p.dtype,
