@@ -363,6 +363,27 @@ fn hessians_and_hessian_vector_products() {
 }
 
 #[test]
+fn hessians_refuse_integer_inputs_and_non_scalar_values() {
+    let ints = Tensor::vector(&[1i32, 2]).unwrap();
+    let e = hessian(|x| x.mul(x)?.reduce_sum(&[], false), &ints)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("float or complex") && e.contains("i32"), "{e}");
+    // jax.hessian would give [2, 2, 2] here, tf.hessians the [2, 2] of the
+    // sum: neither silently.
+    let x = Tensor::vector(&[1.5f64, -2.0]).unwrap();
+    let e = hessian(|x| x.sin(), &x).unwrap_err().to_string();
+    assert!(e.contains("scalar value") && e.contains("f64(2,)"), "{e}");
+    let compiled = function(|x: Tensor| hessian(|x| x.sin(), &x));
+    assert!(compiled.call((&x,)).is_err());
+    // Tangent errors print both types alike.
+    let e = xlafn::autodiff::jvp(|a| a[0].sin(), std::slice::from_ref(&x), &[ints])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("primal, f64(2,); got i32(2,)"), "{e}");
+}
+
+#[test]
 fn per_example_gradients_in_one_program_match_a_host_loop() {
     // DP-SGD's pattern: the gradient of each example's loss, [b, params].
     let x = Tensor::from_vec((0..12).map(|i| (i as f32 - 5.0) / 4.0).collect(), &[4, 3]).unwrap();

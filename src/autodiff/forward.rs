@@ -221,7 +221,8 @@ fn check_tangents(
             return Err(Error::invalid(
                 op,
                 format!(
-                    "tangent {k} must match its primal, {dtype}{dims:?}; got {}",
+                    "tangent {k} must match its primal, {}; got {}",
+                    crate::ir::TensorType::known(dtype, &dims),
                     t.tensor_type()
                 ),
             ));
@@ -257,13 +258,35 @@ pub fn hvp(
 
 /// The Hessian of the scalar `f` at `x`, shape `x.shape + x.shape`
 /// (`jax.hessian`): the jacobian of the gradient, its rows one device
-/// loop when traced.
+/// loop when traced. `x` must be float or complex and `f`'s value a
+/// scalar: an error says so otherwise, where a gradient's rules would
+/// give zeros for integers and the Hessian of the sum for a non-scalar
+/// value (`jax.hessian` puts the value's shape in front instead).
 pub fn hessian(f: impl FnOnce(&Tensor) -> Result<Tensor>, x: &Tensor) -> Result<Tensor> {
+    if !x.dtype().is_inexact() {
+        return Err(Error::invalid(
+            "hessian",
+            format!(
+                "differentiates float or complex inputs, got {}",
+                x.tensor_type()
+            ),
+        ));
+    }
     let outer = GradientTape::new();
     outer.watch(x);
     let inner = GradientTape::new();
     inner.watch(x);
     let y = f(x)?;
+    if y.tensor_type().rank().is_some_and(|r| r != 0) {
+        return Err(Error::invalid(
+            "hessian",
+            format!(
+                "needs a function with a scalar value, got {}; reduce it first (its sum gives \
+                 what tf.hessians computes)",
+                y.tensor_type()
+            ),
+        ));
+    }
     let g = inner.gradient(&y, &[x.into()])?.remove(0);
     let Some(g) = g else {
         let dims = [x.dims(), x.dims()].concat();
