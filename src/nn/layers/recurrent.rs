@@ -336,6 +336,105 @@ fn forget_bias_init() -> Initializer {
     }))
 }
 
+/// [`Recurrent`]'s option accessors, the same for every cell layer (each
+/// keeps its options in `opts`); expanded inside each `impl Recurrent`.
+macro_rules! cell_options {
+    () => {
+        fn return_sequences(&self) -> bool {
+            self.opts.return_sequences
+        }
+        fn set_return_sequences(&mut self, on: bool) {
+            self.opts.return_sequences = on;
+        }
+        fn go_backwards(&self) -> bool {
+            self.opts.go_backwards
+        }
+        fn set_go_backwards(&mut self, on: bool) {
+            self.opts.go_backwards = on;
+        }
+        fn set_zero_output_for_mask(&mut self, on: bool) {
+            self.opts.zero_output_for_mask = on;
+        }
+    };
+}
+
+/// What a cell layer ([`Lstm`], [`Gru`]) offers whatever its cell: stacks
+/// and bidirectional pairs of it, the option builders, and its [`Layer`]
+/// and [`Module`] impls. One definition, expanded for each cell type.
+macro_rules! cell_layer_api {
+    ($cell:ident) => {
+        impl $cell {
+            #[doc = concat!(
+                        "`num_layers` layers `", stringify!($cell), "::new(units, ...)`, each ",
+                        "feeding its sequence to the next (PyTorch's `num_layers`), layer `i` ",
+                        "drawn from `key` folded with `i`."
+                    )]
+            pub fn stacked(units: i64, num_layers: usize, key: &Tensor) -> Result<Stacked<$cell>> {
+                let layers = (0..num_layers)
+                    .map(|i| $cell::new(units, &fold(key, i as u64)?))
+                    .collect::<Result<Vec<_>>>()?;
+                Stacked::new(layers)
+            }
+
+            /// A bidirectional layer of `units` per direction (the forward
+            /// layer from `key` folded with 0, the backward with 1).
+            pub fn bidirectional(units: i64, key: &Tensor) -> Result<Bidirectional<$cell>> {
+                Ok(Bidirectional::new(
+                    $cell::new(units, &fold(key, 0)?)?,
+                    $cell::new(units, &fold(key, 1)?)?,
+                ))
+            }
+
+            /// Returns the whole output sequence (Keras' `return_sequences`).
+            pub fn with_return_sequences(mut self, on: bool) -> $cell {
+                self.opts.return_sequences = on;
+                self
+            }
+
+            /// Reads the sequence from its end (Keras' `go_backwards`).
+            pub fn with_go_backwards(mut self, on: bool) -> $cell {
+                self.opts.go_backwards = on;
+                self
+            }
+
+            /// Masked steps output zeros instead of the previous output.
+            pub fn with_zero_output_for_mask(mut self, on: bool) -> $cell {
+                self.opts.zero_output_for_mask = on;
+                self
+            }
+
+            /// The mixed-precision policy (default the global one when the
+            /// layer was made): weights in its variable dtype, input, states
+            /// and outputs in its compute dtype. Call before the first call.
+            pub fn with_dtype_policy(mut self, policy: Policy) -> $cell {
+                self.policy = Some(policy);
+                self
+            }
+        }
+
+        /// The outputs of [`Recurrent::run`] without initial state or mask;
+        /// the mode is ignored (no recurrent dropout).
+        impl Layer for $cell {
+            fn call(&self, x: &Tensor, _mode: &Mode) -> Result<Tensor> {
+                Ok(self.run(x, None, None)?.outputs)
+            }
+        }
+
+        /// `kernel`, `recurrent_kernel`, `bias` (Keras' names).
+        impl Module for $cell {
+            fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+                self.kernel.visit_variables(&join(prefix, "kernel"), f);
+                self.recurrent_kernel
+                    .visit_variables(&join(prefix, "recurrent_kernel"), f);
+                self.bias.visit_variables(&join(prefix, "bias"), f);
+            }
+        }
+    };
+}
+
+cell_layer_api!(Lstm);
+cell_layer_api!(Gru);
+
 /// Keras' `LSTM`: `kernel` `[features, 4 * units]`, `recurrent_kernel`
 /// `[units, 4 * units]`, `bias` `[4 * units]`, gates in the order i, f,
 /// c, o; `c = f * c + i * tanh(c~)`, `h = o * tanh(c)`. Defaults: one
@@ -369,51 +468,6 @@ impl Lstm {
             key: key.clone(),
             policy: current_policy(),
         })
-    }
-
-    /// `num_layers` LSTMs of `units`, each feeding its sequence to the
-    /// next (PyTorch's `num_layers`), layer `i` drawn from `key` folded
-    /// with `i`.
-    pub fn stacked(units: i64, num_layers: usize, key: &Tensor) -> Result<Stacked<Lstm>> {
-        let layers = (0..num_layers)
-            .map(|i| Lstm::new(units, &fold(key, i as u64)?))
-            .collect::<Result<Vec<_>>>()?;
-        Stacked::new(layers)
-    }
-
-    /// A bidirectional LSTM of `units` per direction (the forward layer
-    /// from `key` folded with 0, the backward with 1).
-    pub fn bidirectional(units: i64, key: &Tensor) -> Result<Bidirectional<Lstm>> {
-        Ok(Bidirectional::new(
-            Lstm::new(units, &fold(key, 0)?)?,
-            Lstm::new(units, &fold(key, 1)?)?,
-        ))
-    }
-
-    /// Returns the whole output sequence (Keras' `return_sequences`).
-    pub fn with_return_sequences(mut self, on: bool) -> Lstm {
-        self.opts.return_sequences = on;
-        self
-    }
-
-    /// Reads the sequence from its end (Keras' `go_backwards`).
-    pub fn with_go_backwards(mut self, on: bool) -> Lstm {
-        self.opts.go_backwards = on;
-        self
-    }
-
-    /// Masked steps output zeros instead of the previous output.
-    pub fn with_zero_output_for_mask(mut self, on: bool) -> Lstm {
-        self.opts.zero_output_for_mask = on;
-        self
-    }
-
-    /// The mixed-precision policy (default the global one when the layer
-    /// was made): weights in its variable dtype, input, states and outputs
-    /// in its compute dtype. Call before the first call.
-    pub fn with_dtype_policy(mut self, policy: Policy) -> Lstm {
-        self.policy = Some(policy);
-        self
     }
 
     /// With or without a bias (Keras' `use_bias`, default true), and the
@@ -470,48 +524,7 @@ impl Recurrent for Lstm {
         };
         scan(&projected, states, mask, u, self.opts, &step)
     }
-    fn return_sequences(&self) -> bool {
-        self.opts.return_sequences
-    }
-    fn set_return_sequences(&mut self, on: bool) {
-        self.opts.return_sequences = on;
-    }
-    fn go_backwards(&self) -> bool {
-        self.opts.go_backwards
-    }
-    fn set_go_backwards(&mut self, on: bool) {
-        self.opts.go_backwards = on;
-    }
-    fn set_zero_output_for_mask(&mut self, on: bool) {
-        self.opts.zero_output_for_mask = on;
-    }
-}
-
-/// The outputs of [`Recurrent::run`] without initial state or mask; the
-/// mode is ignored (no recurrent dropout).
-impl Layer for Lstm {
-    fn call(&self, x: &Tensor, _mode: &Mode) -> Result<Tensor> {
-        Ok(self.run(x, None, None)?.outputs)
-    }
-}
-
-/// `kernel`, `recurrent_kernel`, `bias` (Keras' names).
-impl Module for Lstm {
-    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
-        visit_cell(&self.kernel, &self.recurrent_kernel, &self.bias, prefix, f);
-    }
-}
-
-fn visit_cell(
-    kernel: &Param,
-    recurrent: &Param,
-    bias: &Option<Param>,
-    prefix: &str,
-    f: &mut dyn FnMut(String, &Variable),
-) {
-    kernel.visit_variables(&join(prefix, "kernel"), f);
-    recurrent.visit_variables(&join(prefix, "recurrent_kernel"), f);
-    bias.visit_variables(&join(prefix, "bias"), f);
+    cell_options!();
 }
 
 /// Keras' `GRU`: `kernel` `[features, 3 * units]`, `recurrent_kernel`
@@ -551,48 +564,6 @@ impl Gru {
             key: key.clone(),
             policy: current_policy(),
         })
-    }
-
-    /// `num_layers` GRUs of `units`, stacked (see [`Lstm::stacked`]).
-    pub fn stacked(units: i64, num_layers: usize, key: &Tensor) -> Result<Stacked<Gru>> {
-        let layers = (0..num_layers)
-            .map(|i| Gru::new(units, &fold(key, i as u64)?))
-            .collect::<Result<Vec<_>>>()?;
-        Stacked::new(layers)
-    }
-
-    /// A bidirectional GRU (see [`Lstm::bidirectional`]).
-    pub fn bidirectional(units: i64, key: &Tensor) -> Result<Bidirectional<Gru>> {
-        Ok(Bidirectional::new(
-            Gru::new(units, &fold(key, 0)?)?,
-            Gru::new(units, &fold(key, 1)?)?,
-        ))
-    }
-
-    /// Returns the whole output sequence (Keras' `return_sequences`).
-    pub fn with_return_sequences(mut self, on: bool) -> Gru {
-        self.opts.return_sequences = on;
-        self
-    }
-
-    /// Reads the sequence from its end (Keras' `go_backwards`).
-    pub fn with_go_backwards(mut self, on: bool) -> Gru {
-        self.opts.go_backwards = on;
-        self
-    }
-
-    /// Masked steps output zeros instead of the previous output.
-    pub fn with_zero_output_for_mask(mut self, on: bool) -> Gru {
-        self.opts.zero_output_for_mask = on;
-        self
-    }
-
-    /// The mixed-precision policy (default the global one when the layer
-    /// was made): weights in its variable dtype, input, states and outputs
-    /// in its compute dtype. Call before the first call.
-    pub fn with_dtype_policy(mut self, policy: Policy) -> Gru {
-        self.policy = Some(policy);
-        self
     }
 
     /// Keras' `reset_after` (default true). Call before the first call.
@@ -688,35 +659,7 @@ impl Recurrent for Gru {
         };
         scan(&projected, states, mask, u, self.opts, &step)
     }
-    fn return_sequences(&self) -> bool {
-        self.opts.return_sequences
-    }
-    fn set_return_sequences(&mut self, on: bool) {
-        self.opts.return_sequences = on;
-    }
-    fn go_backwards(&self) -> bool {
-        self.opts.go_backwards
-    }
-    fn set_go_backwards(&mut self, on: bool) {
-        self.opts.go_backwards = on;
-    }
-    fn set_zero_output_for_mask(&mut self, on: bool) {
-        self.opts.zero_output_for_mask = on;
-    }
-}
-
-/// The outputs of [`Recurrent::run`] without initial state or mask.
-impl Layer for Gru {
-    fn call(&self, x: &Tensor, _mode: &Mode) -> Result<Tensor> {
-        Ok(self.run(x, None, None)?.outputs)
-    }
-}
-
-/// `kernel`, `recurrent_kernel`, `bias` (Keras' names).
-impl Module for Gru {
-    fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
-        visit_cell(&self.kernel, &self.recurrent_kernel, &self.bias, prefix, f);
-    }
+    cell_options!();
 }
 
 /// Recurrent layers in sequence, each reading the previous one's output
