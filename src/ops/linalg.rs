@@ -95,6 +95,30 @@ fn widened(preferred: Option<DType>, x: &Tensor) -> Option<DType> {
     preferred.filter(|&p| p != x.dtype())
 }
 
+/// The output cotangent of a product with float operands (`a` is the
+/// first), in the operands' dtype, and the wider type the gradient's own
+/// products accumulate in, if any: a wider product's gradient is rounded
+/// to the operands' dtype and multiplied like the forward product, each
+/// result cast back ([`in_operand_dtype`]). `None` for other operands,
+/// which get no gradient.
+fn product_cotangent(
+    preferred: Option<DType>,
+    a: &Tensor,
+    grads: &[Option<Tensor>],
+    output: &Tensor,
+) -> Result<Option<(Tensor, Option<DType>)>> {
+    if !a.dtype().is_float() {
+        return Ok(None);
+    }
+    let preferred = widened(preferred, a);
+    let g = grad_or_zeros(grads, output)?;
+    let g = match preferred {
+        Some(_) => g.cast(a.dtype())?,
+        None => g,
+    };
+    Ok(Some((g, preferred)))
+}
+
 /// A gradient computed in a product's preferred type, cast back to its
 /// operand's dtype (JAX's rule for `preferred_element_type`).
 fn in_operand_dtype(grad: Option<Tensor>, operand: &Tensor) -> Result<Option<Tensor>> {
@@ -235,16 +259,10 @@ impl OpDef for MatMul {
         needed: &[bool],
     ) -> Result<Vec<Option<Tensor>>> {
         let (a, b) = (&inputs[0], &inputs[1]);
-        if !a.dtype().is_float() {
+        let Some((g, preferred)) =
+            product_cotangent(self.preferred_element_type, a, grads, &outputs[0])?
+        else {
             return Ok(vec![None, None]);
-        }
-        let preferred = widened(self.preferred_element_type, a);
-        let g = grad_or_zeros(grads, &outputs[0])?;
-        // A wider product's gradient is rounded to the operands' dtype and
-        // multiplied like the forward product (accumulated wide).
-        let g = match preferred {
-            Some(_) => g.cast(a.dtype())?,
-            None => g,
         };
         let mm = |x: &Tensor, y: &Tensor, transpose_a: bool, transpose_b: bool| {
             apply1(
@@ -669,16 +687,10 @@ impl OpDef for DotGeneral {
         needed: &[bool],
     ) -> Result<Vec<Option<Tensor>>> {
         let (a, b) = (&inputs[0], &inputs[1]);
-        if !a.dtype().is_float() {
+        let Some((g, preferred)) =
+            product_cotangent(self.preferred_element_type, a, grads, &outputs[0])?
+        else {
             return Ok(vec![None, None]);
-        }
-        let preferred = widened(self.preferred_element_type, a);
-        let g = grad_or_zeros(grads, &outputs[0])?;
-        // As for matmul: the gradient rounded to the operands' dtype, the
-        // products accumulated wide, each result cast back below.
-        let g = match preferred {
-            Some(_) => g.cast(a.dtype())?,
-            None => g,
         };
         let types = [
             TensorType::new(a.dtype(), a.shape()),
