@@ -440,6 +440,32 @@ fn parts(z: &[C]) -> Vec<f64> {
 }
 
 #[test]
+fn complex_products_match_hand_computed_values() {
+    let c = C::new;
+    let a = c128(&[c(1., 1.), c(2., 0.), c(0., 0.), c(0., 1.)], &[2, 2]);
+    let b = c128(&[c(1., 0.), c(0., -1.), c(0., 1.), c(1., 0.)], &[2, 2]);
+    // By hand: A B and A Bᵀ.
+    let ab = [c(1., 3.), c(3., -1.), c(-1., 0.), c(0., 1.)];
+    let abt = [c(1., -1.), c(1., 1.), c(1., 0.), c(0., 1.)];
+    assert_close(&values(&a.matmul(&b).unwrap()), &ab, 1e-15, "matmul");
+    assert_close(
+        &values(&a.matmul_t(&b, false, true).unwrap()),
+        &abt,
+        1e-15,
+        "matmul_t",
+    );
+    let e = xlafn::einsum("ij,jk->ik", &[&a, &b]).unwrap();
+    assert_close(&values(&e), &ab, 1e-15, "einsum");
+    let f = function(|a: Tensor, b: Tensor| a.matmul(&b));
+    assert_close(&values(&f.call((&a, &b)).unwrap()), &ab, 1e-15, "compiled");
+    // c64 operands accumulated in c128 (`preferred_element_type`).
+    let (a64, b64) = (a.cast(DType::C64).unwrap(), b.cast(DType::C64).unwrap());
+    let wide = a64.matmul_preferred(&b64, DType::C128).unwrap();
+    assert_eq!(wide.dtype(), DType::C128);
+    assert_close(&values(&wide), &ab, 1e-7, "c64 -> c128");
+}
+
+#[test]
 fn gradients_match_finite_differences() {
     let z = samples();
     let w = c128(&[C::new(0.4, -1.3), C::new(-0.7, 0.2)], &[2]);
@@ -470,6 +496,26 @@ fn gradients_match_finite_differences() {
             }),
         ),
         ("pow", Box::new(|z| z.pow(&z.conj()?))),
+        (
+            "matmul",
+            Box::new(|z| {
+                let w = c128(
+                    &[
+                        C::new(0.4, -1.3),
+                        C::new(-0.7, 0.2),
+                        C::new(1.1, 0.5),
+                        C::new(0.3, 0.9),
+                    ],
+                    &[2, 2],
+                );
+                z.matmul(&w)?
+                    .add(&w.matmul_t(&z.exp()?, false, true)?.reduce_sum(&[], false)?)
+            }),
+        ),
+        (
+            "einsum",
+            Box::new(|z| xlafn::einsum("ij,kj->ik", &[z, &z.conj()?])),
+        ),
         ("sum", Box::new(|z| z.reduce_sum(&[0], false))),
         ("mean", Box::new(|z| z.reduce_mean(&[1], true))),
         ("prod", Box::new(|z| z.reduce_prod(&[0], false))),

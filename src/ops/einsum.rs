@@ -178,7 +178,12 @@ fn plan(spec: &str, operands: &[&Tensor], preferred: Option<DType>) -> Result<Te
         .map(|x| TensorType::new(x.dtype(), x.shape()))
         .collect();
     let dtype = same_dtype("einsum", &types)?;
-    check_dtype("einsum", dtype, dtype.is_numeric(), "numeric")?;
+    check_dtype(
+        "einsum",
+        dtype,
+        dtype.is_numeric() || dtype.is_complex(),
+        "numeric",
+    )?;
     let preferred = match preferred {
         Some(p) => Some(super::linalg::product_dtype(
             "einsum",

@@ -74,6 +74,7 @@ pub(crate) fn product_dtype(
         return Ok(d);
     };
     let same_kind = (d.is_float() && p.is_float())
+        || (d.is_complex() && p.is_complex())
         || (d.is_signed_int() && p.is_signed_int())
         || (d.is_unsigned_int() && p.is_unsigned_int());
     if same_kind && p.size_in_bytes()? > d.size_in_bytes()? {
@@ -95,19 +96,21 @@ fn widened(preferred: Option<DType>, x: &Tensor) -> Option<DType> {
     preferred.filter(|&p| p != x.dtype())
 }
 
-/// The output cotangent of a product with float operands (`a` is the
-/// first), in the operands' dtype, and the wider type the gradient's own
-/// products accumulate in, if any: a wider product's gradient is rounded
-/// to the operands' dtype and multiplied like the forward product, each
-/// result cast back ([`in_operand_dtype`]). `None` for other operands,
-/// which get no gradient.
+/// The output cotangent of a product with float or complex operands (`a`
+/// is the first), in the operands' dtype, and the wider type the
+/// gradient's own products accumulate in, if any: a wider product's
+/// gradient is rounded to the operands' dtype and multiplied like the
+/// forward product, each result cast back ([`in_operand_dtype`]). `None`
+/// for integer operands, which get no gradient. Complex products follow
+/// JAX's convention, as the elementwise rules do: the gradient products
+/// are the real formulas' (transposes, no conjugates).
 fn product_cotangent(
     preferred: Option<DType>,
     a: &Tensor,
     grads: &[Option<Tensor>],
     output: &Tensor,
 ) -> Result<Option<(Tensor, Option<DType>)>> {
-    if !a.dtype().is_float() {
+    if !a.dtype().is_inexact() {
         return Ok(None);
     }
     let preferred = widened(preferred, a);
@@ -184,7 +187,7 @@ impl OpDef for MatMul {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity("matmul", inputs, 2)?;
         let d = same_dtype("matmul", inputs)?;
-        check_dtype("matmul", d, d.is_numeric(), "numeric")?;
+        check_dtype("matmul", d, d.is_numeric() || d.is_complex(), "numeric")?;
         let out = product_dtype("matmul", inputs, d, self.preferred_element_type)?;
         self.check_ranks(inputs)?;
         let (Some(a), Some(b)) = (inputs[0].shape.dims(), inputs[1].shape.dims()) else {
@@ -587,7 +590,12 @@ impl OpDef for DotGeneral {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity("dot_general", inputs, 2)?;
         let d = same_dtype("dot_general", inputs)?;
-        check_dtype("dot_general", d, d.is_numeric(), "numeric")?;
+        check_dtype(
+            "dot_general",
+            d,
+            d.is_numeric() || d.is_complex(),
+            "numeric",
+        )?;
         let out = product_dtype("dot_general", inputs, d, self.preferred_element_type)?;
         if self.lhs_batch.len() != self.rhs_batch.len() {
             return Err(self.error(
