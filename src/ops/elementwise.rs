@@ -11,7 +11,9 @@
 //! Complex operands (`c64`, `c128`) are taken where XLA computes the op
 //! on complex numbers: `neg`, `abs` (a real result), `exp`, `log`,
 //! `log1p`, `expm1`, `sqrt`, `rsqrt`, `square`, `reciprocal`, `sign`,
-//! `tanh`, `sin`, `cos`, and `add`, `sub`, `mul`, `div`, `pow`, `equal`,
+//! `tanh`, `sin`, `cos`, `tan`, `sinh`, `cosh`, the inverse trigonometric
+//! and hyperbolic functions (principal branches), and `add`, `sub`, `mul`,
+//! `div`, `pow`, `equal`,
 //! `not_equal`, `where` and `cast`. Every other op refuses them with an
 //! error that says so (ordering comparisons, `maximum`/`minimum`, `floor`,
 //! ...: complex numbers have no order). Gradients of complex values follow
@@ -126,6 +128,15 @@ impl Unary {
                 | Tanh
                 | Sin
                 | Cos
+                | Tan
+                | Sinh
+                | Cosh
+                | Asin
+                | Acos
+                | Atan
+                | Asinh
+                | Acosh
+                | Atanh
         )
     }
 

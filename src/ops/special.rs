@@ -111,7 +111,14 @@ pub(super) fn unary_grad(kind: Unary, x: &Tensor, y: &Tensor, g: &Tensor) -> Res
         Sinh => g.mul(&x.cosh()?),
         Cosh => g.mul(&x.sinh()?),
         Asinh => g.mul(&x.square()?.add_scalar(1.0)?.rsqrt()?),
-        Acosh => g.mul(&x.square()?.sub_scalar(1.0)?.rsqrt()?),
+        // 1 / (sqrt(x - 1) sqrt(x + 1)), not 1 / sqrt(x² - 1): the same for
+        // real x > 1, and the derivative of the principal branch for
+        // complex x, where the two differ in sign on half the plane.
+        Acosh => g.div(
+            &x.sub_scalar(1.0)?
+                .sqrt()?
+                .mul(&x.add_scalar(1.0)?.sqrt()?)?,
+        ),
         Atanh => g.div(&one_minus_x2()?),
         Lgamma => g.mul(&x.digamma()?),
         Digamma => g.mul(&apply1(Trigamma, &[x])?),
