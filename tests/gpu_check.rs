@@ -86,6 +86,8 @@ mod ops_elementwise;
 mod ops_fft;
 #[path = "ops_linalg.rs"]
 mod ops_linalg;
+#[path = "ops_lu.rs"]
+mod ops_lu;
 #[path = "ops_pad.rs"]
 mod ops_pad;
 #[path = "ops_reduce.rs"]

@@ -28,6 +28,7 @@ pub mod fft;
 pub mod gather;
 pub mod indexing;
 pub mod linalg;
+pub mod lu;
 pub mod pad;
 pub mod reduce;
 pub mod scatter;

@@ -1,0 +1,256 @@
+//! General square systems and determinants (`jnp.linalg.solve`, `inv`,
+//! `det`, `slogdet`; `tf.linalg.solve`, `inv`, `det`, `slogdet`), built on
+//! an LU factorization with partial pivoting.
+//!
+//! XLA has no LU op on the CPU path xlafn drives (JAX calls LAPACK through
+//! custom calls, which xlafn's programs never hold), so the factorization
+//! is written here with tensor ops: one device loop over the `n` columns
+//! (`for_range`), each step picking the largest remaining entry of its
+//! column as the pivot, exchanging rows with exact selects, and
+//! eliminating below the pivot. The packed factors then go through two
+//! `triangular_solve`s, which read only the triangle they need. A zero
+//! pivot (a singular matrix) skips its elimination, so the determinant is
+//! exactly 0 and a solve gives infinities or NaNs, as LAPACK's do.
+//!
+//! Gradients are written, not traced through the loop: for `x = A⁻¹ b`,
+//! `b̄ = A⁻ᵀ x̄` and `Ā = -b̄ xᵀ`; for `det`, `Ā = ḡ det(A) A⁻ᵀ`; for
+//! `slogdet`, `Ā = ḡ A⁻ᵀ` (the sign has none). They are solves too, so
+//! they can be differentiated again.
+//!
+//! Matrices are the last two dimensions, with leading batch dimensions;
+//! real floats only (f16 to f64).
+//!
+//! Layer: ops (composite). Imports `tensor` ops, `control::for_range` and
+//! `custom_gradient`.
+
+use super::custom_gradient::custom_gradient;
+use crate::control::for_range;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// The order `n` of the square matrices in the last two dims of `a`,
+/// which must be a known float tensor.
+fn order(op: &str, a: &Tensor) -> Result<i64> {
+    let dims = a.shape().as_known().ok_or_else(|| {
+        Error::invalid(op, format!("needs a known shape, got {}", a.tensor_type()))
+    })?;
+    let r = dims.len();
+    if r < 2 || dims[r - 1] != dims[r - 2] {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "needs square matrices in the last two dimensions, got {}",
+                a.tensor_type()
+            ),
+        ));
+    }
+    if !a.dtype().is_float() {
+        return Err(Error::invalid(
+            op,
+            format!("needs float matrices, got {}", a.tensor_type()),
+        ));
+    }
+    Ok(dims[r - 1])
+}
+
+/// `a` with its last two dimensions swapped.
+fn transposed(a: &Tensor) -> Result<Tensor> {
+    let r = a.rank() as i64;
+    let mut perm: Vec<i64> = (0..r).collect();
+    perm.swap(r as usize - 1, r as usize - 2);
+    a.transpose(&perm)
+}
+
+/// The `n x n` identity in `dtype`.
+fn identity(n: i64, dtype: DType) -> Result<Tensor> {
+    Tensor::iota(&[n, n], 0, DType::I64)?
+        .eq(&Tensor::iota(&[n, n], 1, DType::I64)?)?
+        .cast(dtype)
+}
+
+/// The packed LU factorization of `a`, `P a = L U`: `L` (unit diagonal)
+/// below the diagonal of the result and `U` on and above it; the row
+/// permutation as indices `[..., n, 1]` (row `i` of `P a` is row
+/// `perm[i]` of `a`); and its sign `[..., 1]` (+1 or -1).
+fn lu_factor(a: &Tensor, n: i64) -> Result<(Tensor, Tensor, Tensor)> {
+    let batch = &a.dims()[..a.rank() - 2];
+    let dtype = a.dtype();
+    let rows = Tensor::iota(&[n, 1], 0, DType::I64)?;
+    let cols = Tensor::iota(&[1, n], 1, DType::I64)?;
+    let perm = rows.broadcast_to(&[batch, &[n, 1]].concat())?;
+    let sign = Tensor::ones(&[batch, &[1]].concat(), dtype);
+    let zero = Tensor::zeros(&[], dtype);
+    // The row of `x` where `mask` (one row) holds, as `[..., 1, cols]`;
+    // selects, not products, so the values are exact.
+    let pick_row = |x: &Tensor, mask: &Tensor| -> Result<Tensor> {
+        let z = Tensor::zeros(&[], x.dtype());
+        mask.where_(x, &z)?.reduce_sum(&[-2], true)
+    };
+    let (lu, perm, sign) = for_range(
+        0i64,
+        n,
+        1i64,
+        (a.clone(), perm, sign),
+        |k: Tensor, (a, perm, sign): (Tensor, Tensor, Tensor)| -> Result<_> {
+            let k = k.cast(DType::I64)?;
+            let at_k = rows.eq(&k)?;
+            let col_k = cols.eq(&k)?;
+            // The pivot: the largest |a[i, k]| for i >= k.
+            let column = col_k.where_(&a, &zero)?.reduce_sum(&[-1], true)?;
+            let candidates = rows
+                .ge(&k)?
+                .where_(&column.abs()?, &zero.sub_scalar(1.0)?)?;
+            let p = candidates.argmax(-2)?.expand_dims(-1)?;
+            let at_p = rows.eq(&p)?;
+            // Rows k and p exchanged, in the matrix and the permutation.
+            let swap = |x: &Tensor| -> Result<Tensor> {
+                let (row_k, row_p) = (pick_row(x, &at_k)?, pick_row(x, &at_p)?);
+                at_k.where_(&row_p, &at_p.where_(&row_k, x)?)
+            };
+            let (a, perm) = (swap(&a)?, swap(&perm)?);
+            let sign = p.squeeze(&[-1])?.ne(&k)?.where_(&sign.neg()?, &sign)?;
+            // Eliminate below the pivot; a zero pivot eliminates nothing.
+            let pivot = at_k.logical_and(&col_k)?.where_(&a, &zero)?;
+            let pivot = pivot.reduce_sum(&[-2, -1], true)?;
+            let singular = pivot.eq(&zero)?;
+            let safe = singular.where_(&Tensor::ones(&[], dtype), &pivot)?;
+            let below = rows.gt(&k)?;
+            let column = col_k.where_(&a, &zero)?.reduce_sum(&[-1], true)?;
+            let l = below
+                .logical_and(&singular.logical_not()?)?
+                .where_(&column.div(&safe)?, &zero)?;
+            let right = cols.gt(&k)?.where_(&pick_row(&a, &at_k)?, &zero)?;
+            let a = a.sub(&l.mul(&right)?)?;
+            let a = below.logical_and(&col_k)?.where_(&l, &a)?;
+            Ok((a, perm, sign))
+        },
+    )?;
+    Ok((lu, perm, sign))
+}
+
+/// `x` with `a x = b` for the packed factors of `a`: `b` `[..., n, m]`.
+fn lu_solve(lu: &Tensor, perm: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let pb = b.take_along_axis(&perm.broadcast_to(&b.dims())?, -2)?;
+    let y = pb.triangular_solve(lu, true, true, false, true)?;
+    y.triangular_solve(lu, true, false, false, false)
+}
+
+/// `x` with `a x = b`, `b` `[..., n, m]`, with its written gradient.
+fn solve_matrix(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let f = custom_gradient(|xs: &[Tensor]| {
+        let (a, b) = (xs[0].clone(), &xs[1]);
+        let n = order("solve", &a)?;
+        let (lu, perm, _) = lu_factor(&a, n)?;
+        let x = lu_solve(&lu, &perm, b)?;
+        let xt = x.clone();
+        let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
+            let gb = solve_matrix(&transposed(&a)?, &g[0])?;
+            let ga = gb.matmul_t(&xt, false, true)?.neg()?;
+            Ok(vec![Some(ga), Some(gb)])
+        };
+        Ok((vec![x], grad))
+    });
+    Ok(f(&[a.clone(), b.clone()])?.remove(0))
+}
+
+impl Tensor {
+    /// `x` with `self @ x = b` (`jnp.linalg.solve`, `tf.linalg.solve`):
+    /// `self` `[..., n, n]`, `b` `[..., n, m]` or a vector `[..., n]`, with
+    /// the same leading dimensions.
+    #[track_caller]
+    pub fn solve(&self, b: &Tensor) -> Result<Tensor> {
+        let n = order("solve", self)?;
+        let batch = &self.dims()[..self.rank() - 2];
+        let bd = b.dims();
+        let vector = bd.len() == batch.len() + 1;
+        let fits = b.dtype() == self.dtype()
+            && bd.len() > batch.len()
+            && bd[..batch.len()] == *batch
+            && bd[batch.len()] == n
+            && bd.len() <= batch.len() + 2;
+        if !fits {
+            return Err(Error::invalid(
+                "solve",
+                format!(
+                    "needs a right-hand side {}[..., {n}] or [..., {n}, m] with the matrix's \
+                     leading dimensions, got {} for {}",
+                    self.dtype(),
+                    b.tensor_type(),
+                    self.tensor_type()
+                ),
+            ));
+        }
+        if vector {
+            solve_matrix(self, &b.expand_dims(-1)?)?.squeeze(&[-1])
+        } else {
+            solve_matrix(self, b)
+        }
+    }
+
+    /// The inverse of each matrix (`jnp.linalg.inv`, `tf.linalg.inv`);
+    /// infinities or NaNs for a singular one, as LAPACK gives.
+    #[track_caller]
+    pub fn inv(&self) -> Result<Tensor> {
+        let n = order("inv", self)?;
+        let eye = identity(n, self.dtype())?;
+        self.solve(&eye.broadcast_to(&self.dims())?)
+    }
+
+    /// The determinant of each matrix (`jnp.linalg.det`, `tf.linalg.det`):
+    /// the product of the pivots with the permutation's sign; exactly 0
+    /// for a matrix with a zero pivot.
+    #[track_caller]
+    pub fn det(&self) -> Result<Tensor> {
+        order("det", self)?;
+        let f = custom_gradient(|xs: &[Tensor]| {
+            let a = xs[0].clone();
+            let n = order("det", &a)?;
+            let (lu, _, sign) = lu_factor(&a, n)?;
+            let det = diagonal(&lu, n)?
+                .reduce_prod(&[-1], false)?
+                .mul(&sign.squeeze(&[-1])?)?;
+            let d = det.clone();
+            let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
+                let scale = g[0].mul(&d)?.expand_dims(-1)?.expand_dims(-1)?;
+                Ok(vec![Some(transposed(&a.inv()?)?.mul(&scale)?)])
+            };
+            Ok((vec![det], grad))
+        });
+        Ok(f(std::slice::from_ref(self))?.remove(0))
+    }
+
+    /// `(sign, log|det|)` of each matrix (`jnp.linalg.slogdet`,
+    /// `tf.linalg.slogdet`): the determinant without overflow; a singular
+    /// matrix gives sign 0 and `-inf`.
+    #[track_caller]
+    pub fn slogdet(&self) -> Result<(Tensor, Tensor)> {
+        order("slogdet", self)?;
+        let f = custom_gradient(|xs: &[Tensor]| {
+            let a = xs[0].clone();
+            let n = order("slogdet", &a)?;
+            let (lu, _, sign) = lu_factor(&a, n)?;
+            let d = diagonal(&lu, n)?;
+            let sign = d
+                .sign()?
+                .reduce_prod(&[-1], false)?
+                .mul(&sign.squeeze(&[-1])?)?;
+            let logabs = d.abs()?.log()?.reduce_sum(&[-1], false)?;
+            let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
+                let scale = g[1].expand_dims(-1)?.expand_dims(-1)?;
+                Ok(vec![Some(transposed(&a.inv()?)?.mul(&scale)?)])
+            };
+            Ok((vec![sign, logabs], grad))
+        });
+        let mut out = f(std::slice::from_ref(self))?;
+        let logabs = out.pop().expect("two results");
+        Ok((out.pop().expect("two results"), logabs))
+    }
+}
+
+/// The diagonal `[..., n]` of `[..., n, n]` matrices.
+fn diagonal(a: &Tensor, n: i64) -> Result<Tensor> {
+    let on = Tensor::iota(&[n, n], 0, DType::I64)?.eq(&Tensor::iota(&[n, n], 1, DType::I64)?)?;
+    on.where_(a, &Tensor::zeros(&[], a.dtype()))?
+        .reduce_sum(&[-1], false)
+}
