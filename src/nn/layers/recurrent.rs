@@ -364,11 +364,9 @@ macro_rules! cell_options {
 macro_rules! cell_layer_api {
     ($cell:ident) => {
         impl $cell {
-            #[doc = concat!(
-                        "`num_layers` layers `", stringify!($cell), "::new(units, ...)`, each ",
-                        "feeding its sequence to the next (PyTorch's `num_layers`), layer `i` ",
-                        "drawn from `key` folded with `i`."
-                    )]
+            /// `num_layers` such layers of `units`, each feeding its sequence
+            /// to the next (PyTorch's `num_layers`), layer `i` drawn from
+            /// `key` folded with `i`.
             pub fn stacked(units: i64, num_layers: usize, key: &Tensor) -> Result<Stacked<$cell>> {
                 let layers = (0..num_layers)
                     .map(|i| $cell::new(units, &fold(key, i as u64)?))
