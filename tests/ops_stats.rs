@@ -214,10 +214,47 @@ fn l2_normalize_and_norms_match_loops() {
         (fro.to_vec::<f64>().unwrap()[0] - euclid(&a.iter().copied().collect::<Vec<_>>())).abs()
             < 1e-12
     );
+    // Matrix norms over two axes: the largest column sum (1) and row sum
+    // (infinity) of |x|, here by hand: columns 4 and 6, rows 3 and 7.
+    let m = Tensor::from_vec(vec![1.0f64, -2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    for (ord, axes, keepdims, want, dims) in [
+        (NormOrd::One, [0i64, 1], false, 6.0, vec![]),
+        (NormOrd::Inf, [0, 1], false, 7.0, vec![]),
+        (NormOrd::One, [1, 0], false, 7.0, vec![]),
+        (NormOrd::Inf, [-2, -1], true, 7.0, vec![1, 1]),
+    ] {
+        let got = m.norm(ord, &axes, keepdims).unwrap();
+        assert_eq!(got.dims(), dims, "{ord:?} over {axes:?}");
+        assert_eq!(
+            got.to_vec::<f64>().unwrap(),
+            vec![want],
+            "{ord:?} over {axes:?}"
+        );
+    }
+    // Batched over a leading axis, and its gradient.
+    let b = sample(&[2, 3, 4]);
+    let per = tensor(&b).norm(NormOrd::One, &[1, 2], false).unwrap();
+    let want: Vec<f64> = (0..2)
+        .map(|k| {
+            (0..4)
+                .map(|j| (0..3).map(|i| b[[k, i, j]].abs()).sum::<f64>())
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    let got = per.to_vec::<f64>().unwrap();
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(g, w)| (g - w).abs() <= 1e-12 * (1.0 + w)),
+        "batched 1-norm: {got:?} vs {want:?}"
+    );
+    for ord in [NormOrd::One, NormOrd::Inf] {
+        check_gradient(&move |x| x.norm(ord, &[0, 1], false), &a);
+    }
     assert_invalid(
-        tensor(&a).norm(NormOrd::One, &[0, 1], false),
+        tensor(&sample(&[2, 2, 2])).norm(NormOrd::One, &[0, 1, 2], false),
         "norm",
-        "only vector norms",
+        "two (a matrix)",
     );
     let i = Tensor::vector(&[1i64, 2]).unwrap();
     assert_invalid(

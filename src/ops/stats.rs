@@ -57,15 +57,15 @@ impl OpDef for StopGradient {
 
 // ------------------------------------------------------------------- norm
 
-/// Which vector norm `Tensor::norm` computes (`tf.norm`'s `ord`).
+/// Which norm `Tensor::norm` computes (`tf.norm`'s `ord`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NormOrd {
     /// sqrt(sum(x²)) (`'euclidean'`, also the Frobenius norm over all
     /// elements or two axes).
     Euclidean,
-    /// sum(|x|).
+    /// sum(|x|); over two axes, the largest column sum.
     One,
-    /// max(|x|) (`np.inf`).
+    /// max(|x|) (`np.inf`); over two axes, the largest row sum.
     Inf,
 }
 
@@ -153,26 +153,36 @@ impl Tensor {
         self.mul(&square_sum.maximum_scalar(epsilon)?.rsqrt()?)
     }
 
-    /// `tf.norm(x, ord, axis, keepdims)` for vector norms over `axes`
-    /// (empty: every element, as one vector). The euclidean norm also
-    /// takes two axes (the Frobenius norm); 1 and infinity take at most
-    /// one axis (matrix norms are not implemented).
+    /// `tf.norm(x, ord, axis, keepdims)`: vector norms over `axes` (one
+    /// axis, or none for every element as one vector), and matrix norms
+    /// over two axes `[rows, columns]`: the Frobenius norm (euclidean), the
+    /// largest column sum of `|x|` (1) and the largest row sum (infinity),
+    /// as TensorFlow and NumPy define them. The spectral norm (2) needs
+    /// singular values, which xlafn does not compute.
     #[track_caller]
     pub fn norm(&self, ord: NormOrd, axes: &[i64], keepdims: bool) -> Result<Tensor> {
         float_only("norm", self)?;
-        if axes.len() > 2 || (ord != NormOrd::Euclidean && axes.len() > 1) {
+        if axes.len() > 2 {
             return Err(Error::invalid(
                 "norm",
                 format!(
-                    "{ord:?} norm over axes {axes:?}: only vector norms (one axis, or none for all \
-                     elements) and the euclidean norm over two axes are supported"
+                    "{ord:?} norm over axes {axes:?}: norms are over one axis (a vector), two (a \
+                     matrix) or none (every element)"
                 ),
             ));
         }
-        match ord {
-            NormOrd::Euclidean => self.square()?.reduce_sum(axes, keepdims)?.sqrt(),
-            NormOrd::One => self.abs()?.reduce_sum(axes, keepdims),
-            NormOrd::Inf => self.abs()?.reduce_max(axes, keepdims),
+        match (ord, axes) {
+            (NormOrd::Euclidean, _) => self.square()?.reduce_sum(axes, keepdims)?.sqrt(),
+            (NormOrd::One, &[rows, columns]) => {
+                let sums = self.abs()?.reduce_sum(&[rows], true)?;
+                squeeze_axes(&sums.reduce_max(&[columns], true)?, axes, keepdims)
+            }
+            (NormOrd::Inf, &[rows, columns]) => {
+                let sums = self.abs()?.reduce_sum(&[columns], true)?;
+                squeeze_axes(&sums.reduce_max(&[rows], true)?, axes, keepdims)
+            }
+            (NormOrd::One, _) => self.abs()?.reduce_sum(axes, keepdims),
+            (NormOrd::Inf, _) => self.abs()?.reduce_max(axes, keepdims),
         }
     }
 
