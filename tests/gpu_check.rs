@@ -242,6 +242,8 @@ mod jacobians_and_forward_mode;
 mod robust_sharding;
 #[path = "robust_transforms.rs"]
 mod robust_transforms;
+#[path = "associative_scan.rs"]
+mod associative_scan;
 #[path = "scan.rs"]
 mod scan;
 #[path = "shard_map.rs"]

@@ -29,9 +29,11 @@ use crate::trace::{self, FinishedTrace, RegionTrace};
 use crate::variable::{Variable, VariableInner};
 use std::sync::Arc;
 
+mod associative_scan;
 mod hoist;
 mod scan;
 mod tensor_array;
+pub use associative_scan::associative_scan;
 pub use scan::{ScanOptions, scan, scan_with};
 pub use tensor_array::TensorArray;
 
