@@ -232,6 +232,8 @@ mod robust_sizes;
 mod data_parallel;
 
 // Feeding and watching training, and the transformations.
+#[path = "associative_scan.rs"]
+mod associative_scan;
 #[path = "data_pipeline.rs"]
 mod data_pipeline;
 #[path = "guide_looping_over_data.rs"]
@@ -242,8 +244,6 @@ mod jacobians_and_forward_mode;
 mod robust_sharding;
 #[path = "robust_transforms.rs"]
 mod robust_transforms;
-#[path = "associative_scan.rs"]
-mod associative_scan;
 #[path = "scan.rs"]
 mod scan;
 #[path = "shard_map.rs"]

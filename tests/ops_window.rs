@@ -4,6 +4,9 @@
 //! ops with `exclusive`/`reverse`; eager and traced; gradients against
 //! finite differences in f64.
 
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
 use xlafn::prelude::*;
 use xlafn::{Padding, WindowDims, WindowKind};
 
@@ -496,4 +499,53 @@ fn tiled_pool_gradients_route_to_the_first_extreme() {
         })
         .collect();
     assert_close(&got, &numeric, 1e-6, "tiled max pool");
+}
+
+#[test]
+fn cumprod_gradients_are_exact_where_elements_are_zero() {
+    // sum(cumprod([2, 0, 3, 4])) = 2 + 2a + 2a3 + 2a3·4 with a = x1: by
+    // hand, the gradient is [1 + 0 + 0 + 0, 2 + 6 + 24, 0, 0].
+    let grad_of_sum = |v: &[f64], exclusive: bool, reverse: bool| {
+        let x = Tensor::from_vec(v.to_vec(), &[v.len() as i64]).unwrap();
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let y = x.cumprod(0, exclusive, reverse).unwrap();
+        let l = y.reduce_sum(&[], false).unwrap();
+        tape.gradient(&l, &[Source::from(&x)]).unwrap()[0]
+            .as_ref()
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap()
+    };
+    assert_eq!(
+        grad_of_sum(&[2., 0., 3., 4.], false, false),
+        vec![1., 32., 0., 0.]
+    );
+    assert_eq!(grad_of_sum(&[0., 0., 5.], false, false), vec![1., 0., 0.]);
+    // Compiled, the same.
+    let f = function(|x: Tensor| {
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let l = x.cumprod(0, false, false)?.reduce_sum(&[], false)?;
+        Ok(tape.gradient(&l, &[Source::from(&x)])?.remove(0).unwrap())
+    });
+    let x = Tensor::vector(&[2f64, 0., 3., 4.]).unwrap();
+    assert_eq!(
+        f.call((&x,)).unwrap().to_vec::<f64>().unwrap(),
+        vec![1., 32., 0., 0.]
+    );
+    // Every variant, with zeros, against central differences (exact for
+    // these polynomials), along the last axis of a matrix.
+    let v = [0.5, 0., -1.5, 2., 0., 0., 1.2, -0.7];
+    for exclusive in [false, true] {
+        for reverse in [false, true] {
+            gradcheck::check_gradient(
+                &move |x: &Tensor| x.cumprod(-1, exclusive, reverse),
+                &v,
+                &[2, 4],
+                1e-6,
+                &format!("cumprod exclusive={exclusive} reverse={reverse}"),
+            );
+        }
+    }
 }

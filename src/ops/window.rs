@@ -8,7 +8,8 @@
 //! Gradients: a sum window's is the transposed window sum, computed as the
 //! input gradient of the equivalent convolution with a kernel of ones
 //! (`ops::conv`); a product window's is that of `g * y`, divided by the
-//! input (not finite at zeros, as TensorFlow's `cumprod`); a max or min
+//! input (not finite at zeros; `cumprod` has an exact one of its own,
+//! `cumprod_with_exact_gradient`); a max or min
 //! window's scatters each output gradient to
 //! the element its window chose, with StableHLO's `select_and_scatter`
 //! ([`SelectAndScatterAdd`], no dilation). Padding a max window pads with
@@ -256,8 +257,8 @@ impl OpDef for ReduceWindow {
         let dx = match self.kind {
             WindowKind::Sum => self.sum_gradient(x, g)?,
             // d prod(w) / d x_i = prod(w) / x_i for every window w holding
-            // x_i: the transposed window sum of g * y, divided by x. Like
-            // TensorFlow's cumprod gradient, this is not finite where x is 0.
+            // x_i: the transposed window sum of g * y, divided by x; not
+            // finite where x is 0 (`cumprod` does not come here).
             WindowKind::Prod => self.sum_gradient(x, &g.mul(&outputs[0])?)?.div(x)?,
             WindowKind::Max | WindowKind::Min if self.dims.undilated() => apply1(
                 SelectAndScatterAdd {
@@ -567,11 +568,33 @@ impl Tensor {
         self.cumulative(WindowKind::Sum, axis, exclusive, reverse)
     }
 
-    /// `tf.math.cumprod` along `axis` (its gradient divides by the input,
-    /// as TensorFlow's: not finite where an element is 0).
+    /// `tf.math.cumprod` along `axis`. Its gradient never divides by the
+    /// input, so it is exact where elements are 0, as JAX's
+    /// (TensorFlow's divides by the input, which is wrong there).
     #[track_caller]
     pub fn cumprod(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        self.cumulative(WindowKind::Prod, axis, exclusive, reverse)
+        let rank = self.rank() as i64;
+        let a = if axis < 0 { axis + rank } else { axis };
+        let known = self.shape().as_known().is_some();
+        if !self.dtype().is_float() || !known || !(0..rank).contains(&a) {
+            // Integers (no gradient), or the window's own error.
+            return self.cumulative(WindowKind::Prod, axis, exclusive, reverse);
+        }
+        // Every variant from the inclusive forward one: reversing and
+        // shifting are ops the gradient passes through.
+        let axis = a;
+        let x = if reverse {
+            self.reverse(&[axis])?
+        } else {
+            self.clone()
+        };
+        let y = cumprod_with_exact_gradient(&x, axis)?;
+        let y = if exclusive {
+            shifted_in_ones(&y, axis)?
+        } else {
+            y
+        };
+        if reverse { y.reverse(&[axis]) } else { Ok(y) }
     }
 
     /// The running maximum along `axis` (`jax.lax.cummax`).
@@ -595,4 +618,60 @@ impl Tensor {
         let sums = self.sub(&shift)?.exp()?.cumsum(axis, exclusive, reverse)?;
         sums.log()?.add(&shift)
     }
+}
+
+/// The inclusive forward cumulative product along `axis`, with a gradient
+/// that never divides: for `y = cumprod(x)` and output gradient `g`,
+/// `dx[i] = E[i] R[i]` with `E` the exclusive product (of the elements
+/// before `i`) and `R[i] = g[i] + x[i+1] R[i+1]`, the reverse linear
+/// recurrence that [`crate::control::associative_scan`] computes in
+/// `log2(n)` rounds. Written with ops, so it can be differentiated again.
+fn cumprod_with_exact_gradient(x: &Tensor, axis: i64) -> Result<Tensor> {
+    let f = super::custom_gradient::custom_gradient(move |xs: &[Tensor]| {
+        let x = xs[0].clone();
+        let y = x.cumulative(WindowKind::Prod, axis, false, false)?;
+        let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
+            let before = shifted_in_ones(&x.cumprod(axis, false, false)?, axis)?;
+            // a[i] = x[i+1] (the last one is never read), b[i] = g[i].
+            let next = shifted_out(&x, axis)?;
+            let compose = |lo: &[Tensor], hi: &[Tensor]| -> Result<Vec<Tensor>> {
+                Ok(vec![lo[0].mul(&hi[0])?, hi[0].mul(&lo[1])?.add(&hi[1])?])
+            };
+            let r = crate::control::associative_scan(compose, &[next, g[0].clone()], true, axis)?;
+            Ok(vec![Some(before.mul(&r[1])?)])
+        };
+        Ok((vec![y], grad))
+    });
+    Ok(f(std::slice::from_ref(x))?.remove(0))
+}
+
+/// `x` moved one place along `axis` towards its end, a 1 entering first
+/// (an inclusive cumulative product made exclusive).
+fn shifted_in_ones(x: &Tensor, axis: i64) -> Result<Tensor> {
+    let mut dims = x.dims();
+    let n = dims[axis as usize];
+    if n == 0 {
+        return Ok(x.clone());
+    }
+    let mut size = dims.clone();
+    size[axis as usize] = n - 1;
+    let kept = x.slice(&vec![0; dims.len()], &size)?;
+    dims[axis as usize] = 1;
+    Tensor::concat(&[Tensor::try_ones(&dims, x.dtype())?, kept], axis)
+}
+
+/// `x` moved one place along `axis` towards its start, a 1 entering last.
+fn shifted_out(x: &Tensor, axis: i64) -> Result<Tensor> {
+    let mut dims = x.dims();
+    let n = dims[axis as usize];
+    if n == 0 {
+        return Ok(x.clone());
+    }
+    let mut begin = vec![0; dims.len()];
+    begin[axis as usize] = 1;
+    let mut size = dims.clone();
+    size[axis as usize] = n - 1;
+    let kept = x.slice(&begin, &size)?;
+    dims[axis as usize] = 1;
+    Tensor::concat(&[kept, Tensor::try_ones(&dims, x.dtype())?], axis)
 }
