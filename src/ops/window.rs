@@ -15,7 +15,9 @@
 //! ([`SelectAndScatterAdd`], no dilation). Padding a max window pads with
 //! -inf, so padded elements are never chosen.
 //!
-//! Layer: ops. Imports `ir`, `lower::Emitter`, `ops::conv`, `tensor`.
+//! Layer: ops. Imports `ir`, `lower::Emitter`, `ops::conv`, `tensor`, and
+//! for `cumprod`'s gradient `ops::custom_gradient` and
+//! `control::associative_scan`.
 
 use super::batching;
 use super::conv::{Conv, ConvDims, Layout, Padding};
