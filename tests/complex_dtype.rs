@@ -583,6 +583,60 @@ fn trigonometric_and_hyperbolic_functions_match_cmath() {
 }
 
 #[test]
+fn complex_systems_and_determinants_match_hand_worked_values() {
+    let c = C::new;
+    // A = [[i, 2], [3, 1 - i]] needs a row exchange (|3| > |i|);
+    // det = i (1 - i) - 6 = -5 + i; x = [1, i] gives b = [3i, 4 + i].
+    let a = c128(&[c(0., 1.), c(2., 0.), c(3., 0.), c(1., -1.)], &[2, 2]);
+    let b = c128(&[c(0., 3.), c(4., 1.)], &[2]);
+    assert_close(&values(&a.det().unwrap()), &[c(-5., 1.)], 1e-14, "det");
+    assert_close(
+        &values(&a.solve(&b).unwrap()),
+        &[c(1., 0.), c(0., 1.)],
+        1e-14,
+        "solve",
+    );
+    let eye = a.matmul(&a.inv().unwrap()).unwrap();
+    let want = [c(1., 0.), c(0., 0.), c(0., 0.), c(1., 0.)];
+    assert_close(&values(&eye), &want, 1e-14, "A inv(A)");
+    let f = function(|a: Tensor, b: Tensor| Ok((a.solve(&b)?, a.det()?)));
+    let (x, d) = f.call((&a, &b)).unwrap();
+    assert_close(
+        &values(&x),
+        &[c(1., 0.), c(0., 1.)],
+        1e-14,
+        "compiled solve",
+    );
+    assert_close(&values(&d), &[c(-5., 1.)], 1e-14, "compiled det");
+    let e = a.slogdet().unwrap_err().to_string();
+    assert!(e.contains("float matrices"), "{e}");
+    // Gradients of the real and imaginary parts, JAX's convention.
+    let z = samples()[..4].to_vec();
+    let rhs = c128(&[c(0.3, -0.2), c(-1.1, 0.6)], &[2]);
+    check_gradient(
+        &via_parts(move |z| z.solve(&rhs), &[2, 2]),
+        &parts(&z),
+        &[2, 2, 2],
+        1e-6,
+        "solve",
+    );
+    check_gradient(
+        &via_parts(|z| z.det(), &[2, 2]),
+        &parts(&z),
+        &[2, 2, 2],
+        1e-6,
+        "det",
+    );
+    check_gradient(
+        &via_parts(|z| z.inv(), &[2, 2]),
+        &parts(&z),
+        &[2, 2, 2],
+        1e-6,
+        "inv",
+    );
+}
+
+#[test]
 fn complex_products_match_hand_computed_values() {
     let c = C::new;
     let a = c128(&[c(1., 1.), c(2., 0.), c(0., 0.), c(0., 1.)], &[2, 2]);

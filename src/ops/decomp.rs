@@ -2,6 +2,10 @@
 //! `cholesky` (`tf.linalg.cholesky`) and `triangular_solve`
 //! (`tf.linalg.triangular_solve`, `jax.lax.linalg.triangular_solve`), on
 //! the last two dimensions, with leading batch dimensions.
+//! `triangular_solve` also takes complex matrices: `transpose_a`
+//! transposes without conjugating, as JAX's with `conjugate_a=False`, and
+//! its gradient follows JAX's convention (`ops::lu` builds complex solves
+//! on it).
 //!
 //! Gradients: a triangular solve's right-hand side gets the solve of the
 //! output gradient with the transposed matrix, and the matrix gets minus
@@ -144,7 +148,7 @@ impl OpDef for TriangularSolve {
         let op = "triangular_solve";
         expect_arity(op, inputs, 2)?;
         let d = same_dtype(op, inputs)?;
-        check_dtype(op, d, d.is_float(), "floating-point")?;
+        check_dtype(op, d, d.is_inexact(), "floating-point or complex")?;
         square_last_two(op, &inputs[0], inputs)?;
         if let (Some(a), Some(b)) = (inputs[0].shape.dims(), inputs[1].shape.dims()) {
             let bad = |what: &str| {

@@ -18,7 +18,9 @@
 //! they can be differentiated again.
 //!
 //! Matrices are the last two dimensions, with leading batch dimensions;
-//! real floats only (f16 to f64).
+//! floats (f16 to f64), and complex for `solve`, `inv` and `det`, whose
+//! gradients follow JAX's convention (transposes, no conjugates).
+//! `slogdet` takes real matrices only.
 //!
 //! Layer: ops (composite). Imports `tensor` ops, `control::for_range` and
 //! `custom_gradient`.
@@ -30,8 +32,8 @@ use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
 /// The order `n` of the square matrices in the last two dims of `a`,
-/// which must be a known float tensor.
-fn order(op: &str, a: &Tensor) -> Result<i64> {
+/// which must be a known float (or, where `complex`, complex) tensor.
+fn order(op: &str, a: &Tensor, complex: bool) -> Result<i64> {
     let dims = a.shape().as_known().ok_or_else(|| {
         Error::invalid(op, format!("needs a known shape, got {}", a.tensor_type()))
     })?;
@@ -45,10 +47,12 @@ fn order(op: &str, a: &Tensor) -> Result<i64> {
             ),
         ));
     }
-    if !a.dtype().is_float() {
+    let d = a.dtype();
+    if !(d.is_float() || complex && d.is_complex()) {
+        let wanted = if complex { "float or complex" } else { "float" };
         return Err(Error::invalid(
             op,
-            format!("needs float matrices, got {}", a.tensor_type()),
+            format!("needs {wanted} matrices, got {}", a.tensor_type()),
         ));
     }
     Ok(dims[r - 1])
@@ -98,9 +102,9 @@ fn lu_factor(a: &Tensor, n: i64) -> Result<(Tensor, Tensor, Tensor)> {
             let col_k = cols.eq(&k)?;
             // The pivot: the largest |a[i, k]| for i >= k.
             let column = col_k.where_(&a, &zero)?.reduce_sum(&[-1], true)?;
-            let candidates = rows
-                .ge(&k)?
-                .where_(&column.abs()?, &zero.sub_scalar(1.0)?)?;
+            let size = column.abs()?;
+            let none = Tensor::ones(&[], size.dtype()).neg()?;
+            let candidates = rows.ge(&k)?.where_(&size, &none)?;
             let p = candidates.argmax(-2)?.expand_dims(-1)?;
             let at_p = rows.eq(&p)?;
             // Rows k and p exchanged, in the matrix and the permutation.
@@ -140,7 +144,7 @@ fn lu_solve(lu: &Tensor, perm: &Tensor, b: &Tensor) -> Result<Tensor> {
 fn solve_matrix(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let f = custom_gradient(|xs: &[Tensor]| {
         let (a, b) = (xs[0].clone(), &xs[1]);
-        let n = order("solve", &a)?;
+        let n = order("solve", &a, true)?;
         let (lu, perm, _) = lu_factor(&a, n)?;
         let x = lu_solve(&lu, &perm, b)?;
         let xt = x.clone();
@@ -160,7 +164,7 @@ impl Tensor {
     /// the same leading dimensions.
     #[track_caller]
     pub fn solve(&self, b: &Tensor) -> Result<Tensor> {
-        let n = order("solve", self)?;
+        let n = order("solve", self, true)?;
         let batch = &self.dims()[..self.rank() - 2];
         let bd = b.dims();
         let vector = bd.len() == batch.len() + 1;
@@ -192,7 +196,7 @@ impl Tensor {
     /// infinities or NaNs for a singular one, as LAPACK gives.
     #[track_caller]
     pub fn inv(&self) -> Result<Tensor> {
-        let n = order("inv", self)?;
+        let n = order("inv", self, true)?;
         let eye = identity(n, self.dtype())?;
         self.solve(&eye.broadcast_to(&self.dims())?)
     }
@@ -202,10 +206,10 @@ impl Tensor {
     /// for a matrix with a zero pivot.
     #[track_caller]
     pub fn det(&self) -> Result<Tensor> {
-        order("det", self)?;
+        order("det", self, true)?;
         let f = custom_gradient(|xs: &[Tensor]| {
             let a = xs[0].clone();
-            let n = order("det", &a)?;
+            let n = order("det", &a, true)?;
             let (lu, _, sign) = lu_factor(&a, n)?;
             let det = diagonal(&lu, n)?
                 .reduce_prod(&[-1], false)?
@@ -225,10 +229,10 @@ impl Tensor {
     /// matrix gives sign 0 and `-inf`.
     #[track_caller]
     pub fn slogdet(&self) -> Result<(Tensor, Tensor)> {
-        order("slogdet", self)?;
+        order("slogdet", self, false)?;
         let f = custom_gradient(|xs: &[Tensor]| {
             let a = xs[0].clone();
-            let n = order("slogdet", &a)?;
+            let n = order("slogdet", &a, false)?;
             let (lu, _, sign) = lu_factor(&a, n)?;
             let d = diagonal(&lu, n)?;
             let sign = d
