@@ -340,3 +340,70 @@ fn the_gradient_of_take_along_axis_has_a_gradient() {
         .unwrap();
     assert_eq!(dw.to_vec::<f64>().unwrap(), vec![30.0, 10.0, 50.0, 50.0]);
 }
+
+#[test]
+fn sorted_segment_reductions_are_sized_by_their_ids() {
+    // Segments 0 and 2; segment 1 is empty. By hand.
+    let data = Tensor::from_vec(vec![1f64, 2., 3., 4., 5., 6., 7., 8.], &[4, 2]).unwrap();
+    let ids = Tensor::vector(&[0i32, 0, 2, 2]).unwrap();
+    let get = |t: Result<Tensor>| {
+        let t = t.unwrap();
+        (t.dims(), t.to_vec::<f64>().unwrap())
+    };
+    assert_eq!(
+        get(data.segment_sum(&ids)),
+        (vec![3, 2], vec![4., 6., 0., 0., 12., 14.])
+    );
+    assert_eq!(
+        get(data.segment_mean(&ids)),
+        (vec![3, 2], vec![2., 3., 0., 0., 6., 7.])
+    );
+    // Empty segments are 0, as TensorFlow's segment_max, even below 0.
+    let negative = data.neg().unwrap();
+    assert_eq!(
+        get(negative.segment_max(&ids)),
+        (vec![3, 2], vec![-1., -2., 0., 0., -5., -6.])
+    );
+    // No ids: no segments.
+    let none = Tensor::zeros(&[0, 2], DType::F64)
+        .segment_sum(&Tensor::zeros(&[0], DType::I64))
+        .unwrap();
+    assert_eq!(none.dims(), vec![0, 2]);
+    // Gradients: each row gets its segment's output gradient.
+    let tape = GradientTape::new();
+    tape.watch(&data);
+    let w = Tensor::from_vec(vec![1f64, 10., 100., 1000., 0.5, 0.25], &[3, 2]).unwrap();
+    let l = data
+        .segment_sum(&ids)
+        .unwrap()
+        .mul(&w)
+        .unwrap()
+        .reduce_sum(&[], false)
+        .unwrap();
+    let g = tape.gradient(&l, &[(&data).into()]).unwrap()[0]
+        .clone()
+        .unwrap();
+    assert_eq!(
+        g.to_vec::<f64>().unwrap(),
+        vec![1., 10., 1., 10., 0.5, 0.25, 0.5, 0.25]
+    );
+    // TensorFlow's checks, and a traced function, which cannot size it.
+    let e = data
+        .segment_sum(&Tensor::vector(&[0i32, 2, 1, 2]).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not increasing") && e.contains("position 2"),
+        "{e}"
+    );
+    let e = data
+        .segment_sum(&Tensor::vector(&[-1i32, 0, 0, 1]).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("non-negative"), "{e}");
+    let e = data.segment_sum(&data).unwrap_err().to_string();
+    assert!(e.contains("1-D integer"), "{e}");
+    let f = function(|x: Tensor, ids: Tensor| x.segment_sum(&ids));
+    let e = f.call((&data, &ids)).unwrap_err().to_string();
+    assert!(e.contains("unsorted_segment_"), "{e}");
+}

@@ -14,7 +14,7 @@
 use super::batching;
 use super::reduce::lowest;
 use super::{OpDef, check_dtype, check_index_dtype, describe, expect_arity};
-use crate::dtype::ArraySpec;
+use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
 use crate::ir::{Dim, Scalar, Shape, TensorType};
 use crate::lower::{Emitter, GatherDims, ScatterDims, Val};
@@ -466,6 +466,41 @@ impl Tensor {
         sums.div(&counts.maximum_scalar(1.0)?.reshape(&shape)?)
     }
 
+    /// `tf.math.segment_sum`: rows of `self` summed by sorted
+    /// `segment_ids` (1-D, non-decreasing, non-negative), into
+    /// `segment_ids[-1] + 1` segments; the ids' values size the result, so
+    /// they must be concrete (inside a traced function, use
+    /// [`unsorted_segment_sum`](Tensor::unsorted_segment_sum) with a
+    /// number of segments).
+    #[track_caller]
+    pub fn segment_sum(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        let n = sorted_segment_count("segment_sum", segment_ids)?;
+        self.unsorted_segment_sum(segment_ids, n)
+    }
+
+    /// `tf.math.segment_mean` (see [`segment_sum`](Tensor::segment_sum));
+    /// empty segments are zero.
+    #[track_caller]
+    pub fn segment_mean(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        let n = sorted_segment_count("segment_mean", segment_ids)?;
+        self.unsorted_segment_mean(segment_ids, n)
+    }
+
+    /// `tf.math.segment_max` (see [`segment_sum`](Tensor::segment_sum));
+    /// empty segments are zero, as TensorFlow's (the unsorted form gives
+    /// them the dtype's lowest value).
+    #[track_caller]
+    pub fn segment_max(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        let n = sorted_segment_count("segment_max", segment_ids)?;
+        let max = self.unsorted_segment_max(segment_ids, n)?;
+        let ones = Tensor::fill(&segment_ids.dims(), 1, DType::I64)?;
+        let counts = ones.unsorted_segment_sum(segment_ids, n)?;
+        let mut shape = counts.dims();
+        shape.extend(std::iter::repeat_n(1, max.rank() - shape.len()));
+        let filled = counts.gt_scalar(0.0)?.reshape(&shape)?;
+        filled.where_(&max, &Tensor::fill(&[], 0, self.dtype())?)
+    }
+
     fn segments(&self, ids: &Tensor, n: i64, kind: ScatterKind, init: Scalar) -> Result<Tensor> {
         let dims = known_dims(self, "unsorted_segment")?;
         let idims = known_dims(ids, "unsorted_segment")?;
@@ -484,4 +519,47 @@ impl Tensor {
         let start = Tensor::fill(&out_dims, init, self.dtype())?;
         scatter(&start, kind, &ids.expand_dims(-1)?, self)
     }
+}
+
+/// The number of segments sorted `ids` name, `ids[-1] + 1`, after
+/// checking them as TensorFlow does (1-D integers, non-negative,
+/// non-decreasing). Read from the device: the ids must be concrete.
+fn sorted_segment_count(op: &str, ids: &Tensor) -> Result<i64> {
+    if crate::trace::is_tracing() {
+        return Err(Error::invalid(
+            op,
+            "sizes its result by the values of segment_ids, which a traced function does not \
+             know: use the unsorted_segment_ form with num_segments",
+        ));
+    }
+    if ids.rank() != 1 || !ids.dtype().is_int() {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "segment_ids must be a 1-D integer tensor, got {}",
+                ids.tensor_type()
+            ),
+        ));
+    }
+    let values = ids.cast(DType::I64)?.to_vec::<i64>()?;
+    if let Some(&first) = values.first()
+        && first < 0
+    {
+        return Err(Error::invalid(
+            op,
+            format!("segment ids must be non-negative, got {first}"),
+        ));
+    }
+    if let Some(k) = values.windows(2).position(|w| w[1] < w[0]) {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "segment ids are not increasing: {} follows {} at position {}",
+                values[k + 1],
+                values[k],
+                k + 1
+            ),
+        ));
+    }
+    Ok(values.last().map_or(0, |last| last + 1))
 }
