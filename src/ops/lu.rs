@@ -66,11 +66,9 @@ fn transposed(a: &Tensor) -> Result<Tensor> {
     a.transpose(&perm)
 }
 
-/// The `n x n` identity in `dtype`.
-fn identity(n: i64, dtype: DType) -> Result<Tensor> {
-    Tensor::iota(&[n, n], 0, DType::I64)?
-        .eq(&Tensor::iota(&[n, n], 1, DType::I64)?)?
-        .cast(dtype)
+/// The diagonal of an `n x n` matrix, as a bool mask.
+fn diagonal_mask(n: i64) -> Result<Tensor> {
+    Tensor::iota(&[n, n], 0, DType::I64)?.eq(&Tensor::iota(&[n, n], 1, DType::I64)?)
 }
 
 /// The packed LU factorization of `a`, `P a = L U`: `L` (unit diagonal)
@@ -140,16 +138,16 @@ fn lu_solve(lu: &Tensor, perm: &Tensor, b: &Tensor) -> Result<Tensor> {
     y.triangular_solve(lu, true, false, false, false)
 }
 
-/// `x` with `a x = b`, `b` `[..., n, m]`, with its written gradient.
-fn solve_matrix(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let f = custom_gradient(|xs: &[Tensor]| {
+/// `x` with `a x = b`, `a` `[..., n, n]` (checked by the caller), `b`
+/// `[..., n, m]`, with its written gradient.
+fn solve_matrix(a: &Tensor, b: &Tensor, n: i64) -> Result<Tensor> {
+    let f = custom_gradient(move |xs: &[Tensor]| {
         let (a, b) = (xs[0].clone(), &xs[1]);
-        let n = order("solve", &a, true)?;
         let (lu, perm, _) = lu_factor(&a, n)?;
         let x = lu_solve(&lu, &perm, b)?;
         let xt = x.clone();
         let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
-            let gb = solve_matrix(&transposed(&a)?, &g[0])?;
+            let gb = solve_matrix(&transposed(&a)?, &g[0], n)?;
             let ga = gb.matmul_t(&xt, false, true)?.neg()?;
             Ok(vec![Some(ga), Some(gb)])
         };
@@ -186,9 +184,9 @@ impl Tensor {
             ));
         }
         if vector {
-            solve_matrix(self, &b.expand_dims(-1)?)?.squeeze(&[-1])
+            solve_matrix(self, &b.expand_dims(-1)?, n)?.squeeze(&[-1])
         } else {
-            solve_matrix(self, b)
+            solve_matrix(self, b, n)
         }
     }
 
@@ -197,7 +195,7 @@ impl Tensor {
     #[track_caller]
     pub fn inv(&self) -> Result<Tensor> {
         let n = order("inv", self, true)?;
-        let eye = identity(n, self.dtype())?;
+        let eye = diagonal_mask(n)?.cast(self.dtype())?;
         self.solve(&eye.broadcast_to(&self.dims())?)
     }
 
@@ -206,10 +204,9 @@ impl Tensor {
     /// for a matrix with a zero pivot.
     #[track_caller]
     pub fn det(&self) -> Result<Tensor> {
-        order("det", self, true)?;
-        let f = custom_gradient(|xs: &[Tensor]| {
+        let n = order("det", self, true)?;
+        let f = custom_gradient(move |xs: &[Tensor]| {
             let a = xs[0].clone();
-            let n = order("det", &a, true)?;
             let (lu, _, sign) = lu_factor(&a, n)?;
             let det = diagonal(&lu, n)?
                 .reduce_prod(&[-1], false)?
@@ -229,10 +226,9 @@ impl Tensor {
     /// matrix gives sign 0 and `-inf`.
     #[track_caller]
     pub fn slogdet(&self) -> Result<(Tensor, Tensor)> {
-        order("slogdet", self, false)?;
-        let f = custom_gradient(|xs: &[Tensor]| {
+        let n = order("slogdet", self, false)?;
+        let f = custom_gradient(move |xs: &[Tensor]| {
             let a = xs[0].clone();
-            let n = order("slogdet", &a, false)?;
             let (lu, _, sign) = lu_factor(&a, n)?;
             let d = diagonal(&lu, n)?;
             let sign = d
@@ -254,7 +250,7 @@ impl Tensor {
 
 /// The diagonal `[..., n]` of `[..., n, n]` matrices.
 fn diagonal(a: &Tensor, n: i64) -> Result<Tensor> {
-    let on = Tensor::iota(&[n, n], 0, DType::I64)?.eq(&Tensor::iota(&[n, n], 1, DType::I64)?)?;
-    on.where_(a, &Tensor::zeros(&[], a.dtype()))?
+    diagonal_mask(n)?
+        .where_(a, &Tensor::zeros(&[], a.dtype()))?
         .reduce_sum(&[-1], false)
 }

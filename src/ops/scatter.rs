@@ -459,11 +459,8 @@ impl Tensor {
     #[track_caller]
     pub fn unsorted_segment_mean(&self, segment_ids: &Tensor, num_segments: i64) -> Result<Tensor> {
         let sums = self.unsorted_segment_sum(segment_ids, num_segments)?;
-        let ones = Tensor::fill(&segment_ids.dims(), 1, self.dtype())?;
-        let counts = ones.unsorted_segment_sum(segment_ids, num_segments)?;
-        let mut shape = counts.dims();
-        shape.extend(std::iter::repeat_n(1, sums.dims().len() - shape.len()));
-        sums.div(&counts.maximum_scalar(1.0)?.reshape(&shape)?)
+        let counts = segment_counts(segment_ids, num_segments, self.dtype(), sums.rank())?;
+        sums.div(&counts.maximum_scalar(1.0)?)
     }
 
     /// `tf.math.segment_sum`: rows of `self` summed by sorted
@@ -493,11 +490,7 @@ impl Tensor {
     pub fn segment_max(&self, segment_ids: &Tensor) -> Result<Tensor> {
         let n = sorted_segment_count("segment_max", segment_ids)?;
         let max = self.unsorted_segment_max(segment_ids, n)?;
-        let ones = Tensor::fill(&segment_ids.dims(), 1, DType::I64)?;
-        let counts = ones.unsorted_segment_sum(segment_ids, n)?;
-        let mut shape = counts.dims();
-        shape.extend(std::iter::repeat_n(1, max.rank() - shape.len()));
-        let filled = counts.gt_scalar(0.0)?.reshape(&shape)?;
+        let filled = segment_counts(segment_ids, n, DType::I64, max.rank())?.gt_scalar(0.0)?;
         filled.where_(&max, &Tensor::fill(&[], 0, self.dtype())?)
     }
 
@@ -519,6 +512,16 @@ impl Tensor {
         let start = Tensor::fill(&out_dims, init, self.dtype())?;
         scatter(&start, kind, &ids.expand_dims(-1)?, self)
     }
+}
+
+/// How many of `ids` fall in each of `n` segments, in `dtype`, shaped to
+/// broadcast against a segment reduction of rank `rank` (trailing 1s).
+fn segment_counts(ids: &Tensor, n: i64, dtype: DType, rank: usize) -> Result<Tensor> {
+    let ones = Tensor::fill(&ids.dims(), 1, dtype)?;
+    let counts = ones.unsorted_segment_sum(ids, n)?;
+    let mut shape = counts.dims();
+    shape.extend(std::iter::repeat_n(1, rank - shape.len()));
+    counts.reshape(&shape)
 }
 
 /// The number of segments sorted `ids` name, `ids[-1] + 1`, after

@@ -592,7 +592,7 @@ impl Tensor {
         };
         let y = cumprod_with_exact_gradient(&x, axis)?;
         let y = if exclusive {
-            shifted_in_ones(&y, axis)?
+            shifted_with_one(&y, axis, true)?
         } else {
             y
         };
@@ -633,9 +633,9 @@ fn cumprod_with_exact_gradient(x: &Tensor, axis: i64) -> Result<Tensor> {
         let x = xs[0].clone();
         let y = x.cumulative(WindowKind::Prod, axis, false, false)?;
         let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
-            let before = shifted_in_ones(&x.cumprod(axis, false, false)?, axis)?;
+            let before = shifted_with_one(&x.cumprod(axis, false, false)?, axis, true)?;
             // a[i] = x[i+1] (the last one is never read), b[i] = g[i].
-            let next = shifted_out(&x, axis)?;
+            let next = shifted_with_one(&x, axis, false)?;
             let compose = |lo: &[Tensor], hi: &[Tensor]| -> Result<Vec<Tensor>> {
                 Ok(vec![lo[0].mul(&hi[0])?, hi[0].mul(&lo[1])?.add(&hi[1])?])
             };
@@ -647,33 +647,22 @@ fn cumprod_with_exact_gradient(x: &Tensor, axis: i64) -> Result<Tensor> {
     Ok(f(std::slice::from_ref(x))?.remove(0))
 }
 
-/// `x` moved one place along `axis` towards its end, a 1 entering first
-/// (an inclusive cumulative product made exclusive).
-fn shifted_in_ones(x: &Tensor, axis: i64) -> Result<Tensor> {
-    let mut dims = x.dims();
-    let n = dims[axis as usize];
-    if n == 0 {
-        return Ok(x.clone());
-    }
-    let mut size = dims.clone();
-    size[axis as usize] = n - 1;
-    let kept = x.slice(&vec![0; dims.len()], &size)?;
-    dims[axis as usize] = 1;
-    Tensor::concat(&[Tensor::try_ones(&dims, x.dtype())?, kept], axis)
-}
-
-/// `x` moved one place along `axis` towards its start, a 1 entering last.
-fn shifted_out(x: &Tensor, axis: i64) -> Result<Tensor> {
+/// `x` moved one place along `axis`, a 1 entering at the end it leaves:
+/// towards its end (`toward_end`, an inclusive cumulative product made
+/// exclusive) or towards its start.
+fn shifted_with_one(x: &Tensor, axis: i64, toward_end: bool) -> Result<Tensor> {
     let mut dims = x.dims();
     let n = dims[axis as usize];
     if n == 0 {
         return Ok(x.clone());
     }
     let mut begin = vec![0; dims.len()];
-    begin[axis as usize] = 1;
+    begin[axis as usize] = if toward_end { 0 } else { 1 };
     let mut size = dims.clone();
     size[axis as usize] = n - 1;
     let kept = x.slice(&begin, &size)?;
     dims[axis as usize] = 1;
-    Tensor::concat(&[kept, Tensor::try_ones(&dims, x.dtype())?], axis)
+    let one = Tensor::try_ones(&dims, x.dtype())?;
+    let parts = if toward_end { [one, kept] } else { [kept, one] };
+    Tensor::concat(&parts, axis)
 }
