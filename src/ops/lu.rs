@@ -66,11 +66,6 @@ fn transposed(a: &Tensor) -> Result<Tensor> {
     a.transpose(&perm)
 }
 
-/// The diagonal of an `n x n` matrix, as a bool mask.
-fn diagonal_mask(n: i64) -> Result<Tensor> {
-    Tensor::iota(&[n, n], 0, DType::I64)?.eq(&Tensor::iota(&[n, n], 1, DType::I64)?)
-}
-
 /// The packed LU factorization of `a`, `P a = L U`: `L` (unit diagonal)
 /// below the diagonal of the result and `U` on and above it; the row
 /// permutation as indices `[..., n, 1]` (row `i` of `P a` is row
@@ -195,7 +190,7 @@ impl Tensor {
     #[track_caller]
     pub fn inv(&self) -> Result<Tensor> {
         let n = order("inv", self, true)?;
-        let eye = diagonal_mask(n)?.cast(self.dtype())?;
+        let eye = Tensor::eye(n, n, self.dtype())?;
         self.solve(&eye.broadcast_to(&self.dims())?)
     }
 
@@ -208,7 +203,8 @@ impl Tensor {
         let f = custom_gradient(move |xs: &[Tensor]| {
             let a = xs[0].clone();
             let (lu, _, sign) = lu_factor(&a, n)?;
-            let det = diagonal(&lu, n)?
+            let det = lu
+                .diag_part()?
                 .reduce_prod(&[-1], false)?
                 .mul(&sign.squeeze(&[-1])?)?;
             let d = det.clone();
@@ -230,7 +226,7 @@ impl Tensor {
         let f = custom_gradient(move |xs: &[Tensor]| {
             let a = xs[0].clone();
             let (lu, _, sign) = lu_factor(&a, n)?;
-            let d = diagonal(&lu, n)?;
+            let d = lu.diag_part()?;
             let sign = d
                 .sign()?
                 .reduce_prod(&[-1], false)?
@@ -246,11 +242,4 @@ impl Tensor {
         let logabs = out.pop().expect("two results");
         Ok((out.pop().expect("two results"), logabs))
     }
-}
-
-/// The diagonal `[..., n]` of `[..., n, n]` matrices.
-fn diagonal(a: &Tensor, n: i64) -> Result<Tensor> {
-    diagonal_mask(n)?
-        .where_(a, &Tensor::zeros(&[], a.dtype()))?
-        .reduce_sum(&[-1], false)
 }

@@ -29,6 +29,7 @@ pub mod gather;
 pub mod indexing;
 pub mod linalg;
 pub mod lu;
+pub mod matrix;
 pub mod pad;
 pub mod reduce;
 pub mod scatter;
