@@ -141,7 +141,7 @@ fn matrix_helpers_refuse_vectors_and_mismatched_diagonals() {
     let e = Tensor::scalar(1.0f64).diag().unwrap_err().to_string();
     assert!(e.contains("rank >= 1"), "{e}");
     let e = wide().set_diag(&v).unwrap_err().to_string();
-    assert!(e.contains("set_diag") && e.contains("[3]"), "{e}");
+    assert!(e.contains("set_diag") && e.contains("f64(3,)"), "{e}");
     let e = wide()
         .set_diag(&m(&[1., 2., 3.], &[3]).cast(DType::F32).unwrap())
         .unwrap_err()
@@ -149,4 +149,27 @@ fn matrix_helpers_refuse_vectors_and_mismatched_diagonals() {
     assert!(e.contains("f64"), "{e}");
     let e = Tensor::eye(-1, 2, DType::F32).unwrap_err().to_string();
     assert!(e.contains("non-negative"), "{e}");
+}
+
+/// A function traced for any batch (`None` leading dimension) uses the
+/// helpers, as an export for any batch does.
+#[test]
+fn matrix_helpers_trace_for_any_batch() {
+    let f = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None, Some(3), Some(4)], DType::F64)])
+        .build(|a: Tensor| {
+            let d = a.diag_part()?;
+            Ok((a.set_diag(&d.neg()?)?.tril(0)?, d.diag()?, a.trace()?))
+        });
+    let cf = f
+        .get_concrete_function((TensorSpec::new(&[None, Some(3), Some(4)], DType::F64),))
+        .unwrap();
+    let one = wide().expand_dims(0).unwrap();
+    let a = Tensor::concat(&[one.clone(), one], 0).unwrap();
+    let (sd, dm, tr) = cf.call((&a,)).unwrap();
+    #[rustfmt::skip]
+    let want = [-1., 0., 0., 0., 5., -6., 0., 0., 9., 10., -11., 0.];
+    assert_eq!(f64s(&sd), [want, want].concat());
+    assert_eq!(dm.dims(), [2, 3, 3]);
+    assert_eq!(f64s(&tr), [18., 18.]);
 }

@@ -146,21 +146,37 @@ pub fn encode_graph(
     graph: &Graph,
     declare: &mut dyn FnMut(i64) -> Result<usize>,
 ) -> Result<GraphJson> {
+    // Values are numbered in order of definition; a custom gradient's
+    // outputs are aliases and take no numbers.
     let mut number: HashMap<ValueId, u32> = HashMap::new();
+    let mut next = 0u32;
+    let mut define = |number: &mut HashMap<ValueId, u32>, v: ValueId| {
+        number.insert(v, next);
+        next += 1;
+    };
     for p in graph.params() {
-        let next = number.len() as u32;
-        number.insert(*p, next);
+        define(&mut number, *p);
     }
     let mut nodes = Vec::with_capacity(graph.nodes().len());
     for node in graph.nodes() {
+        if let Op::CustomGradient(cg) = &node.op {
+            // An identity over the body's results, which the graph computes
+            // itself: its outputs are written as those values. A loaded
+            // export runs forward only, so its gradient function is not
+            // needed (and, a Rust closure, could not be written).
+            for (o, body_result) in node.outputs.iter().zip(&node.inputs[cg.num_inputs..]) {
+                let same = number[body_result];
+                number.insert(*o, same);
+            }
+            continue;
+        }
         let inputs = node.inputs.iter().map(|v| number[v]).collect();
         nodes.push(NodeJson {
             op: encode_op(&node.op, declare)?,
             inputs,
         });
         for o in &node.outputs {
-            let next = number.len() as u32;
-            number.insert(*o, next);
+            define(&mut number, *o);
         }
     }
     Ok(GraphJson {
@@ -241,8 +257,8 @@ fn encode_op(op: &Op, declare: &mut dyn FnMut(i64) -> Result<usize>) -> Result<O
         },
         Op::CustomGradient(_) => {
             return Err(Error::Value(
-                "export: the graph holds a custom_gradient op, whose gradient function is a Rust \
-                 closure and cannot be written; export a function without custom_gradient"
+                "export: a custom_gradient op reached the op encoder; encode_graph writes it as \
+                 the identity"
                     .into(),
             ));
         }

@@ -26,9 +26,10 @@
 //!   recorded by any enclosing tape, so higher-order gradients see how the
 //!   gradient function's tensors depend on the inputs.
 //!
-//! Like a recorded function call (`control::Call`), the op holds Rust
-//! closures and cannot be exported: an export of a graph holding it is an
-//! error naming it. Variables read in the body are not tracked (their
+//! The op holds Rust closures, which an export cannot write; an export
+//! writes it as what it computes, the identity over the body's results
+//! (`ops::codec`), since a loaded export runs forward only. So functions
+//! built on custom gradients (`solve`, `det`, `cumprod`) export. Variables read in the body are not tracked (their
 //! reads are not recorded): pass their values as inputs.
 //!
 //! Imports `ir`, `lower::emitter`, `dtype`, `error`, `tensor`, `trace`

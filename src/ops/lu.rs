@@ -26,27 +26,30 @@
 //! `custom_gradient`.
 
 use super::custom_gradient::custom_gradient;
+use super::matrix::zeros_shaped_like;
 use crate::control::for_range;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
 /// The order `n` of the square matrices in the last two dims of `a`,
-/// which must be a known float (or, where `complex`, complex) tensor.
+/// which must be a float (or, where `complex`, complex) tensor of known
+/// rank whose last two dimensions are known; leading (batch) dimensions
+/// may be unknown, as in a function exported for any batch.
 fn order(op: &str, a: &Tensor, complex: bool) -> Result<i64> {
-    let dims = a.shape().as_known().ok_or_else(|| {
-        Error::invalid(op, format!("needs a known shape, got {}", a.tensor_type()))
-    })?;
-    let r = dims.len();
-    if r < 2 || dims[r - 1] != dims[r - 2] {
+    let square = match a.shape().dims() {
+        Some(&[.., Some(r), Some(c)]) if r == c => Some(c),
+        _ => None,
+    };
+    let Some(n) = square else {
         return Err(Error::invalid(
             op,
             format!(
-                "needs square matrices in the last two dimensions, got {}",
+                "needs square matrices of known size in the last two dimensions, got {}",
                 a.tensor_type()
             ),
         ));
-    }
+    };
     let d = a.dtype();
     if !(d.is_float() || complex && d.is_complex()) {
         let wanted = if complex { "float or complex" } else { "float" };
@@ -55,7 +58,7 @@ fn order(op: &str, a: &Tensor, complex: bool) -> Result<i64> {
             format!("needs {wanted} matrices, got {}", a.tensor_type()),
         ));
     }
-    Ok(dims[r - 1])
+    Ok(n)
 }
 
 /// `a` with its last two dimensions swapped.
@@ -71,12 +74,15 @@ fn transposed(a: &Tensor) -> Result<Tensor> {
 /// permutation as indices `[..., n, 1]` (row `i` of `P a` is row
 /// `perm[i]` of `a`); and its sign `[..., 1]` (+1 or -1).
 fn lu_factor(a: &Tensor, n: i64) -> Result<(Tensor, Tensor, Tensor)> {
-    let batch = &a.dims()[..a.rank() - 2];
     let dtype = a.dtype();
     let rows = Tensor::iota(&[n, 1], 0, DType::I64)?;
     let cols = Tensor::iota(&[1, n], 1, DType::I64)?;
-    let perm = rows.broadcast_to(&[batch, &[n, 1]].concat())?;
-    let sign = Tensor::ones(&[batch, &[1]].concat(), dtype);
+    let column_zeros = zeros_shaped_like(a, DType::I64)?.reduce_sum(&[-1], true)?;
+    let perm = column_zeros.add(&rows)?;
+    let sign = column_zeros
+        .reduce_sum(&[-2], false)?
+        .cast(dtype)?
+        .add(&Tensor::ones(&[], dtype))?;
     let zero = Tensor::zeros(&[], dtype);
     // The row of `x` where `mask` (one row) holds, as `[..., 1, cols]`;
     // selects, not products, so the values are exact.
@@ -128,7 +134,7 @@ fn lu_factor(a: &Tensor, n: i64) -> Result<(Tensor, Tensor, Tensor)> {
 
 /// `x` with `a x = b` for the packed factors of `a`: `b` `[..., n, m]`.
 fn lu_solve(lu: &Tensor, perm: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let pb = b.take_along_axis(&perm.broadcast_to(&b.dims())?, -2)?;
+    let pb = b.take_along_axis(&perm.add(&zeros_shaped_like(b, DType::I64)?)?, -2)?;
     let y = pb.triangular_solve(lu, true, true, false, true)?;
     y.triangular_solve(lu, true, false, false, false)
 }
@@ -158,14 +164,17 @@ impl Tensor {
     #[track_caller]
     pub fn solve(&self, b: &Tensor) -> Result<Tensor> {
         let n = order("solve", self, true)?;
-        let batch = &self.dims()[..self.rank() - 2];
-        let bd = b.dims();
-        let vector = bd.len() == batch.len() + 1;
+        let (a_shape, b_shape) = (self.shape(), b.shape());
+        let a_dims = a_shape.dims().unwrap_or(&[]);
+        let b_dims = b_shape.dims().unwrap_or(&[]);
+        let batch = &a_dims[..a_dims.len().saturating_sub(2)];
+        let vector = b_dims.len() == batch.len() + 1;
+        let compatible = |x: &Option<i64>, y: &Option<i64>| x.is_none() || y.is_none() || x == y;
         let fits = b.dtype() == self.dtype()
-            && bd.len() > batch.len()
-            && bd[..batch.len()] == *batch
-            && bd[batch.len()] == n
-            && bd.len() <= batch.len() + 2;
+            && b_dims.len() > batch.len()
+            && b_dims.len() <= batch.len() + 2
+            && batch.iter().zip(b_dims).all(|(x, y)| compatible(x, y))
+            && b_dims[batch.len()] == Some(n);
         if !fits {
             return Err(Error::invalid(
                 "solve",
@@ -191,7 +200,7 @@ impl Tensor {
     pub fn inv(&self) -> Result<Tensor> {
         let n = order("inv", self, true)?;
         let eye = Tensor::eye(n, n, self.dtype())?;
-        self.solve(&eye.broadcast_to(&self.dims())?)
+        self.solve(&zeros_shaped_like(self, self.dtype())?.add(&eye)?)
     }
 
     /// The determinant of each matrix (`jnp.linalg.det`, `tf.linalg.det`):

@@ -13,21 +13,36 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ir::{Shape, TensorType, merge_shapes};
 use crate::tensor::Tensor;
 
-/// The known `(rows, cols)` of the last two dimensions of `a`.
+/// The known `(rows, cols)` of the last two dimensions of `a`; leading
+/// (batch) dimensions may be unknown, as in a function traced for any
+/// batch.
 fn matrix_dims(op: &str, a: &Tensor) -> Result<(i64, i64)> {
-    let dims = a.shape().as_known().ok_or_else(|| {
-        Error::invalid(op, format!("needs a known shape, got {}", a.tensor_type()))
-    })?;
-    let r = dims.len();
-    if r < 2 {
-        return Err(Error::invalid(
+    match a.shape().dims() {
+        Some(&[.., Some(rows), Some(cols)]) => Ok((rows, cols)),
+        Some(d) if d.len() >= 2 => Err(Error::invalid(
+            op,
+            format!(
+                "needs matrices of known size in the last two dimensions, got {}",
+                a.tensor_type()
+            ),
+        )),
+        _ => Err(Error::invalid(
             op,
             format!("needs a matrix (rank >= 2), got {}", a.tensor_type()),
-        ));
+        )),
     }
-    Ok((dims[r - 2], dims[r - 1]))
+}
+
+/// Zeros of `dtype` with the shape of `like`, also when some of its
+/// dimensions are only known when the program is compiled.
+pub(crate) fn zeros_shaped_like(like: &Tensor, dtype: DType) -> Result<Tensor> {
+    match like.shape().as_known() {
+        Some(dims) => Ok(Tensor::zeros(&dims, dtype)),
+        None => like.fill_like(0i64)?.cast(dtype),
+    }
 }
 
 /// `j - i` for each element `(i, j)` of a `rows x cols` matrix.
@@ -45,12 +60,16 @@ fn masked(a: &Tensor, keep: &Tensor) -> Result<Tensor> {
 /// the first `min` rows, then one element of each.
 fn main_diagonal(op: &str, a: &Tensor) -> Result<Tensor> {
     let (rows, cols) = matrix_dims(op, a)?;
-    let mut dims = a.dims();
-    let r = dims.len();
-    dims[r - 2] = rows.min(cols);
-    let top = a.slice(&vec![0; r], &dims)?;
-    dims[r - 1] = 1;
-    let at = Tensor::iota(&dims, (r - 2) as i64, DType::I64)?;
+    let r = a.rank();
+    let mut cut = vec![0; r];
+    cut[r - 2] = rows.min(cols) - rows;
+    let top = a.pad_general(&vec![0; r], &cut, &vec![0; r], 0i64)?;
+    // Indices `[..., k, 1]`: row i takes column i.
+    let mut to_one_column = vec![0; r];
+    to_one_column[r - 1] = 1 - cols;
+    let column = top.pad_general(&vec![0; r], &to_one_column, &vec![0; r], 0i64)?;
+    let rows_index = Tensor::iota(&[rows.min(cols), 1], 0, DType::I64)?;
+    let at = zeros_shaped_like(&column, DType::I64)?.add(&rows_index)?;
     top.take_along_axis(&at, -1)?.squeeze(&[-1])
 }
 
@@ -114,20 +133,19 @@ impl Tensor {
     /// vector).
     #[track_caller]
     pub fn diag(&self) -> Result<Tensor> {
-        let dims = self.shape().as_known().ok_or_else(|| {
-            Error::invalid(
-                "diag",
-                format!("needs a known shape, got {}", self.tensor_type()),
-            )
-        })?;
-        let Some(&n) = dims.last() else {
-            return Err(Error::invalid(
-                "diag",
-                format!("needs a vector (rank >= 1), got {}", self.tensor_type()),
-            ));
+        let n = match self.shape().dims() {
+            Some(&[.., Some(n)]) => n,
+            _ => {
+                return Err(Error::invalid(
+                    "diag",
+                    format!(
+                        "needs a vector (rank >= 1) of known length, got {}",
+                        self.tensor_type()
+                    ),
+                ));
+            }
         };
-        let full = [dims.as_slice(), &[n]].concat();
-        let on_rows = self.expand_dims(-1)?.broadcast_to(&full)?;
+        let on_rows = self.expand_dims(-1)?;
         masked(&on_rows, &Tensor::eye(n, n, DType::Bool)?)
     }
 
@@ -137,15 +155,18 @@ impl Tensor {
     #[track_caller]
     pub fn set_diag(&self, diagonal: &Tensor) -> Result<Tensor> {
         let (rows, cols) = matrix_dims("set_diag", self)?;
-        let dims = self.dims();
-        let r = dims.len();
-        let want = [&dims[..r - 2], &[rows.min(cols)]].concat();
-        if diagonal.dtype() != self.dtype() || diagonal.shape().as_known() != Some(want.clone()) {
+        let mut want = self.shape().dims().unwrap_or(&[]).to_vec();
+        want.pop();
+        *want.last_mut().expect("rank >= 2") = Some(rows.min(cols));
+        let want = Shape::from_dims(want);
+        let fits = diagonal.dtype() == self.dtype()
+            && merge_shapes(&diagonal.shape(), &want).is_some_and(|m| m.rank().is_some());
+        if !fits {
             return Err(Error::invalid(
                 "set_diag",
                 format!(
-                    "needs a diagonal {}{want:?} for matrices {}, got {}",
-                    self.dtype(),
+                    "needs a diagonal {} for matrices {}, got {}",
+                    TensorType::new(self.dtype(), want),
                     self.tensor_type(),
                     diagonal.tensor_type()
                 ),
@@ -158,7 +179,6 @@ impl Tensor {
         } else {
             diagonal.expand_dims(-2)?
         };
-        let spread = spread.broadcast_to(&dims)?;
         Tensor::eye(rows, cols, DType::Bool)?.where_(&spread, self)
     }
 

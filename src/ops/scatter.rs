@@ -355,25 +355,15 @@ impl Tensor {
     /// of each row's label, without a one-hot).
     #[track_caller]
     pub fn take_along_axis(&self, idx: &Tensor, axis: i64) -> Result<Tensor> {
-        let dims = known_dims(self, "take_along_axis")?;
-        let idims = known_dims(idx, "take_along_axis")?;
-        let a = axis_index("take_along_axis", axis, dims.len())?;
-        if idims.len() != dims.len()
-            || idims
-                .iter()
-                .zip(&dims)
-                .enumerate()
-                .any(|(d, (i, s))| d != a && i != s)
-        {
-            return Err(Error::invalid(
+        // The op's shape rule checks the two shapes (unknown batch
+        // dimensions included); here only the axis.
+        let rank = self.shape().rank().ok_or_else(|| {
+            Error::invalid(
                 "take_along_axis",
-                format!(
-                    "indices {} must have the shape of {} except along axis {axis}",
-                    idx.tensor_type(),
-                    self.tensor_type()
-                ),
-            ));
-        }
+                format!("needs a known rank, got {}", self.tensor_type()),
+            )
+        })?;
+        let a = axis_index("take_along_axis", axis, rank)?;
         apply1(super::take_along::TakeAlongAxis { axis: a }, &[self, idx])
     }
 

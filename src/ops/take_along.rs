@@ -14,7 +14,7 @@ use super::batching;
 use super::{OpDef, check_index_dtype, describe, expect_arity};
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
-use crate::ir::{Scalar, TensorType};
+use crate::ir::{Dim, Scalar, Shape, TensorType, merge_shapes};
 use crate::lower::{Emitter, GatherDims, ScatterDims, Val};
 use crate::tensor::{Tensor, apply1};
 
@@ -35,31 +35,39 @@ pub struct AddAlongAxis {
     pub axis: usize,
 }
 
-/// The shared shape rule: `x` and `idx` of one rank, equal off `axis`.
-fn check_along(op: &str, axis: usize, x: &TensorType, idx: &TensorType) -> Result<Vec<i64>> {
+/// The shared shape rule: `x` and `idx` of one known rank, equal off
+/// `axis`; a dimension known on one side only is taken from it (unknown
+/// dimensions come from functions traced for any batch, and are known
+/// again when the program is specialized). Returns the result's shape,
+/// `idx`'s.
+fn check_along(op: &str, axis: usize, x: &TensorType, idx: &TensorType) -> Result<Shape> {
     check_index_dtype(op, idx.dtype, true)?;
-    let (Some(xd), Some(id)) = (x.shape.as_known(), idx.shape.as_known()) else {
+    let (Some(xd), Some(id)) = (x.shape.dims(), idx.shape.dims()) else {
         return Err(Error::invalid(
             op,
-            format!("needs known shapes, got {x} and {idx}"),
+            format!("needs known ranks, got {x} and {idx}"),
         ));
     };
+    let compatible = |a: &Dim, b: &Dim| a.is_none() || b.is_none() || a == b;
     let fits = xd.len() == id.len()
         && axis < xd.len()
-        && (0..xd.len()).all(|d| d == axis || xd[d] == id[d]);
+        && (0..xd.len()).all(|d| d == axis || compatible(&xd[d], &id[d]));
     if !fits {
         return Err(Error::invalid(
             op,
             format!("indices {idx} must have the shape of {x} except along axis {axis}"),
         ));
     }
-    if xd[axis] == 0 && id.iter().product::<i64>() != 0 {
+    if xd[axis] == Some(0) && idx.shape.num_elements() != Some(0) {
         return Err(Error::invalid(
             op,
             format!("cannot take from an empty dimension (operands: {x}, {idx})"),
         ));
     }
-    Ok(id)
+    let dims = (0..id.len())
+        .map(|d| if d == axis { id[d] } else { id[d].or(xd[d]) })
+        .collect();
+    Ok(Shape::from_dims(dims))
 }
 
 /// Every dimension but `axis`, batching the gather or scatter.
@@ -83,8 +91,8 @@ impl OpDef for TakeAlongAxis {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity(self.name(), inputs, 2)?;
         inputs[0].dtype.check_compilable()?;
-        let dims = check_along(self.name(), self.axis, &inputs[0], &inputs[1])?;
-        Ok(vec![TensorType::known(inputs[0].dtype, &dims)])
+        let shape = check_along(self.name(), self.axis, &inputs[0], &inputs[1])?;
+        Ok(vec![TensorType::new(inputs[0].dtype, shape)])
     }
 
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
@@ -146,13 +154,13 @@ impl OpDef for AddAlongAxis {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity(self.name(), inputs, 3)?;
         let (x, idx, updates) = (&inputs[0], &inputs[1], &inputs[2]);
-        let dims = check_along(self.name(), self.axis, x, idx)?;
-        if updates.dtype != x.dtype || updates.shape.as_known().as_deref() != Some(&dims) {
+        let shape = check_along(self.name(), self.axis, x, idx)?;
+        if updates.dtype != x.dtype || merge_shapes(&updates.shape, &shape).is_none() {
             return Err(Error::invalid(
                 self.name(),
                 format!(
-                    "updates must be {}{dims:?} (operands: {})",
-                    x.dtype,
+                    "updates must be {} (operands: {})",
+                    TensorType::new(x.dtype, shape),
                     describe(inputs)
                 ),
             ));

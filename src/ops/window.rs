@@ -536,10 +536,13 @@ impl Tensor {
         exclusive: bool,
         reverse: bool,
     ) -> Result<Tensor> {
-        let dims = self.shape().as_known().ok_or_else(|| {
+        // Only the axis must be known: the window spans it; other
+        // dimensions may be known only when the program is compiled.
+        let shape = self.shape();
+        let dims = shape.dims().ok_or_else(|| {
             Error::invalid(
                 "cumulative",
-                format!("needs a known shape, got {}", self.tensor_type()),
+                format!("needs a known rank, got {}", self.tensor_type()),
             )
         })?;
         let rank = dims.len() as i64;
@@ -550,7 +553,15 @@ impl Tensor {
                 format!("axis {axis} is out of range for {}", self.tensor_type()),
             ));
         }
-        let n = dims[a as usize];
+        let n = dims[a as usize].ok_or_else(|| {
+            Error::invalid(
+                "cumulative",
+                format!(
+                    "needs a known size along axis {axis}, got {}",
+                    self.tensor_type()
+                ),
+            )
+        })?;
         let mut window = vec![1; dims.len()];
         window[a as usize] = n.max(1);
         let mut w = WindowDims::new(&window);
@@ -575,10 +586,12 @@ impl Tensor {
     /// (TensorFlow's divides by the input, which is wrong there).
     #[track_caller]
     pub fn cumprod(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        let rank = self.rank() as i64;
+        let shape = self.shape();
+        let dims = shape.dims().unwrap_or(&[]);
+        let rank = dims.len() as i64;
         let a = if axis < 0 { axis + rank } else { axis };
-        let known = self.shape().as_known().is_some();
-        if !self.dtype().is_float() || !known || !(0..rank).contains(&a) {
+        let known = (0..rank).contains(&a) && dims[a as usize].is_some();
+        if !self.dtype().is_float() || !known {
             // Integers (no gradient), or the window's own error.
             return self.cumulative(WindowKind::Prod, axis, exclusive, reverse);
         }
@@ -651,18 +664,16 @@ fn cumprod_with_exact_gradient(x: &Tensor, axis: i64) -> Result<Tensor> {
 /// towards its end (`toward_end`, an inclusive cumulative product made
 /// exclusive) or towards its start.
 fn shifted_with_one(x: &Tensor, axis: i64, toward_end: bool) -> Result<Tensor> {
-    let mut dims = x.dims();
-    let n = dims[axis as usize];
-    if n == 0 {
-        return Ok(x.clone());
-    }
-    let mut begin = vec![0; dims.len()];
-    begin[axis as usize] = if toward_end { 0 } else { 1 };
-    let mut size = dims.clone();
-    size[axis as usize] = n - 1;
-    let kept = x.slice(&begin, &size)?;
-    dims[axis as usize] = 1;
-    let one = Tensor::try_ones(&dims, x.dtype())?;
-    let parts = if toward_end { [one, kept] } else { [kept, one] };
-    Tensor::concat(&parts, axis)
+    // One padded 1 in, one element cut off (a negative padding): shapes
+    // need not be known.
+    let rank = x.rank();
+    let (mut low, mut high) = (vec![0; rank], vec![0; rank]);
+    let (into, out) = if toward_end {
+        (&mut low, &mut high)
+    } else {
+        (&mut high, &mut low)
+    };
+    into[axis as usize] = 1;
+    out[axis as usize] = -1;
+    x.pad_general(&low, &high, &vec![0; rank], 1i64)
 }
