@@ -88,8 +88,12 @@ mod ops_fft;
 mod ops_linalg;
 #[path = "ops_lu.rs"]
 mod ops_lu;
+#[path = "ops_matrix.rs"]
+mod ops_matrix;
 #[path = "ops_pad.rs"]
 mod ops_pad;
+#[path = "ops_qr.rs"]
+mod ops_qr;
 #[path = "ops_reduce.rs"]
 mod ops_reduce;
 #[path = "ops_scatter.rs"]

@@ -31,6 +31,7 @@ pub mod linalg;
 pub mod lu;
 pub mod matrix;
 pub mod pad;
+pub mod qr;
 pub mod reduce;
 pub mod scatter;
 pub mod shape;

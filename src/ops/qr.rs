@@ -1,0 +1,239 @@
+//! QR decomposition (`jnp.linalg.qr`, `tf.linalg.qr`) and least squares
+//! on it (`tf.linalg.lstsq`, `jnp.linalg.lstsq`'s solution for matrices of
+//! full rank).
+//!
+//! As for LU (`ops::lu`), XLA's CPU path has no QR op xlafn's programs can
+//! hold, so the factorization is written with tensor ops: one device loop
+//! (`for_range`) over the `min(m, n)` columns, each step a Householder
+//! reflection `H = I - 2 v vᵀ / vᵀv` applied to the matrix and gathered
+//! into `Q`. The conventions are LAPACK's (`geqrf`), so results match
+//! NumPy's and JAX's element for element: `R[k, k] = -sign(a_kk) ‖x‖`, and
+//! a column with nothing below its diagonal is left as it is (no
+//! reflection, whatever its sign). Each column is scaled by its largest
+//! magnitude before its norm is taken, so norms neither overflow nor
+//! underflow. Entries below `R`'s diagonal are exact zeros.
+//!
+//! The gradient is written, not traced through the loop. For `A = QR` with
+//! `m >= n` (reduced), given `Q̄` and `R̄`, with `M = Qᵀ Q̄`, `N = R R̄ᵀ`
+//! and `L` the lower triangle of `(M - Mᵀ) + (N - Nᵀ)`:
+//! `Ā = Q (R̄ + L R⁻ᵀ) + (Q̄ - Q M) R⁻ᵀ` (the formula TensorFlow's
+//! gradient uses). A wide matrix `[X | Y]` (`m < n`) factors as
+//! `Q [U | V]` with `X = QU`: `Ȳ = Q V̄`, and `X̄` is the square formula
+//! with `Q̄ + Y V̄ᵀ` for `Q̄`. As in TensorFlow and JAX, there is no
+//! gradient for the complete factorization of a tall matrix
+//! (`full_matrices` with `m > n`): asking for one is an error.
+//!
+//! Matrices are the last two dimensions, with leading batch dimensions
+//! (which may be unknown while tracing for any batch); floats only.
+//!
+//! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
+//! `control::for_range` and `custom_gradient`.
+
+use super::custom_gradient::custom_gradient;
+use crate::control::for_range;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// `(m, n)` of the float matrices in the last two dimensions of `a`.
+fn matrix_order(op: &str, a: &Tensor) -> Result<(i64, i64)> {
+    let (m, n) = match a.shape().dims() {
+        Some(&[.., Some(m), Some(n)]) => (m, n),
+        _ => {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "needs matrices of known size in the last two dimensions, got {}",
+                    a.tensor_type()
+                ),
+            ));
+        }
+    };
+    if !a.dtype().is_float() {
+        return Err(Error::invalid(
+            op,
+            format!("needs float matrices, got {}", a.tensor_type()),
+        ));
+    }
+    Ok((m, n))
+}
+
+/// `x` cut to `len` entries from `start` along the last (`last = true`)
+/// or second-last axis; a negative padding, so batch dimensions need not
+/// be known.
+fn cut(x: &Tensor, second_last: bool, start: i64, len: i64, total: i64) -> Result<Tensor> {
+    let r = x.rank();
+    let axis = if second_last { r - 2 } else { r - 1 };
+    let (mut low, mut high) = (vec![0; r], vec![0; r]);
+    low[axis] = -start;
+    high[axis] = -(total - start - len);
+    x.pad_general(&low, &high, &vec![0; r], 0i64)
+}
+
+/// `x` with its last two dimensions swapped.
+fn transposed(x: &Tensor) -> Result<Tensor> {
+    let r = x.rank() as i64;
+    let mut perm: Vec<i64> = (0..r).collect();
+    perm.swap(r as usize - 1, r as usize - 2);
+    x.transpose(&perm)
+}
+
+/// The complete Householder factorization `a = q r`: `q` `[..., m, m]`
+/// orthogonal, `r` `[..., m, n]` upper triangular.
+fn householder(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)> {
+    let dtype = a.dtype();
+    let rows = Tensor::iota(&[m, 1], 0, DType::I64)?;
+    let cols = Tensor::iota(&[1, n], 1, DType::I64)?;
+    let zero = Tensor::zeros(&[], dtype);
+    let one = Tensor::ones(&[], dtype);
+    let two = Tensor::fill(&[], 2i64, dtype)?;
+    // The identity with the batch of `a`: `a` padded or cut to m columns,
+    // zeroed, plus `I`.
+    let r = a.rank();
+    let mut to_square = vec![0; r];
+    to_square[r - 1] = m - n;
+    let q = super::matrix::zeros_shaped_like(
+        &a.pad_general(&vec![0; r], &to_square, &vec![0; r], 0i64)?,
+        dtype,
+    )?
+    .add(&Tensor::eye(m, m, dtype)?)?;
+    let (r, q) = for_range(
+        0i64,
+        m.min(n),
+        1i64,
+        (a.clone(), q),
+        |k: Tensor, (a, q): (Tensor, Tensor)| -> Result<_> {
+            let k = k.cast(DType::I64)?;
+            let (at, below, col_k) = (rows.eq(&k)?, rows.gt(&k)?, cols.eq(&k)?);
+            // Column k from the diagonal down, scaled by its largest entry.
+            let x = col_k.where_(&a, &zero)?.reduce_sum(&[-1], true)?;
+            let x = rows.ge(&k)?.where_(&x, &zero)?;
+            let largest = x.abs()?.reduce_max(&[-2], true)?;
+            let s = largest.gt(&zero)?.where_(&largest, &one)?;
+            let x = x.div(&s)?;
+            let alpha = at.where_(&x, &zero)?.reduce_sum(&[-2], true)?;
+            let tail = below.where_(&x, &zero)?;
+            let sigma = tail.square()?.reduce_sum(&[-2], true)?;
+            let norm = alpha.square()?.add(&sigma)?.sqrt()?;
+            let beta = alpha.ge(&zero)?.where_(&norm.neg()?, &norm)?;
+            let reflect = sigma.gt(&zero)?;
+            // v = x - beta e_k, and 2 / vᵀv (0 where nothing reflects).
+            let v = at.where_(&alpha.sub(&beta)?, &tail)?;
+            let vtv = v.square()?.reduce_sum(&[-2], true)?;
+            let scale = reflect.where_(&two.div(&reflect.where_(&vtv, &one)?)?, &zero)?;
+            let sv = v.mul(&scale)?;
+            let a = a.sub(&sv.mul(&v.matmul_t(&a, true, false)?)?)?;
+            // Exact zeros below the diagonal, and the norm on it.
+            let done = reflect.logical_and(&col_k)?;
+            let a = done.logical_and(&below)?.where_(&zero, &a)?;
+            let a = done.logical_and(&at)?.where_(&beta.mul(&s)?, &a)?;
+            let q = q.sub(&q.matmul(&sv)?.mul(&transposed(&v)?)?)?;
+            Ok((a, q))
+        },
+    )?;
+    Ok((q, r.triu(0)?))
+}
+
+/// The gradient of the reduced factorization `a = q r` of a tall or
+/// square `a` (`q` `[..., m, n]`, `r` `[..., n, n]`).
+fn tall_gradient(q: &Tensor, r: &Tensor, gq: &Tensor, gr: &Tensor) -> Result<Tensor> {
+    // x R⁻ᵀ: solve y Rᵀ = x, R upper triangular.
+    let times_r_inv_t = |x: &Tensor| x.triangular_solve(r, false, false, true, false);
+    let qdq = q.matmul_t(gq, true, false)?;
+    let rdr = r.matmul_t(gr, false, true)?;
+    let l = qdq
+        .sub(&transposed(&qdq)?)?
+        .add(&rdr.sub(&transposed(&rdr)?)?)?
+        .tril(0)?;
+    let through_r = q.matmul(&gr.add(&times_r_inv_t(&l)?)?)?;
+    let through_q = times_r_inv_t(&gq.sub(&q.matmul(&qdq)?)?)?;
+    through_r.add(&through_q)
+}
+
+impl Tensor {
+    /// The QR decomposition of each matrix, `(q, r)` with `self = q r`
+    /// (`tf.linalg.qr`, `jnp.linalg.qr`): for `[..., m, n]` and
+    /// `k = min(m, n)`, `q` is `[..., m, k]` with orthonormal columns and
+    /// `r` `[..., k, n]` upper triangular; with `full_matrices`, `q` is
+    /// `[..., m, m]` and `r` `[..., m, n]`. Signs follow LAPACK, as NumPy
+    /// and JAX give them.
+    #[track_caller]
+    pub fn qr(&self, full_matrices: bool) -> Result<(Tensor, Tensor)> {
+        let (m, n) = matrix_order("qr", self)?;
+        let k = m.min(n);
+        let f = custom_gradient(move |xs: &[Tensor]| {
+            let a = xs[0].clone();
+            let (q, r) = householder(&a, m, n)?;
+            let (q, r) = if full_matrices {
+                (q, r)
+            } else {
+                (cut(&q, false, 0, k, m)?, cut(&r, true, 0, k, m)?)
+            };
+            let (qs, rs) = (q.clone(), r.clone());
+            let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
+                if full_matrices && m > n {
+                    return Err(Error::invalid(
+                        "qr",
+                        format!(
+                            "has no gradient for the complete factorization of tall \
+                             [{m}, {n}] matrices (full_matrices with more rows than columns), \
+                             as in TensorFlow and JAX; use the reduced one"
+                        ),
+                    ));
+                }
+                let (gq, gr) = (&g[0], &g[1]);
+                if m >= n {
+                    return Ok(vec![Some(tall_gradient(&qs, &rs, gq, gr)?)]);
+                }
+                // [X | Y] = Q [U | V].
+                let u = cut(&rs, false, 0, m, n)?;
+                let (gu, gv) = (cut(gr, false, 0, m, n)?, cut(gr, false, m, n - m, n)?);
+                let y = cut(&a, false, m, n - m, n)?;
+                let gq = gq.add(&y.matmul_t(&gv, false, true)?)?;
+                let gx = tall_gradient(&qs, &u, &gq, &gu)?;
+                let gy = qs.matmul(&gv)?;
+                Ok(vec![Some(Tensor::concat(&[gx, gy], -1)?)])
+            };
+            Ok((vec![q, r], grad))
+        });
+        let mut out = f(std::slice::from_ref(self))?;
+        let r = out.pop().expect("two results");
+        Ok((out.pop().expect("two results"), r))
+    }
+
+    /// The least-squares solution `x` of `self x ≈ b` (`tf.linalg.lstsq`;
+    /// `jnp.linalg.lstsq`'s first result): for `[..., m, n]` matrices of
+    /// full rank and `b` `[..., m, p]`, the `x` `[..., n, p]` minimizing
+    /// `‖self x - b‖` when `m >= n`, and the one of least norm among the
+    /// exact solutions when `m < n`; by QR. A matrix short of full rank
+    /// gives infinities or NaNs (JAX's SVD-based solver returns the
+    /// least-norm solution there).
+    #[track_caller]
+    pub fn lstsq(&self, b: &Tensor) -> Result<Tensor> {
+        let (m, n) = matrix_order("lstsq", self)?;
+        let fits = b.dtype() == self.dtype()
+            && b.shape().rank() == self.shape().rank()
+            && matches!(b.shape().dims(), Some(&[.., Some(rows), _]) if rows == m);
+        if !fits {
+            return Err(Error::invalid(
+                "lstsq",
+                format!(
+                    "needs a right-hand side {}[..., {m}, p] of the matrix's rank, got {} for {}",
+                    self.dtype(),
+                    b.tensor_type(),
+                    self.tensor_type()
+                ),
+            ));
+        }
+        if m >= n {
+            // R x = Qᵀ b.
+            let (q, r) = self.qr(false)?;
+            q.matmul_t(b, true, false)?
+                .triangular_solve(&r, true, false, false, false)
+        } else {
+            // selfᵀ = Q R, so x = Q R⁻ᵀ b.
+            let (q, r) = transposed(self)?.qr(false)?;
+            q.matmul(&b.triangular_solve(&r, true, false, true, false)?)
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `qr` and `lstsq` (`ops::qr`): against a hand-worked factorization with
+//! NumPy's signs, against modified Gram-Schmidt written here (unique up to
+//! the signs of `R`'s diagonal), tall, square and wide, batched, eagerly
+//! and compiled for any batch; least squares against a line fitted by
+//! hand and the least-norm solution; gradients against central finite
+//! differences; clear errors.
+
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
+use gradcheck::check_gradient;
+use xlafn::prelude::*;
+
+fn m(v: &[f64], dims: &[i64]) -> Tensor {
+    Tensor::from_vec(v.to_vec(), dims).unwrap()
+}
+
+fn f64s(t: &Tensor) -> Vec<f64> {
+    t.to_vec::<f64>().unwrap()
+}
+
+fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}: {got:?} vs {want:?}"
+        );
+    }
+}
+
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) as f64 / (1u64 << 31) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Modified Gram-Schmidt on the first `k = min(rows, cols)` columns of a
+/// row-major `rows x cols` matrix of full rank: `(q [rows, k], r [k, cols])`
+/// with `r`'s diagonal positive.
+fn gram_schmidt(a: &[f64], rows: usize, cols: usize) -> (Vec<f64>, Vec<f64>) {
+    let k = rows.min(cols);
+    let mut v: Vec<Vec<f64>> = (0..cols)
+        .map(|j| (0..rows).map(|i| a[i * cols + j]).collect())
+        .collect();
+    let mut q = vec![vec![0.0; rows]; k];
+    let mut r = vec![0.0; k * cols];
+    for i in 0..k {
+        let norm = v[i].iter().map(|x| x * x).sum::<f64>().sqrt();
+        r[i * cols + i] = norm;
+        q[i] = v[i].iter().map(|x| x / norm).collect();
+        for j in i + 1..cols {
+            let d: f64 = (0..rows).map(|t| q[i][t] * v[j][t]).sum();
+            r[i * cols + j] = d;
+            for t in 0..rows {
+                v[j][t] -= d * q[i][t];
+            }
+        }
+    }
+    let q_rows = (0..rows)
+        .flat_map(|i| (0..k).map(move |j| (i, j)))
+        .map(|(i, j)| q[j][i])
+        .collect();
+    (q_rows, r)
+}
+
+/// `(q, r)` with the signs of `r`'s diagonal made positive (`q D`, `D r`).
+fn positive_diagonal(q: &[f64], r: &[f64], rows: usize, cols: usize) -> (Vec<f64>, Vec<f64>) {
+    let k = rows.min(cols);
+    let sign: Vec<f64> = (0..k).map(|i| r[i * cols + i].signum()).collect();
+    let q = q.iter().enumerate().map(|(e, x)| x * sign[e % k]).collect();
+    let r = r
+        .iter()
+        .enumerate()
+        .map(|(e, x)| x * sign[e / cols])
+        .collect();
+    (q, r)
+}
+
+#[test]
+fn a_hand_worked_factorization_with_numpys_signs() {
+    // [[1, 2], [3, 4]]: the first reflection takes [1, 3] to [-√10, 0];
+    // nothing is left below the second diagonal entry, so it stays.
+    let s = 10f64.sqrt();
+    let (q, r) = m(&[1., 2., 3., 4.], &[2, 2]).qr(false).unwrap();
+    close(&f64s(&q), &[-1. / s, -3. / s, -3. / s, 1. / s], 1e-15, "q");
+    close(&f64s(&r), &[-s, -14. / s, 0., -2. / s], 1e-15, "r");
+    assert_eq!(f64s(&r)[2], 0.0, "exact zero below the diagonal");
+    // A column already zero below its diagonal is left as it is.
+    let (q, r) = m(&[2., 1., 0., 3.], &[2, 2]).qr(false).unwrap();
+    assert_eq!(f64s(&q), [1., 0., 0., 1.]);
+    assert_eq!(f64s(&r), [2., 1., 0., 3.]);
+}
+
+#[test]
+fn factorizations_match_gram_schmidt_tall_square_wide_and_batched() {
+    for (rows, cols) in [(5, 3), (4, 4), (3, 5), (6, 1), (1, 4)] {
+        let (ri, ci) = (rows as i64, cols as i64);
+        let k = rows.min(cols);
+        let a = values(2 * rows * cols, (rows * 10 + cols) as u64);
+        let (q, r) = m(&a, &[2, ri, ci]).qr(false).unwrap();
+        assert_eq!(q.dims(), [2, ri, k as i64]);
+        assert_eq!(r.dims(), [2, k as i64, ci]);
+        let (q, r) = (f64s(&q), f64s(&r));
+        for b in 0..2 {
+            let one = &a[b * rows * cols..(b + 1) * rows * cols];
+            let (qb, rb) = (
+                &q[b * rows * k..(b + 1) * rows * k],
+                &r[b * k * cols..(b + 1) * k * cols],
+            );
+            for i in 0..k {
+                for j in 0..i {
+                    assert_eq!(rb[i * cols + j], 0.0, "{rows}x{cols}: exact zeros");
+                }
+            }
+            let (want_q, want_r) = gram_schmidt(one, rows, cols);
+            let (got_q, got_r) = positive_diagonal(qb, rb, rows, cols);
+            let what = format!("{rows}x{cols} batch {b}");
+            close(&got_q, &want_q, 1e-12, &format!("{what} q"));
+            close(&got_r, &want_r, 1e-12, &format!("{what} r"));
+        }
+        // The complete factorization: q square and orthogonal, q r = a.
+        let at = m(&a[..rows * cols], &[ri, ci]);
+        let (q, r) = at.qr(true).unwrap();
+        assert_eq!((q.dims(), r.dims()), (vec![ri, ri], vec![ri, ci]));
+        let eye = Tensor::eye(ri, ri, DType::F64).unwrap();
+        close(
+            &f64s(&q.matmul_t(&q, true, false).unwrap()),
+            &f64s(&eye),
+            1e-13,
+            "qᵀq",
+        );
+        close(
+            &f64s(&q.matmul(&r).unwrap()),
+            &a[..rows * cols],
+            1e-13,
+            "qr = a",
+        );
+    }
+}
+
+#[test]
+fn compiled_for_any_batch_and_in_f32() {
+    let a = values(2 * 4 * 3, 7);
+    let f = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None, Some(4), Some(3)], DType::F64)])
+        .build(|a: Tensor| a.qr(false));
+    let cf = f
+        .get_concrete_function((TensorSpec::new(&[None, Some(4), Some(3)], DType::F64),))
+        .unwrap();
+    let at = m(&a, &[2, 4, 3]);
+    let (q, r) = cf.call((&at,)).unwrap();
+    let (eq, er) = at.qr(false).unwrap();
+    close(&f64s(&q), &f64s(&eq), 1e-14, "compiled q");
+    close(&f64s(&r), &f64s(&er), 1e-14, "compiled r");
+    let (q32, r32) = at.cast(DType::F32).unwrap().qr(false).unwrap();
+    assert_eq!((q32.dtype(), r32.dtype()), (DType::F32, DType::F32));
+    let back = q32.matmul(&r32).unwrap().cast(DType::F64).unwrap();
+    close(&f64s(&back), &a, 1e-5, "f32 q r = a");
+    // Entries far beyond f32's square-root range: the scaled norm neither
+    // overflows nor underflows.
+    let big = m(&[3e30, 1e30, 4e30, 2e30], &[2, 2])
+        .cast(DType::F32)
+        .unwrap();
+    let (_, r) = big.qr(false).unwrap();
+    assert!((r.to_vec::<f32>().unwrap()[0] + 5e30).abs() < 1e24);
+}
+
+#[test]
+fn least_squares_fit_a_line_and_find_the_least_norm_solution() {
+    // y = c0 + c1 t through (0, 1), (1, 2), (2, 4): the normal equations
+    // [[3, 3], [3, 5]] c = [7, 10] give c = [5/6, 3/2].
+    let a = m(&[1., 0., 1., 1., 1., 2.], &[3, 2]);
+    let b = m(&[1., 2., 4.], &[3, 1]);
+    close(&f64s(&a.lstsq(&b).unwrap()), &[5. / 6., 1.5], 1e-14, "line");
+    // x1 + x2 = 2 has least-norm solution [1, 1].
+    let wide = m(&[1., 1.], &[1, 2]);
+    close(
+        &f64s(&wide.lstsq(&m(&[2.], &[1, 1])).unwrap()),
+        &[1., 1.],
+        1e-14,
+        "least norm",
+    );
+    // Square: the solve.
+    let sq = m(&[2., 1., 1., 3.], &[2, 2]);
+    let rhs = m(&[3., 5.], &[2, 1]);
+    close(
+        &f64s(&sq.lstsq(&rhs).unwrap()),
+        &f64s(&sq.solve(&rhs).unwrap()),
+        1e-14,
+        "square",
+    );
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    // Both factors in one value, weighted differently by the check.
+    let both = |full: bool| {
+        move |a: &Tensor| -> Result<Tensor> {
+            let (q, r) = a.qr(full)?;
+            Tensor::concat(&[q.reshape(&[-1])?, r.reshape(&[-1])?], 0)
+        }
+    };
+    for (dims, full) in [
+        (&[4i64, 3][..], false),
+        (&[3, 3], false),
+        (&[3, 3], true),
+        (&[2, 4], false),
+        (&[2, 4], true),
+        (&[2, 3, 2], false),
+    ] {
+        let n: i64 = dims.iter().product();
+        let x = values(n as usize, 11 + n as u64);
+        check_gradient(&both(full), &x, dims, 1e-6, &format!("qr {dims:?} {full}"));
+    }
+    let b = m(&values(8, 5), &[4, 2]);
+    let x = values(12, 3);
+    check_gradient(&|a| a.lstsq(&b), &x, &[4, 3], 1e-6, "lstsq tall");
+    let bw = m(&values(4, 9), &[2, 2]);
+    check_gradient(&|a| a.lstsq(&bw), &x[..6], &[2, 3], 1e-6, "lstsq wide");
+}
+
+#[test]
+fn clear_errors() {
+    let e = Tensor::eye(2, 2, DType::I32)
+        .unwrap()
+        .qr(false)
+        .unwrap_err();
+    assert!(e.to_string().contains("float"), "{e}");
+    let e = m(&[1., 2.], &[2]).qr(false).unwrap_err();
+    assert!(e.to_string().contains("last two dimensions"), "{e}");
+    // No gradient for the complete factorization of a tall matrix.
+    let a = m(&values(6, 1), &[3, 2]);
+    let tape = GradientTape::new();
+    tape.watch(&a);
+    let (q, _) = a.qr(true).unwrap();
+    let loss = q.reduce_sum(&[], false).unwrap();
+    let e = tape.gradient(&loss, &[Source::from(&a)]).unwrap_err();
+    assert!(e.to_string().contains("full_matrices"), "{e}");
+    let e = a.lstsq(&m(&[1., 2.], &[2, 1])).unwrap_err();
+    assert!(
+        e.to_string().contains("lstsq") && e.to_string().contains("[..., 3, p]"),
+        "{e}"
+    );
+}
