@@ -90,10 +90,10 @@ mod ops_linalg;
 mod ops_lu;
 #[path = "ops_matrix.rs"]
 mod ops_matrix;
+#[path = "ops_orthogonal.rs"]
+mod ops_orthogonal;
 #[path = "ops_pad.rs"]
 mod ops_pad;
-#[path = "ops_qr.rs"]
-mod ops_qr;
 #[path = "ops_reduce.rs"]
 mod ops_reduce;
 #[path = "ops_scatter.rs"]

@@ -178,3 +178,43 @@ fn wrong_operands_are_refused_clearly() {
         .to_string();
     assert!(e.contains("square"), "{e}");
 }
+
+/// Eagerly, a factorization runs as one compiled program (`ops::one_program`),
+/// not as one program per op of its loop.
+#[test]
+fn eager_solves_run_as_one_compiled_program() {
+    // A size no other test uses, so the cache's entries for it are ours
+    // (and the check's own matmul).
+    let n = 7;
+    let a: Vec<f64> = (0..n * n)
+        .map(|e| {
+            if e % (n + 1) == 0 {
+                4.0
+            } else {
+                0.1 * e as f64
+            }
+        })
+        .collect();
+    let a = m(&a, &[n as i64, n as i64]);
+    let b = m(&vec![1.0; n], &[n as i64, 1]);
+    let x = a.solve(&b).unwrap();
+    close(&f64s(&a.matmul(&x).unwrap()), &f64s(&b), 1e-13, "A x = b");
+    let programs = xlafn::tensor::eager_programs();
+    let seven =
+        |p: &xlafn::tensor::EagerProgram| p.inputs.first().is_some_and(|s| s.dims == [7, 7]);
+    assert!(
+        programs
+            .iter()
+            .any(|p| p.op.starts_with("call") && seven(p)),
+        "no one-program call for the 7 x 7 solve"
+    );
+    let per_op: Vec<&String> = programs
+        .iter()
+        .filter(|p| seven(p) && !p.op.starts_with("call") && !p.op.starts_with("matmul"))
+        .map(|p| &p.op)
+        .collect();
+    assert!(
+        per_op.is_empty(),
+        "the loop's ops ran one by one: {per_op:?}"
+    );
+}

@@ -22,11 +22,15 @@
 //! gradients follow JAX's convention (transposes, no conjugates).
 //! `slogdet` takes real matrices only.
 //!
-//! Layer: ops (composite). Imports `tensor` ops, `control::for_range` and
-//! `custom_gradient`.
+//! Eagerly, each factorization and what is read from it runs as one
+//! compiled program (`ops::one_program`).
+//!
+//! Layer: ops (composite). Imports `tensor` ops, `control::for_range`,
+//! `custom_gradient` and `ops::one_program`.
 
 use super::custom_gradient::custom_gradient;
 use super::matrix::zeros_shaped_like;
+use super::one_program::run_as_one_program;
 use crate::control::for_range;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -90,6 +94,10 @@ fn lu_factor(a: &Tensor, n: i64) -> Result<(Tensor, Tensor, Tensor)> {
         let z = Tensor::zeros(&[], x.dtype());
         mask.where_(x, &z)?.reduce_sum(&[-2], true)
     };
+    if n == 0 {
+        // No steps; a traced loop body would still meet empty columns.
+        return Ok((a.clone(), perm, sign));
+    }
     let (lu, perm, sign) = for_range(
         0i64,
         n,
@@ -143,9 +151,12 @@ fn lu_solve(lu: &Tensor, perm: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `[..., n, m]`, with its written gradient.
 fn solve_matrix(a: &Tensor, b: &Tensor, n: i64) -> Result<Tensor> {
     let f = custom_gradient(move |xs: &[Tensor]| {
-        let (a, b) = (xs[0].clone(), &xs[1]);
-        let (lu, perm, _) = lu_factor(&a, n)?;
-        let x = lu_solve(&lu, &perm, b)?;
+        let a = xs[0].clone();
+        let x = run_as_one_program("solve", xs, |xs| {
+            let (lu, perm, _) = lu_factor(&xs[0], n)?;
+            Ok(vec![lu_solve(&lu, &perm, &xs[1])?])
+        })?
+        .remove(0);
         let xt = x.clone();
         let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
             let gb = solve_matrix(&transposed(&a)?, &g[0], n)?;
@@ -211,11 +222,12 @@ impl Tensor {
         let n = order("det", self, true)?;
         let f = custom_gradient(move |xs: &[Tensor]| {
             let a = xs[0].clone();
-            let (lu, _, sign) = lu_factor(&a, n)?;
-            let det = lu
-                .diag_part()?
-                .reduce_prod(&[-1], false)?
-                .mul(&sign.squeeze(&[-1])?)?;
+            let det = run_as_one_program("det", xs, |xs| {
+                let (lu, _, sign) = lu_factor(&xs[0], n)?;
+                let pivots = lu.diag_part()?.reduce_prod(&[-1], false)?;
+                Ok(vec![pivots.mul(&sign.squeeze(&[-1])?)?])
+            })?
+            .remove(0);
             let d = det.clone();
             let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
                 let scale = g[0].mul(&d)?.expand_dims(-1)?.expand_dims(-1)?;
@@ -234,13 +246,15 @@ impl Tensor {
         let n = order("slogdet", self, false)?;
         let f = custom_gradient(move |xs: &[Tensor]| {
             let a = xs[0].clone();
-            let (lu, _, sign) = lu_factor(&a, n)?;
-            let d = lu.diag_part()?;
-            let sign = d
-                .sign()?
-                .reduce_prod(&[-1], false)?
-                .mul(&sign.squeeze(&[-1])?)?;
-            let logabs = d.abs()?.log()?.reduce_sum(&[-1], false)?;
+            let mut out = run_as_one_program("slogdet", xs, |xs| {
+                let (lu, _, sign) = lu_factor(&xs[0], n)?;
+                let d = lu.diag_part()?;
+                let signs = d.sign()?.reduce_prod(&[-1], false)?;
+                let logabs = d.abs()?.log()?.reduce_sum(&[-1], false)?;
+                Ok(vec![signs.mul(&sign.squeeze(&[-1])?)?, logabs])
+            })?;
+            let logabs = out.pop().expect("two results");
+            let sign = out.pop().expect("two results");
             let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
                 let scale = g[1].expand_dims(-1)?.expand_dims(-1)?;
                 Ok(vec![Some(transposed(&a.inv()?)?.mul(&scale)?)])

@@ -26,10 +26,14 @@
 //! Matrices are the last two dimensions, with leading batch dimensions
 //! (which may be unknown while tracing for any batch); floats only.
 //!
+//! Eagerly, the factorization runs as one compiled program
+//! (`ops::one_program`).
+//!
 //! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
-//! `control::for_range` and `custom_gradient`.
+//! `ops::one_program`, `control::for_range` and `custom_gradient`.
 
 use super::custom_gradient::custom_gradient;
+use super::one_program::run_as_one_program;
 use crate::control::for_range;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -97,6 +101,10 @@ fn householder(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)> {
         dtype,
     )?
     .add(&Tensor::eye(m, m, dtype)?)?;
+    if m.min(n) == 0 {
+        // Nothing to reflect; a traced loop body would still meet empty columns.
+        return Ok((q, a.clone()));
+    }
     let (r, q) = for_range(
         0i64,
         m.min(n),
@@ -163,12 +171,21 @@ impl Tensor {
         let k = m.min(n);
         let f = custom_gradient(move |xs: &[Tensor]| {
             let a = xs[0].clone();
-            let (q, r) = householder(&a, m, n)?;
-            let (q, r) = if full_matrices {
-                (q, r)
+            let key = if full_matrices {
+                "qr/complete"
             } else {
-                (cut(&q, false, 0, k, m)?, cut(&r, true, 0, k, m)?)
+                "qr/reduced"
             };
+            let mut out = run_as_one_program(key, xs, |xs| {
+                let (q, r) = householder(&xs[0], m, n)?;
+                Ok(if full_matrices {
+                    vec![q, r]
+                } else {
+                    vec![cut(&q, false, 0, k, m)?, cut(&r, true, 0, k, m)?]
+                })
+            })?;
+            let r = out.pop().expect("two results");
+            let q = out.pop().expect("two results");
             let (qs, rs) = (q.clone(), r.clone());
             let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
                 if full_matrices && m > n {

@@ -1,9 +1,11 @@
-//! `qr` and `lstsq` (`ops::qr`): against a hand-worked factorization with
-//! NumPy's signs, against modified Gram-Schmidt written here (unique up to
-//! the signs of `R`'s diagonal), tall, square and wide, batched, eagerly
-//! and compiled for any batch; least squares against a line fitted by
-//! hand and the least-norm solution; gradients against central finite
-//! differences; clear errors.
+//! The orthogonal factorizations. `qr` and `lstsq` (`ops::qr`): against
+//! a hand-worked factorization with NumPy's signs, against modified
+//! Gram-Schmidt written here (unique up to the signs of `R`'s diagonal),
+//! tall, square and wide, batched, eagerly and compiled for any batch;
+//! least squares against a line fitted by hand and the least-norm
+//! solution. `eigh` (`ops::jacobi`): against hand-worked spectra and a
+//! plain cyclic Jacobi written here, with its residual and orthogonality.
+//! Gradients against central finite differences; clear errors.
 
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
@@ -187,6 +189,9 @@ fn least_squares_fit_a_line_and_find_the_least_norm_solution() {
         1e-14,
         "least norm",
     );
+    // Zero-sized matrices factor into zero-sized factors.
+    let (q, r) = m(&[], &[0, 3]).qr(false).unwrap();
+    assert_eq!((q.dims(), r.dims()), (vec![0, 0], vec![0, 3]));
     // Square: the solve.
     let sq = m(&[2., 1., 1., 3.], &[2, 2]);
     let rhs = m(&[3., 5.], &[2, 1]);
@@ -246,6 +251,216 @@ fn clear_errors() {
     let e = a.lstsq(&m(&[1., 2.], &[2, 1])).unwrap_err();
     assert!(
         e.to_string().contains("lstsq") && e.to_string().contains("[..., 3, p]"),
+        "{e}"
+    );
+}
+
+/// Plain cyclic Jacobi on a row-major symmetric `n x n` matrix, sweeping
+/// pairs in index order until the off-diagonal part vanishes: its
+/// eigenvalues, ascending.
+fn jacobi_reference(a: &[f64], n: usize) -> Vec<f64> {
+    let mut a = a.to_vec();
+    for _ in 0..100 {
+        let off: f64 = (0..n * n)
+            .filter(|e| e / n != e % n)
+            .map(|e| a[e] * a[e])
+            .sum();
+        if off < 1e-30 {
+            break;
+        }
+        for p in 0..n {
+            for q in p + 1..n {
+                let apq = a[p * n + q];
+                if apq == 0.0 {
+                    continue;
+                }
+                let tau = (a[q * n + q] - a[p * n + p]) / (2.0 * apq);
+                let t = tau.signum() / (tau.abs() + (1.0 + tau * tau).sqrt());
+                let c = 1.0 / (1.0 + t * t).sqrt();
+                let s = t * c;
+                for k in 0..n {
+                    let (akp, akq) = (a[k * n + p], a[k * n + q]);
+                    a[k * n + p] = c * akp - s * akq;
+                    a[k * n + q] = s * akp + c * akq;
+                }
+                for k in 0..n {
+                    let (apk, aqk) = (a[p * n + k], a[q * n + k]);
+                    a[p * n + k] = c * apk - s * aqk;
+                    a[q * n + k] = s * apk + c * aqk;
+                }
+            }
+        }
+    }
+    let mut w: Vec<f64> = (0..n).map(|i| a[i * n + i]).collect();
+    w.sort_by(f64::total_cmp);
+    w
+}
+
+/// A symmetric `n x n` matrix from `values`.
+fn symmetric(n: usize, seed: u64) -> Vec<f64> {
+    let v = values(n * n, seed);
+    (0..n * n)
+        .map(|e| (v[e] + v[(e % n) * n + e / n]) / 2.0)
+        .collect()
+}
+
+/// `‖a v - v diag(w)‖` and `‖vᵀv - I‖` (largest entries).
+fn residuals(a: &Tensor, w: &Tensor, v: &Tensor) -> (f64, f64) {
+    let n = w.dims()[w.rank() - 1];
+    let largest = |t: Tensor| f64s(&t.abs().unwrap().reduce_max(&[], false).unwrap())[0];
+    let av = a.matmul(v).unwrap();
+    let vw = v.mul(&w.expand_dims(-2).unwrap()).unwrap();
+    let gram = v.matmul_t(v, true, false).unwrap();
+    let eye = Tensor::eye(n, n, DType::F64).unwrap();
+    (
+        largest(av.sub(&vw).unwrap()),
+        largest(gram.sub(&eye).unwrap()),
+    )
+}
+
+#[test]
+fn eigh_matches_hand_worked_spectra() {
+    let s = 0.5f64.sqrt();
+    let (w, v) = m(&[2., 1., 1., 2.], &[2, 2]).eigh().unwrap();
+    close(&f64s(&w), &[1., 3.], 1e-15, "w");
+    // Each eigenvector up to its sign: its projector.
+    let v = f64s(&v);
+    let (v0, v1) = ([v[0], v[2]], [v[1], v[3]]);
+    close(&[v0[0] * v0[0], v0[0] * v0[1]], &[0.5, -0.5], 1e-15, "v0");
+    close(&[v1[0] * v1[0], v1[0] * v1[1]], &[0.5, 0.5], 1e-15, "v1");
+    assert!((v0[0].abs() - s).abs() < 1e-15);
+    // [[3, 4], [4, 9]] has 1 and 11; with a 2 beside it, [1, 2, 11].
+    let a = m(&[2., 0., 0., 0., 3., 4., 0., 4., 9.], &[3, 3]);
+    close(&f64s(&a.eigvalsh().unwrap()), &[1., 2., 11.], 1e-14, "3x3");
+    // Diagonal, repeated, zero and 1 x 1 matrices.
+    let d = m(&[3., 0., 0., 0., -1., 0., 0., 0., 3.], &[3, 3]);
+    let (w, v) = d.eigh().unwrap();
+    assert_eq!(f64s(&w), [-1., 3., 3.]);
+    assert_eq!(residuals(&d, &w, &v), (0.0, 0.0));
+    assert_eq!(
+        f64s(&Tensor::zeros(&[4, 4], DType::F64).eigvalsh().unwrap()),
+        [0.; 4]
+    );
+    assert_eq!(f64s(&m(&[-2.5], &[1, 1]).eigvalsh().unwrap()), [-2.5]);
+    let (w, v) = m(&[], &[0, 0]).eigh().unwrap();
+    assert_eq!((w.dims(), v.dims()), (vec![0], vec![0, 0]));
+    // A matrix that is not symmetric is symmetrized first, as JAX does.
+    let ns = m(&[1., 4., 0., 1.], &[2, 2]);
+    close(
+        &f64s(&ns.eigvalsh().unwrap()),
+        &[-1., 3.],
+        1e-15,
+        "symmetrized",
+    );
+}
+
+#[test]
+fn eigh_matches_a_plain_jacobi_batched_and_compiled() {
+    for n in [2usize, 3, 5, 8, 17] {
+        let ni = n as i64;
+        let a: Vec<f64> = [symmetric(n, n as u64), symmetric(n, 100 + n as u64)].concat();
+        let at = m(&a, &[2, ni, ni]);
+        let (w, v) = at.eigh().unwrap();
+        let (fit, orth) = residuals(&at, &w, &v);
+        assert!(
+            fit < 1e-13 * n as f64 && orth < 1e-13 * n as f64,
+            "{n}: {fit:e} {orth:e}"
+        );
+        let w = f64s(&w);
+        for b in 0..2 {
+            let want = jacobi_reference(&a[b * n * n..(b + 1) * n * n], n);
+            close(
+                &w[b * n..(b + 1) * n],
+                &want,
+                1e-13,
+                &format!("{n} batch {b}"),
+            );
+        }
+    }
+    // Compiled for any batch, and in f32.
+    let f = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None, Some(5), Some(5)], DType::F64)])
+        .build(|a: Tensor| a.eigh());
+    let cf = f
+        .get_concrete_function((TensorSpec::new(&[None, Some(5), Some(5)], DType::F64),))
+        .unwrap();
+    let a: Vec<f64> = [symmetric(5, 1), symmetric(5, 2), symmetric(5, 3)].concat();
+    let at = m(&a, &[3, 5, 5]);
+    let (w, v) = cf.call((&at,)).unwrap();
+    let (fit, orth) = residuals(&at, &w, &v);
+    assert!(fit < 1e-13 && orth < 1e-13, "compiled: {fit:e} {orth:e}");
+    close(
+        &f64s(&w)[..5],
+        &jacobi_reference(&a[..25], 5),
+        1e-13,
+        "compiled",
+    );
+    let w32 = at.cast(DType::F32).unwrap().eigvalsh().unwrap();
+    assert_eq!(w32.dtype(), DType::F32);
+    close(
+        &f64s(&w32.cast(DType::F64).unwrap())[..5],
+        &jacobi_reference(&a[..25], 5),
+        1e-5,
+        "f32",
+    );
+    // NaNs do not keep the sweeps going: the result is NaN.
+    let nan = m(&[1., f64::NAN, f64::NAN, 1.], &[2, 2]);
+    assert!(f64s(&nan.eigvalsh().unwrap()).iter().any(|x| x.is_nan()));
+}
+
+#[test]
+fn eigh_gradients_match_finite_differences() {
+    // Eigenvalues, and each eigenvector's projector (free of its sign).
+    let spectrum = |a: &Tensor| -> Result<Tensor> {
+        let (w, v) = a.eigh()?;
+        let n = w.dims()[w.rank() - 1];
+        let mut parts = vec![w.reshape(&[-1])?];
+        for k in 0..n {
+            let col = v.slice(&[0, 0, k], &[v.dims()[0], n, 1])?;
+            parts.push(col.matmul_t(&col, false, true)?.reshape(&[-1])?);
+        }
+        Tensor::concat(&parts, 0)
+    };
+    for n in [2i64, 3, 4] {
+        let x: Vec<f64> = [symmetric(n as usize, 7), values((n * n) as usize, 8)].concat();
+        check_gradient(&spectrum, &x, &[2, n, n], 1e-6, &format!("eigh {n}"));
+    }
+}
+
+#[test]
+fn eigenvalue_gradients_stay_finite_at_repeated_eigenvalues() {
+    // The sum of the eigenvalues is the trace, whose gradient is I, also
+    // where every eigenvalue is the same.
+    for a in [
+        Tensor::eye(3, 3, DType::F64).unwrap(),
+        m(&[2., 0., 0., 2.], &[2, 2]),
+    ] {
+        let tape = GradientTape::new();
+        tape.watch(&a);
+        let total = a.eigvalsh().unwrap().reduce_sum(&[], false).unwrap();
+        let g = tape.gradient(&total, &[Source::from(&a)]).unwrap()[0]
+            .clone()
+            .unwrap();
+        let n = a.dims()[0];
+        close(
+            &f64s(&g),
+            &f64s(&Tensor::eye(n, n, DType::F64).unwrap()),
+            1e-15,
+            "trace",
+        );
+    }
+}
+
+#[test]
+fn eigh_errors() {
+    let e = m(&values(6, 1), &[2, 3]).eigh().unwrap_err();
+    assert!(e.to_string().contains("square"), "{e}");
+    let e = Tensor::eye(2, 2, DType::I32)
+        .unwrap()
+        .eigvalsh()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("eigh") && e.to_string().contains("float"),
         "{e}"
     );
 }
