@@ -192,6 +192,37 @@ fn least_squares_fit_a_line_and_find_the_least_norm_solution() {
     // Zero-sized matrices factor into zero-sized factors.
     let (q, r) = m(&[], &[0, 3]).qr(false).unwrap();
     assert_eq!((q.dims(), r.dims()), (vec![0, 0], vec![0, 3]));
+    // Short of full rank, the least-norm solution, as JAX gives it:
+    // [1, 2, 3]ᵀ [1, 2] x = [1, 2, 3] needs [1, 2] x = 1, least norm at
+    // [1, 2] / 5.
+    let rank1 = m(&[1., 2., 2., 4., 3., 6.], &[3, 2]);
+    close(
+        &f64s(&rank1.lstsq(&m(&[1., 2., 3.], &[3, 1])).unwrap()),
+        &[0.2, 0.4],
+        1e-14,
+        "rank 1",
+    );
+    close(
+        &f64s(
+            &m(&[1., 1., 1., 1.], &[2, 2])
+                .lstsq(&m(&[2., 2.], &[2, 1]))
+                .unwrap(),
+        ),
+        &[1., 1.],
+        1e-14,
+        "singular",
+    );
+    // pinv: the inverse of an invertible matrix; c dᵀ / (‖c‖² ‖d‖²) of a
+    // rank-1 one.
+    close(
+        &f64s(&m(&[1., 2., 3., 4.], &[2, 2]).pinv().unwrap()),
+        &[-2., 1., 1.5, -0.5],
+        1e-14,
+        "pinv",
+    );
+    let want: Vec<f64> = [1., 2., 3., 2., 4., 6.].iter().map(|v| v / 70.0).collect();
+    close(&f64s(&rank1.pinv().unwrap()), &want, 1e-14, "rank-1 pinv");
+    check_gradient(&|a| a.pinv(), &values(6, 13), &[3, 2], 1e-6, "pinv");
     // Square: the solve.
     let sq = m(&[2., 1., 1., 3.], &[2, 2]);
     let rhs = m(&[3., 5.], &[2, 1]);
@@ -463,4 +494,175 @@ fn eigh_errors() {
         e.to_string().contains("eigh") && e.to_string().contains("float"),
         "{e}"
     );
+}
+
+/// `u diag(s) vh` for one `[m, k] [k] [k, n]` triple.
+fn reassembled(u: &Tensor, s: &Tensor, vh: &Tensor) -> Vec<f64> {
+    f64s(
+        &u.mul(&s.expand_dims(-2).unwrap())
+            .unwrap()
+            .matmul(vh)
+            .unwrap(),
+    )
+}
+
+/// The largest entry of `|xᵀx - I|` over `x`'s columns.
+fn orthonormality(x: &Tensor) -> f64 {
+    let k = x.dims()[x.rank() - 1];
+    let gram = x.matmul_t(x, true, false).unwrap();
+    let eye = Tensor::eye(k, k, DType::F64).unwrap();
+    f64s(
+        &gram
+            .sub(&eye)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .reduce_max(&[], false)
+            .unwrap(),
+    )[0]
+}
+
+#[test]
+fn svd_matches_hand_worked_values_and_the_gram_matrix_spectrum() {
+    // [[3, 0], [4, 5]]ᵀ [[3, 0], [4, 5]] = [[25, 20], [20, 25]]: 45 and 5.
+    let a = m(&[3., 0., 4., 5.], &[2, 2]);
+    let (u, s, vh) = a.svd(false).unwrap();
+    close(&f64s(&s), &[45f64.sqrt(), 5f64.sqrt()], 1e-15, "s");
+    close(&reassembled(&u, &s, &vh), &f64s(&a), 1e-14, "u s vh");
+    for (rows, cols) in [(5usize, 3usize), (3, 5), (4, 4), (6, 1), (1, 6), (7, 2)] {
+        let (ri, ci) = (rows as i64, cols as i64);
+        let k = rows.min(cols);
+        let x = values(rows * cols, (rows * 7 + cols) as u64);
+        let a = m(&x, &[ri, ci]);
+        for full in [false, true] {
+            let (u, s, vh) = a.svd(full).unwrap();
+            let (uk, vk) = if full { (ri, ci) } else { (k as i64, k as i64) };
+            assert_eq!(
+                (u.dims(), s.dims(), vh.dims()),
+                (vec![ri, uk], vec![k as i64], vec![vk, ci])
+            );
+            let what = format!("{rows}x{cols} full={full}");
+            assert!(orthonormality(&u) < 1e-14, "{what}: u");
+            assert!(
+                orthonormality(&vh.transpose(&[1, 0]).unwrap()) < 1e-14,
+                "{what}: v"
+            );
+            let u = u.slice(&[0, 0], &[ri, k as i64]).unwrap();
+            let vh = vh.slice(&[0, 0], &[k as i64, ci]).unwrap();
+            close(&reassembled(&u, &s, &vh), &x, 1e-14, &what);
+            // s² are the eigenvalues of the smaller Gram matrix.
+            let gram = if rows >= cols {
+                a.matmul_t(&a, true, false).unwrap()
+            } else {
+                a.matmul_t(&a, false, true).unwrap()
+            };
+            let mut want = jacobi_reference(&f64s(&gram), k);
+            want.reverse();
+            let got: Vec<f64> = f64s(&s).iter().map(|v| v * v).collect();
+            close(&got, &want, 1e-13, &format!("{what}: s²"));
+        }
+    }
+}
+
+#[test]
+fn svd_of_rank_deficient_zero_batched_and_compiled_matrices() {
+    // Rank 1: [1, 2, 3]ᵀ [1, 2]; s = [√14 √5, 0], and u is still orthonormal.
+    let a = m(&[1., 2., 2., 4., 3., 6.], &[3, 2]);
+    for full in [false, true] {
+        let (u, s, vh) = a.svd(full).unwrap();
+        close(&f64s(&s), &[70f64.sqrt(), 0.0], 1e-14, "rank 1");
+        assert!(orthonormality(&u) < 1e-14, "rank-1 u, full={full}");
+        let u = u.slice(&[0, 0], &[3, 2]).unwrap();
+        close(&reassembled(&u, &s, &vh), &f64s(&a), 1e-14, "rank 1");
+    }
+    let (u, s, _) = Tensor::zeros(&[3, 2], DType::F64).svd(true).unwrap();
+    assert_eq!(f64s(&s), [0., 0.]);
+    assert!(orthonormality(&u) < 1e-15);
+    // Batched and compiled for any batch, against the eager result.
+    let x = values(3 * 4 * 3, 5);
+    let at = m(&x, &[3, 4, 3]);
+    let f = FunctionOptions::new()
+        .input_signature(vec![TensorSpec::new(&[None, Some(4), Some(3)], DType::F64)])
+        .build(|a: Tensor| a.svd(false));
+    let cf = f
+        .get_concrete_function((TensorSpec::new(&[None, Some(4), Some(3)], DType::F64),))
+        .unwrap();
+    let (u, s, vh) = cf.call((&at,)).unwrap();
+    close(
+        &f64s(&s),
+        &f64s(&at.singular_values().unwrap()),
+        1e-14,
+        "compiled s",
+    );
+    close(&reassembled(&u, &s, &vh), &x, 1e-14, "compiled u s vh");
+    // f32, and a matrix with a tiny singular value beside a large one.
+    let s32 = at.cast(DType::F32).unwrap().singular_values().unwrap();
+    assert_eq!(s32.dtype(), DType::F32);
+    close(
+        &f64s(&s32.cast(DType::F64).unwrap()),
+        &f64s(&at.singular_values().unwrap()),
+        1e-5,
+        "f32",
+    );
+    let graded = m(&[1e10, 0., 0., 1e-10], &[2, 2]);
+    close(
+        &f64s(&graded.singular_values().unwrap()),
+        &[1e10, 1e-10],
+        1e-15,
+        "graded",
+    );
+}
+
+#[test]
+fn svd_gradients_match_finite_differences() {
+    // Singular values, and each triplet's u_k v_kᵀ (free of signs).
+    let triplets = |a: &Tensor| -> Result<Tensor> {
+        let (u, s, vh) = a.svd(false)?;
+        let k = s.dims()[s.rank() - 1];
+        let (b, rows, cols) = (u.dims()[0], u.dims()[1], vh.dims()[2]);
+        let mut parts = vec![s.reshape(&[-1])?];
+        for j in 0..k {
+            let uj = u.slice(&[0, 0, j], &[b, rows, 1])?;
+            let vj = vh.slice(&[0, j, 0], &[b, 1, cols])?;
+            parts.push(uj.matmul(&vj)?.reshape(&[-1])?);
+        }
+        Tensor::concat(&parts, 0)
+    };
+    for dims in [[2i64, 3, 2], [1, 2, 3], [1, 3, 3]] {
+        let n: i64 = dims.iter().product();
+        let x = values(n as usize, 21 + n as u64);
+        check_gradient(&triplets, &x, &dims, 1e-6, &format!("svd {dims:?}"));
+    }
+    // The singular values alone, also at a rank-deficient matrix.
+    let x = values(6, 4);
+    check_gradient(&|a| a.singular_values(), &x, &[3, 2], 1e-6, "svdvals");
+    let a = m(&[1., 2., 2., 4., 3., 6.], &[3, 2]);
+    let tape = GradientTape::new();
+    tape.watch(&a);
+    let top = a.singular_values().unwrap().slice(&[0], &[1]).unwrap();
+    let g = tape.gradient(&top, &[Source::from(&a)]).unwrap()[0]
+        .clone()
+        .unwrap();
+    // d σ₁ = u₁ v₁ᵀ = a / σ₁ for a rank-1 a.
+    let want: Vec<f64> = f64s(&a).iter().map(|v| v / 70f64.sqrt()).collect();
+    close(&f64s(&g), &want, 1e-14, "rank-1 gradient");
+}
+
+#[test]
+fn svd_errors() {
+    let e = Tensor::eye(2, 2, DType::I64)
+        .unwrap()
+        .svd(false)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("svd") && e.to_string().contains("float"),
+        "{e}"
+    );
+    let a = m(&values(6, 2), &[3, 2]);
+    let tape = GradientTape::new();
+    tape.watch(&a);
+    let (u, _, _) = a.svd(true).unwrap();
+    let loss = u.reduce_sum(&[], false).unwrap();
+    let e = tape.gradient(&loss, &[Source::from(&a)]).unwrap_err();
+    assert!(e.to_string().contains("full_matrices"), "{e}");
 }

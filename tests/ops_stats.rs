@@ -271,6 +271,57 @@ fn l2_normalize_and_norms_match_loops() {
 }
 
 #[test]
+fn spectral_and_nuclear_norms_come_from_the_singular_values() {
+    // [[3, 0], [4, 5]] has singular values √45 and √5 (its Gram matrix
+    // [[25, 20], [20, 25]] has eigenvalues 45 and 5).
+    let a = Tensor::from_vec(vec![3.0f64, 0., 4., 5.], &[2, 2]).unwrap();
+    let value = |t: Tensor| t.item::<f64>().unwrap();
+    let (big, small) = (45f64.sqrt(), 5f64.sqrt());
+    for axes in [[0i64, 1], [1, 0], [-2, -1]] {
+        assert!((value(a.norm(NormOrd::Two, &axes, false).unwrap()) - big).abs() < 1e-14);
+        let nuc = value(a.norm(NormOrd::Nuclear, &axes, false).unwrap());
+        assert!((nuc - big - small).abs() < 1e-14, "{nuc}");
+    }
+    // The matrices of a [2, 3, 2] tensor over axes [0, 2], one per index
+    // of axis 1, kept as [1, 3, 1]; each against its own spectral norm.
+    let b = sample(&[2, 3, 2]);
+    let per = tensor(&b).norm(NormOrd::Two, &[0, 2], true).unwrap();
+    assert_eq!(per.dims(), [1, 3, 1]);
+    let got = per.to_vec::<f64>().unwrap();
+    for (k, g) in got.iter().enumerate() {
+        let mut m = Vec::new();
+        for i in 0..2 {
+            for j in 0..2 {
+                m.push(b[[i, k, j]]);
+            }
+        }
+        let want = Tensor::from_vec(m, &[2, 2])
+            .unwrap()
+            .singular_values()
+            .unwrap();
+        assert!((g - want.to_vec::<f64>().unwrap()[0]).abs() < 1e-14);
+    }
+    // Over one axis, 2 is the euclidean norm; the nuclear norm needs two.
+    let v = tensor(&sample(&[4]));
+    assert_eq!(
+        v.norm(NormOrd::Two, &[0], false)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap(),
+        v.norm(NormOrd::Euclidean, &[0], false)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap()
+    );
+    assert_invalid(v.norm(NormOrd::Nuclear, &[0], false), "norm", "two axes");
+    assert_invalid(a.norm(NormOrd::Two, &[1, 1], false), "norm", "distinct");
+    let m = sample(&[3, 2]);
+    for ord in [NormOrd::Two, NormOrd::Nuclear] {
+        check_gradient(&move |x| x.norm(ord, &[0, 1], false), &m);
+    }
+}
+
+#[test]
 fn clip_by_value_matches_a_loop_and_passes_gradients_inside_the_bounds() {
     let a = sample(&[3, 4]);
     let lo = Tensor::vector(&[-1.0f64, -0.5, 0.0, -2.0]).unwrap();

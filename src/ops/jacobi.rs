@@ -1,5 +1,7 @@
-//! Symmetric eigendecomposition (`jnp.linalg.eigh`, `tf.linalg.eigh`) by
-//! Jacobi rotations.
+//! Symmetric eigendecomposition (`jnp.linalg.eigh`, `tf.linalg.eigh`) and
+//! the singular value decomposition (`jnp.linalg.svd`, `tf.linalg.svd`) by
+//! Jacobi rotations, and what the SVD gives: `pinv`, `lstsq`, the
+//! spectral and nuclear norms (`Tensor::norm`).
 //!
 //! As for LU and QR, XLA's CPU path has no op xlafn's programs can hold
 //! (JAX calls LAPACK through custom calls), so the algorithm is written
@@ -9,10 +11,23 @@
 //! pair are gathered, rotated and put back with one gather of the inverse
 //! permutation, then the columns. `n - 1` rounds make a sweep, in which
 //! every pair meets once; sweeps repeat (a device `while` loop) until the
-//! off-diagonal part is below machine epsilon times the matrix's norm,
-//! at most [`MAX_SWEEPS`] times. Jacobi's eigenvalues are accurate to
-//! working precision, more so than a tridiagonal QR's. An odd order is
-//! padded with one zero row and column, which no rotation ever touches.
+//! off-diagonal part is below `n` machine epsilons times the matrix's
+//! norm, at most [`MAX_SWEEPS`] times. Jacobi's eigenvalues are accurate
+//! to working precision. An odd order is padded with one zero row and
+//! column, which no rotation ever touches.
+//!
+//! The SVD is one-sided Jacobi (Hestenes): the same rounds rotate pairs of
+//! columns of `a` (of `aᵀ` when it is wide) until every pair's cosine is
+//! below `n` epsilons, each rotation the symmetric Schur step of the
+//! pair's 2 x 2 Gram matrix, accumulated into `V`. The column norms are
+//! the singular values, so small ones are accurate relative to
+//! themselves. The normalized columns are `U`; a Householder QR of them
+//! (`ops::qr`) keeps them, up to sign, and completes them to an
+//! orthonormal set where singular values are 0 and for a complete `U`.
+//!
+//! Cost: far above LAPACK's. Measured on 2026-11-27 with f32, a 64 x 64
+//! `eigh` took 8.8 ms against jax.jit's 0.26 ms, and 128 x 128 81 ms
+//! against 1.3; each round is some 20 small ops in a device loop.
 //!
 //! The input is symmetrized first, `(a + aᵀ) / 2`, as `jnp.linalg.eigh`
 //! does by default (TensorFlow reads the lower triangle only): the
@@ -25,6 +40,15 @@
 //! eigenvectors' part infinite or NaN, as in JAX; where no gradient
 //! reaches the eigenvectors (`eigvalsh`), that part is exactly 0, so the
 //! eigenvalues' gradient stays finite there too.
+//!
+//! The SVD's gradient (reduced, `a = U diag(s) Vᵀ`): `ā = U (J diag(s) +
+//! diag(s̄) + diag(s) K) Vᵀ + (I - U Uᵀ) Ū diag(1/s) Vᵀ + U diag(1/s) V̄ᵀ
+//! (I - V Vᵀ)`, with `J = F ∘ (UᵀŪ - ŪᵀU)`, `K = F ∘ (VᵀV̄ - V̄ᵀV)` and
+//! `F[i][j] = 1 / (s[j]² - s[i]²)` off the diagonal: Townsend's (2016)
+//! rule, JAX's. As in JAX there is none for a complete factorization of a
+//! matrix that is not square. Parts whose cotangent is exactly 0 are 0, so
+//! `singular_values` (and norms on them) have finite gradients at
+//! repeated or zero singular values.
 //!
 //! Eagerly, the decomposition runs as one compiled program
 //! (`ops::one_program`).
@@ -141,86 +165,144 @@ fn epsilon(dtype: DType) -> f64 {
     }
 }
 
+/// Sweeps of `round` (one round-robin round, on the working matrix and
+/// the accumulated rotations) until `excess` of the working matrix (one
+/// value per matrix of the batch) is at most 0 everywhere, at most
+/// [`MAX_SWEEPS`] times. A NaN gets one sweep, which spreads it, and no
+/// more.
+fn sweep_until_converged(
+    work: Tensor,
+    rotations: Tensor,
+    rounds: &Rounds,
+    excess: impl Fn(&Tensor) -> Result<Tensor>,
+    round: impl Fn(&Tensor, &Tensor, &Tensor, Tensor, Tensor) -> Result<(Tensor, Tensor)>,
+) -> Result<(Tensor, Tensor)> {
+    let any = |b: Tensor| -> Result<Tensor> {
+        b.cast(DType::I32)?
+            .reduce_max(&[], false)?
+            .gt(&Tensor::scalar(0i32))
+    };
+    let (w, v, _) = while_loop(
+        |(w, _, done): &(Tensor, Tensor, Tensor)| {
+            let e = excess(w)?;
+            let zero = Tensor::zeros(&[], e.dtype());
+            let over = any(e.gt(&zero)?)?;
+            let unsettled = any(e.le(&zero)?.logical_not()?)?;
+            let first = done.eq(&Tensor::scalar(0i64))?;
+            let more = over.logical_or(&first.logical_and(&unsettled)?)?;
+            done.lt(&Tensor::scalar(MAX_SWEEPS))?.logical_and(&more)
+        },
+        |(w, v, done): (Tensor, Tensor, Tensor)| -> Result<_> {
+            let (w, v) = for_range(
+                0i64,
+                rounds.count,
+                1i64,
+                (w, v),
+                |r: Tensor, (w, v): (Tensor, Tensor)| {
+                    let (top, bot, inv) = rounds.at(&r)?;
+                    round(&top, &bot, &inv, w, v)
+                },
+            )?;
+            Ok((w, v, done.add(&Tensor::scalar(1i64))?))
+        },
+        (work, rotations, Tensor::scalar(0i64)),
+    )?;
+    Ok((w, v))
+}
+
+/// The identity `[..., n, n]` with the batch of `a` `[..., m, k]`.
+fn batch_identity(a: &Tensor, m: i64, k: i64, n: i64) -> Result<Tensor> {
+    let r = a.rank();
+    let mut resize = vec![0; r];
+    (resize[r - 2], resize[r - 1]) = (n - m, n - k);
+    let shaped = a.pad_general(&vec![0; r], &resize, &vec![0; r], 0i64)?;
+    zeros_shaped_like(&shaped, a.dtype())?.add(&Tensor::eye(n, n, a.dtype())?)
+}
+
+/// The columns `top` and `bot` of `x`, rotated by `(c, s)` per pair.
+fn rotate_columns(
+    x: &Tensor,
+    top: &Tensor,
+    bot: &Tensor,
+    inv: &Tensor,
+    cs: &(Tensor, Tensor),
+) -> Result<Tensor> {
+    let (c, s) = (cs.0.expand_dims(-2)?, cs.1.expand_dims(-2)?);
+    rotate(&x.gather(top, -1)?, &x.gather(bot, -1)?, &c, &s, inv, -1)
+}
+
 /// Jacobi on symmetric `a` `[..., n, n]`, `n` even: the rotated matrix
 /// (diagonal to working precision) and the accumulated rotations.
 fn jacobi_eigh(a: &Tensor, n: i64) -> Result<(Tensor, Tensor)> {
     let dtype = a.dtype();
-    let rounds = Rounds::new(n)?;
-    let v = zeros_shaped_like(a, dtype)?.add(&Tensor::eye(n, n, dtype)?)?;
     let off_diagonal = Tensor::eye(n, n, DType::Bool)?.logical_not()?;
     let zero = Tensor::zeros(&[], dtype);
     // Rounding leaves off-diagonal noise of about eps ‖a‖ per entry, so
     // the bound grows with n; eigenvalues are then off by at most n eps
     // ‖a‖ (Weyl), LAPACK's kind of bound.
     let tol = Tensor::fill(&[], n as f64 * epsilon(dtype), dtype)?;
-    // Whether any matrix of the batch has off > tol² all (`over`), and
-    // whether any is not known to be below it (`unsettled`: NaNs too).
-    let progress = |a: &Tensor| -> Result<(Tensor, Tensor)> {
+    let excess = |a: &Tensor| -> Result<Tensor> {
         let squares = a.square()?;
         let off = off_diagonal
             .where_(&squares, &zero)?
             .reduce_sum(&[-2, -1], false)?;
         let all = squares.reduce_sum(&[-2, -1], false)?;
-        let excess = off.sub(&all.mul(&tol.square()?)?)?;
-        let any = |b: Tensor| -> Result<Tensor> {
-            b.cast(DType::I32)?
-                .reduce_max(&[], false)?
-                .gt(&Tensor::scalar(0i32))
-        };
-        Ok((
-            any(excess.gt(&zero)?)?,
-            any(excess.le(&zero)?.logical_not()?)?,
-        ))
+        off.sub(&all.mul(&tol.square()?)?)
     };
-    let sweep = |a: Tensor, v: Tensor| -> Result<(Tensor, Tensor)> {
-        for_range(
-            0i64,
-            rounds.count,
-            1i64,
-            (a, v),
-            |r: Tensor, (a, v): (Tensor, Tensor)| {
-                let (top, bot, inv) = rounds.at(&r)?;
-                let (rt, rb) = (a.gather(&top, -2)?, a.gather(&bot, -2)?);
-                let (p, q) = (at_columns(&rt, &top, n)?, at_columns(&rb, &bot, n)?);
-                let (c, s) = schur_rotation(&p, &q, &at_columns(&rt, &bot, n)?)?;
-                let (cr, sr) = (c.expand_dims(-1)?, s.expand_dims(-1)?);
-                let a = rotate(&rt, &rb, &cr, &sr, &inv, -2)?;
-                let (cc, sc) = (c.expand_dims(-2)?, s.expand_dims(-2)?);
-                let a = rotate(
-                    &a.gather(&top, -1)?,
-                    &a.gather(&bot, -1)?,
-                    &cc,
-                    &sc,
-                    &inv,
-                    -1,
-                )?;
-                let v = rotate(
-                    &v.gather(&top, -1)?,
-                    &v.gather(&bot, -1)?,
-                    &cc,
-                    &sc,
-                    &inv,
-                    -1,
-                )?;
-                Ok((a, v))
-            },
-        )
+    let round = |top: &Tensor, bot: &Tensor, inv: &Tensor, a: Tensor, v: Tensor| {
+        let (rt, rb) = (a.gather(top, -2)?, a.gather(bot, -2)?);
+        let (p, q) = (at_columns(&rt, top, n)?, at_columns(&rb, bot, n)?);
+        let cs = schur_rotation(&p, &q, &at_columns(&rt, bot, n)?)?;
+        let a = rotate(
+            &rt,
+            &rb,
+            &cs.0.expand_dims(-1)?,
+            &cs.1.expand_dims(-1)?,
+            inv,
+            -2,
+        )?;
+        let a = rotate_columns(&a, top, bot, inv, &cs)?;
+        Ok((a, rotate_columns(&v, top, bot, inv, &cs)?))
     };
-    let (a, v, _) = while_loop(
-        |(a, _, done): &(Tensor, Tensor, Tensor)| {
-            // A NaN gets one sweep, which spreads it, and no more.
-            let (over, unsettled) = progress(a)?;
-            let first = done.eq(&Tensor::scalar(0i64))?;
-            let more = over.logical_or(&first.logical_and(&unsettled)?)?;
-            done.lt(&Tensor::scalar(MAX_SWEEPS))?.logical_and(&more)
-        },
-        |(a, v, done): (Tensor, Tensor, Tensor)| -> Result<_> {
-            let (a, v) = sweep(a, v)?;
-            Ok((a, v, done.add(&Tensor::scalar(1i64))?))
-        },
-        (a.clone(), v, Tensor::scalar(0i64)),
-    )?;
-    Ok((a, v))
+    let v = batch_identity(a, n, n, n)?;
+    sweep_until_converged(a.clone(), v, &Rounds::new(n)?, excess, round)
+}
+
+/// One-sided Jacobi (Hestenes) on the columns of `a` `[..., m, n]`, `n`
+/// even: the columns rotated until mutually orthogonal (each pair's
+/// cosine below `n` eps, which keeps small singular values accurate
+/// relative to themselves), and the accumulated rotations `[..., n, n]`.
+/// A pair's rotation is the symmetric Schur step of its 2 x 2 Gram
+/// matrix.
+fn jacobi_columns(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)> {
+    let dtype = a.dtype();
+    let off_diagonal = Tensor::eye(n, n, DType::Bool)?.logical_not()?;
+    let (zero, one) = (Tensor::zeros(&[], dtype), Tensor::ones(&[], dtype));
+    let tol = Tensor::fill(&[], n as f64 * epsilon(dtype), dtype)?;
+    let excess = |u: &Tensor| -> Result<Tensor> {
+        let gram = u.matmul_t(u, true, false)?;
+        let norms = gram.diag_part()?.sqrt()?;
+        let safe = norms.gt(&zero)?.where_(&norms, &one)?;
+        let cosines = gram
+            .div(&safe.expand_dims(-1)?)?
+            .div(&safe.expand_dims(-2)?)?;
+        let worst = off_diagonal
+            .where_(&cosines.abs()?, &zero)?
+            .reduce_max(&[-2, -1], false)?;
+        worst.sub(&tol)
+    };
+    let round = |top: &Tensor, bot: &Tensor, inv: &Tensor, u: Tensor, v: Tensor| {
+        let (ct, cb) = (u.gather(top, -1)?, u.gather(bot, -1)?);
+        let alpha = ct.square()?.reduce_sum(&[-2], false)?;
+        let beta = cb.square()?.reduce_sum(&[-2], false)?;
+        let gamma = ct.mul(&cb)?.reduce_sum(&[-2], false)?;
+        let cs = schur_rotation(&alpha, &beta, &gamma)?;
+        let (c, s) = (cs.0.expand_dims(-2)?, cs.1.expand_dims(-2)?);
+        let u = rotate(&ct, &cb, &c, &s, inv, -1)?;
+        Ok((u, rotate_columns(&v, top, bot, inv, &cs)?))
+    };
+    let v = batch_identity(a, m, n, n)?;
+    sweep_until_converged(a.clone(), v, &Rounds::new(n)?, excess, round)
 }
 
 /// `x` cut to its first `k` entries along `axis` (-2 or -1).
@@ -261,7 +343,202 @@ fn eigh_values_and_vectors(a: &Tensor, n: i64) -> Result<(Tensor, Tensor)> {
     Ok((w, v.take_along_axis(&columns, -1)?))
 }
 
+/// The SVD of tall or square `a` `[..., m, n]` (`m >= n`): `u` `[..., m,
+/// n]` (`[..., m, m]` when `full`), `s` `[..., n]` descending, and `v`
+/// `[..., n, n]` (not transposed).
+fn svd_tall(a: &Tensor, m: i64, n: i64, full: bool) -> Result<(Tensor, Tensor, Tensor)> {
+    let (dtype, r) = (a.dtype(), a.rank());
+    let width = if full { m } else { n };
+    if n == 0 {
+        let u = first(&batch_identity(a, m, n, m)?, width, m, -1)?;
+        let s = a.reduce_sum(&[-2], false)?;
+        return Ok((u, s, batch_identity(a, m, n, 0)?));
+    }
+    let even = n + n % 2;
+    let mut pad = vec![0; r];
+    pad[r - 1] = even - n;
+    let padded = a.pad_general(&vec![0; r], &pad, &vec![0; r], 0i64)?;
+    let (columns, v) = jacobi_columns(&padded, m, even)?;
+    let columns = first(&columns, n, even, -1)?;
+    let v = first(&first(&v, n, even, -1)?, n, even, -2)?;
+    let s = columns.square()?.reduce_sum(&[-2], false)?.sqrt()?;
+    let order = s.argsort(-1, true, true)?.cast(DType::I64)?;
+    let s = s.take_along_axis(&order, -1)?;
+    let by_order = |x: &Tensor| -> Result<Tensor> {
+        let at = zeros_shaped_like(x, DType::I64)?.add(&order.expand_dims(-2)?)?;
+        x.take_along_axis(&at, -1)
+    };
+    let (columns, v) = (by_order(&columns)?, by_order(&v)?);
+    let (zero, one) = (Tensor::zeros(&[], dtype), Tensor::ones(&[], dtype));
+    let positive = s.gt(&zero)?.expand_dims(-2)?;
+    let safe = positive.where_(&s.expand_dims(-2)?, &one)?;
+    let unit = positive.where_(&columns.div(&safe)?, &zero)?;
+    // The unit columns are orthonormal; a QR keeps them (up to sign) and
+    // completes them where singular values are 0, and for a complete `u`.
+    let (q, triangle) = super::qr::householder(&unit, m, n)?;
+    let sign = triangle.diag_part()?.lt(&zero)?.where_(&one.neg()?, &one)?;
+    let mut widen = vec![0; r - 1];
+    widen[r - 2] = width - n;
+    let sign = sign.pad_general(&vec![0; r - 1], &widen, &vec![0; r - 1], 1i64)?;
+    let u = first(&q, width, m, -1)?.mul(&sign.expand_dims(-2)?)?;
+    Ok((u, s, v))
+}
+
+/// `y` where `x` is not 0, and 0 where it is: a product with a cotangent
+/// that is exactly 0 (none arrived) stays 0 beside infinite factors.
+fn where_nonzero(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    let zero = Tensor::zeros(&[], x.dtype());
+    x.eq(&zero)?.where_(&zero, y)
+}
+
+/// `1 / (d[j] - d[i])` off the diagonal, 0 on it, for `d` `[..., k]`.
+fn inverse_gaps(d: &Tensor, k: i64) -> Result<Tensor> {
+    let dtype = d.dtype();
+    let gaps = d.expand_dims(-2)?.sub(&d.expand_dims(-1)?)?;
+    let eye = Tensor::eye(k, k, DType::Bool)?;
+    let one = Tensor::ones(&[], dtype);
+    eye.where_(
+        &Tensor::zeros(&[], dtype),
+        &one.div(&eye.where_(&one, &gaps)?)?,
+    )
+}
+
+/// The gradient of the reduced SVD `a = u diag(s) vᵀ` (`u` `[..., m, k]`,
+/// `v` `[..., n, k]`), from `ū`, `s̄`, `v̄`.
+fn svd_gradient(
+    u: &Tensor,
+    s: &Tensor,
+    v: &Tensor,
+    g: (&Tensor, &Tensor, &Tensor),
+    k: i64,
+) -> Result<Tensor> {
+    let (gu, gs, gv) = g;
+    let f = inverse_gaps(&s.square()?, k)?;
+    let antisymmetric = |x: Tensor| -> Result<Tensor> {
+        let d = x.sub(&transposed(&x)?)?;
+        where_nonzero(&d, &d.mul(&f)?)
+    };
+    let j = antisymmetric(u.matmul_t(gu, true, false)?)?;
+    let l = antisymmetric(v.matmul_t(gv, true, false)?)?;
+    let (s_row, s_col) = (s.expand_dims(-2)?, s.expand_dims(-1)?);
+    let inner = j.mul(&s_row)?.add(&gs.diag()?)?.add(&s_col.mul(&l)?)?;
+    let core = u.matmul(&inner)?.matmul_t(v, false, true)?;
+    // What leaves the spans of u and v, divided by s.
+    let off_u = gu.sub(&u.matmul(&u.matmul_t(gu, true, false)?)?)?;
+    let off_u = where_nonzero(&off_u, &off_u.div(&s_row)?)?;
+    let off_v = gv.sub(&v.matmul(&v.matmul_t(gv, true, false)?)?)?;
+    let off_v = where_nonzero(&off_v, &off_v.div(&s_row)?)?;
+    core.add(&off_u.matmul_t(v, false, true)?)?
+        .add(&u.matmul_t(&off_v, false, true)?)
+}
+
 impl Tensor {
+    /// The singular value decomposition of each matrix, `(u, s, vh)` with
+    /// `self = u diag(s) vh` (`jnp.linalg.svd`'s order; `tf.linalg.svd`
+    /// gives `(s, u, v)` with `v = vhᵀ`): for `[..., m, n]` and `k = min(m,
+    /// n)`, `s` `[..., k]` descending, `u` `[..., m, k]` and `vh` `[..., k,
+    /// n]` with orthonormal columns and rows; with `full_matrices`, `u`
+    /// `[..., m, m]` and `vh` `[..., n, n]`. Singular vector signs are
+    /// arbitrary, as LAPACK's are. By one-sided Jacobi, so small singular
+    /// values are accurate relative to themselves; floats.
+    #[track_caller]
+    pub fn svd(&self, full_matrices: bool) -> Result<(Tensor, Tensor, Tensor)> {
+        let (m, n) = float_matrix("svd", self)?;
+        let k = m.min(n);
+        let f = custom_gradient(move |xs: &[Tensor]| {
+            let key = if full_matrices {
+                "svd/complete"
+            } else {
+                "svd/reduced"
+            };
+            let mut out = run_as_one_program(key, xs, |xs| {
+                let (u, s, v) = if m >= n {
+                    svd_tall(&xs[0], m, n, full_matrices)?
+                } else {
+                    let (u, s, v) = svd_tall(&transposed(&xs[0])?, n, m, full_matrices)?;
+                    (v, s, u)
+                };
+                Ok(vec![u, s, transposed(&v)?])
+            })?;
+            let vh = out.pop().expect("three results");
+            let s = out.pop().expect("three results");
+            let u = out.pop().expect("three results");
+            let (us, ss, vs) = (u.clone(), s.clone(), transposed(&vh)?);
+            let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
+                if full_matrices && m != n {
+                    return Err(Error::invalid(
+                        "svd",
+                        format!(
+                            "has no gradient for the complete factorization of [{m}, {n}] \
+                             matrices (full_matrices with m != n), as in JAX; use the reduced one"
+                        ),
+                    ));
+                }
+                let gv = transposed(&g[2])?;
+                Ok(vec![Some(svd_gradient(
+                    &us,
+                    &ss,
+                    &vs,
+                    (&g[0], &g[1], &gv),
+                    k,
+                )?)])
+            };
+            Ok((vec![u, s, vh], grad))
+        });
+        let mut out = f(std::slice::from_ref(self))?;
+        let vh = out.pop().expect("three results");
+        let s = out.pop().expect("three results");
+        Ok((out.pop().expect("three results"), s, vh))
+    }
+
+    /// The singular values of each matrix, descending
+    /// (`jnp.linalg.svdvals`, `tf.linalg.svd(compute_uv=False)`); their
+    /// gradient is `u diag(s̄) vᵀ`.
+    #[track_caller]
+    pub fn singular_values(&self) -> Result<Tensor> {
+        Ok(self.svd(false)?.1)
+    }
+
+    /// The pseudo-inverse of each matrix (`jnp.linalg.pinv`,
+    /// `tf.linalg.pinv`): `v diag(1/s) uᵀ` over the singular values above
+    /// `10 max(m, n) eps` times the largest, their default cutoff.
+    #[track_caller]
+    pub fn pinv(&self) -> Result<Tensor> {
+        let (m, n) = float_matrix("pinv", self)?;
+        let (u, inverse, vh) = inverted_svd(self, 10.0 * m.max(n) as f64)?;
+        vh.matmul_t(&u.mul(&inverse.expand_dims(-2)?)?, true, true)
+    }
+
+    /// The least-squares solution `x` of `self x ≈ b` (`jnp.linalg.lstsq`'s
+    /// first result; `tf.linalg.lstsq`): for `[..., m, n]` matrices and
+    /// `b` `[..., m, p]`, the `x` `[..., n, p]` of least norm among those
+    /// minimizing `‖self x - b‖`, by the SVD, counting singular values at
+    /// or below `max(m, n) eps` times the largest as 0 (JAX's default
+    /// `rcond`), so matrices short of full rank get the least-norm
+    /// solution as in JAX. TensorFlow's default (`fast`, the normal
+    /// equations) agrees for matrices of full rank.
+    #[track_caller]
+    pub fn lstsq(&self, b: &Tensor) -> Result<Tensor> {
+        let (m, n) = float_matrix("lstsq", self)?;
+        let fits = b.dtype() == self.dtype()
+            && b.shape().rank() == self.shape().rank()
+            && matches!(b.shape().dims(), Some(&[.., Some(rows), _]) if rows == m);
+        if !fits {
+            return Err(Error::invalid(
+                "lstsq",
+                format!(
+                    "needs a right-hand side {}[..., {m}, p] of the matrix's rank, got {} for {}",
+                    self.dtype(),
+                    b.tensor_type(),
+                    self.tensor_type()
+                ),
+            ));
+        }
+        let (u, inverse, vh) = inverted_svd(self, m.max(n) as f64)?;
+        let projected = u.matmul_t(b, true, false)?.mul(&inverse.expand_dims(-1)?)?;
+        vh.matmul_t(&projected, true, false)
+    }
+
     /// The eigenvalues (ascending) and eigenvectors (columns) of each
     /// symmetric matrix, `(w, v)` with `self = v diag(w) vᵀ`
     /// (`jnp.linalg.eigh`, `tf.linalg.eigh`): `self` `[..., n, n]`,
@@ -323,4 +600,35 @@ fn square_order(op: &str, a: &Tensor) -> Result<i64> {
             ),
         )),
     }
+}
+
+/// `(m, n)` of the float matrices of known size in the last two dimensions.
+fn float_matrix(op: &str, a: &Tensor) -> Result<(i64, i64)> {
+    match a.shape().dims() {
+        Some(&[.., Some(m), Some(n)]) if a.dtype().is_float() => Ok((m, n)),
+        _ => Err(Error::invalid(
+            op,
+            format!(
+                "needs float matrices of known size in the last two dimensions, got {}",
+                a.tensor_type()
+            ),
+        )),
+    }
+}
+
+/// The reduced SVD with `1 / s` where `s` is above `cutoff` eps times the
+/// largest singular value of its matrix, and 0 elsewhere.
+fn inverted_svd(a: &Tensor, cutoff: f64) -> Result<(Tensor, Tensor, Tensor)> {
+    let (u, s, vh) = a.svd(false)?;
+    let dtype = s.dtype();
+    let bound =
+        s.reduce_max(&[-1], true)?
+            .mul(&Tensor::fill(&[], cutoff * epsilon(dtype), dtype)?)?;
+    let kept = s.gt(&bound)?;
+    let one = Tensor::ones(&[], dtype);
+    let inverse = kept.where_(
+        &one.div(&kept.where_(&s, &one)?)?,
+        &Tensor::zeros(&[], dtype),
+    )?;
+    Ok((u, inverse, vh))
 }

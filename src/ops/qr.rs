@@ -1,6 +1,4 @@
-//! QR decomposition (`jnp.linalg.qr`, `tf.linalg.qr`) and least squares
-//! on it (`tf.linalg.lstsq`, `jnp.linalg.lstsq`'s solution for matrices of
-//! full rank).
+//! QR decomposition (`jnp.linalg.qr`, `tf.linalg.qr`).
 //!
 //! As for LU (`ops::lu`), XLA's CPU path has no QR op xlafn's programs can
 //! hold, so the factorization is written with tensor ops: one device loop
@@ -84,7 +82,7 @@ fn transposed(x: &Tensor) -> Result<Tensor> {
 
 /// The complete Householder factorization `a = q r`: `q` `[..., m, m]`
 /// orthogonal, `r` `[..., m, n]` upper triangular.
-fn householder(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)> {
+pub(crate) fn householder(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)> {
     let dtype = a.dtype();
     let rows = Tensor::iota(&[m, 1], 0, DType::I64)?;
     let cols = Tensor::iota(&[1, n], 1, DType::I64)?;
@@ -216,41 +214,5 @@ impl Tensor {
         let mut out = f(std::slice::from_ref(self))?;
         let r = out.pop().expect("two results");
         Ok((out.pop().expect("two results"), r))
-    }
-
-    /// The least-squares solution `x` of `self x ≈ b` (`tf.linalg.lstsq`;
-    /// `jnp.linalg.lstsq`'s first result): for `[..., m, n]` matrices of
-    /// full rank and `b` `[..., m, p]`, the `x` `[..., n, p]` minimizing
-    /// `‖self x - b‖` when `m >= n`, and the one of least norm among the
-    /// exact solutions when `m < n`; by QR. A matrix short of full rank
-    /// gives infinities or NaNs (JAX's SVD-based solver returns the
-    /// least-norm solution there).
-    #[track_caller]
-    pub fn lstsq(&self, b: &Tensor) -> Result<Tensor> {
-        let (m, n) = matrix_order("lstsq", self)?;
-        let fits = b.dtype() == self.dtype()
-            && b.shape().rank() == self.shape().rank()
-            && matches!(b.shape().dims(), Some(&[.., Some(rows), _]) if rows == m);
-        if !fits {
-            return Err(Error::invalid(
-                "lstsq",
-                format!(
-                    "needs a right-hand side {}[..., {m}, p] of the matrix's rank, got {} for {}",
-                    self.dtype(),
-                    b.tensor_type(),
-                    self.tensor_type()
-                ),
-            ));
-        }
-        if m >= n {
-            // R x = Qᵀ b.
-            let (q, r) = self.qr(false)?;
-            q.matmul_t(b, true, false)?
-                .triangular_solve(&r, true, false, false, false)
-        } else {
-            // selfᵀ = Q R, so x = Q R⁻ᵀ b.
-            let (q, r) = transposed(self)?.qr(false)?;
-            q.matmul(&b.triangular_solve(&r, true, false, true, false)?)
-        }
     }
 }

@@ -67,6 +67,12 @@ pub enum NormOrd {
     One,
     /// max(|x|) (`np.inf`); over two axes, the largest row sum.
     Inf,
+    /// `2`: over two axes, the spectral norm (the largest singular
+    /// value); over one axis or none, the euclidean norm.
+    Two,
+    /// `'nuc'`: the nuclear norm (the sum of the singular values), over
+    /// two axes only.
+    Nuclear,
 }
 
 fn float_only(op: &str, x: &Tensor) -> Result<()> {
@@ -157,8 +163,8 @@ impl Tensor {
     /// axis, or none for every element as one vector), and matrix norms
     /// over two axes `[rows, columns]`: the Frobenius norm (euclidean), the
     /// largest column sum of `|x|` (1) and the largest row sum (infinity),
-    /// as TensorFlow and NumPy define them. The spectral norm (2) needs
-    /// singular values, which xlafn does not compute.
+    /// as TensorFlow and NumPy define them, and from the singular values
+    /// (`Tensor::singular_values`) the spectral (2) and nuclear norms.
     #[track_caller]
     pub fn norm(&self, ord: NormOrd, axes: &[i64], keepdims: bool) -> Result<Tensor> {
         float_only("norm", self)?;
@@ -181,8 +187,16 @@ impl Tensor {
                 let sums = self.abs()?.reduce_sum(&[columns], true)?;
                 squeeze_axes(&sums.reduce_max(&[rows], true)?, axes, keepdims)
             }
+            (NormOrd::Two | NormOrd::Nuclear, &[rows, columns]) => {
+                spectral_norm(self, ord == NormOrd::Nuclear, rows, columns, keepdims)
+            }
             (NormOrd::One, _) => self.abs()?.reduce_sum(axes, keepdims),
             (NormOrd::Inf, _) => self.abs()?.reduce_max(axes, keepdims),
+            (NormOrd::Two, _) => self.square()?.reduce_sum(axes, keepdims)?.sqrt(),
+            (NormOrd::Nuclear, _) => Err(Error::invalid(
+                "norm",
+                format!("the nuclear norm is over two axes (a matrix), got axes {axes:?}"),
+            )),
         }
     }
 
@@ -228,6 +242,43 @@ impl Tensor {
         self.mul_scalar(clip_norm)?
             .div(&norm.maximum_scalar(clip_norm)?)
     }
+}
+
+/// The largest singular value (or, `nuclear`, their sum) of the matrices
+/// over axes `[rows, columns]`: those axes are moved last for the SVD.
+fn spectral_norm(
+    x: &Tensor,
+    nuclear: bool,
+    rows: i64,
+    columns: i64,
+    keepdims: bool,
+) -> Result<Tensor> {
+    let r = x.rank() as i64;
+    let at = |a: i64| if a < 0 { a + r } else { a };
+    let (rows, columns) = (at(rows), at(columns));
+    if !(0..r).contains(&rows) || !(0..r).contains(&columns) || rows == columns {
+        return Err(Error::invalid(
+            "norm",
+            format!(
+                "matrix axes [{rows}, {columns}] must be two distinct axes of {}",
+                x.tensor_type()
+            ),
+        ));
+    }
+    let mut perm: Vec<i64> = (0..r).filter(|&a| a != rows && a != columns).collect();
+    perm.extend([rows, columns]);
+    let s = x.transpose(&perm)?.singular_values()?;
+    // An empty matrix's norm is 0 (singular values are >= 0).
+    let norm = if nuclear {
+        s.reduce_sum(&[-1], false)?
+    } else {
+        s.reduce_max(&[-1], false)?.maximum_scalar(0.0)?
+    };
+    if !keepdims {
+        return Ok(norm);
+    }
+    let (first, second) = (rows.min(columns), rows.max(columns));
+    norm.expand_dims(first)?.expand_dims(second)
 }
 
 fn check_clip_norm(op: &str, clip_norm: f64) -> Result<()> {
