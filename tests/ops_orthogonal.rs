@@ -604,6 +604,13 @@ fn svd_of_rank_deficient_zero_batched_and_compiled_matrices() {
         1e-5,
         "f32",
     );
+    // NaNs and infinities do not keep the sweeps going: the result says so.
+    for bad in [f64::NAN, f64::INFINITY] {
+        let s = m(&[1., bad, 2., 3.], &[2, 2]).singular_values().unwrap();
+        assert!(f64s(&s).iter().any(|x| !x.is_finite()), "{bad}: {s:?}");
+        let q = f64s(&m(&[1., bad, 2., 3.], &[2, 2]).qr(false).unwrap().1);
+        assert!(q.iter().any(|x| !x.is_finite()), "{bad}: qr {q:?}");
+    }
     let graded = m(&[1e10, 0., 0., 1e-10], &[2, 2]);
     close(
         &f64s(&graded.singular_values().unwrap()),

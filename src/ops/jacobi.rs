@@ -441,6 +441,22 @@ impl Tensor {
     /// `[..., m, m]` and `vh` `[..., n, n]`. Singular vector signs are
     /// arbitrary, as LAPACK's are. By one-sided Jacobi, so small singular
     /// values are accurate relative to themselves; floats.
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// // [[3, 0], [4, 5]] has singular values √45 and √5.
+    /// let a = Tensor::from_vec(vec![3.0f64, 0., 4., 5.], &[2, 2])?;
+    /// let (u, s, vh) = a.svd(false)?;
+    /// let (big, small) = (45f64.sqrt(), 5f64.sqrt());
+    /// let got = s.to_vec::<f64>()?;
+    /// assert!((got[0] - big).abs() < 1e-12 && (got[1] - small).abs() < 1e-12);
+    /// // u diag(s) vh gives the matrix back.
+    /// let back = u.mul(&s.expand_dims(0)?)?.matmul(&vh)?.to_vec::<f64>()?;
+    /// for (b, w) in back.iter().zip([3.0, 0.0, 4.0, 5.0]) {
+    ///     assert!((b - w).abs() < 1e-12);
+    /// }
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
     #[track_caller]
     pub fn svd(&self, full_matrices: bool) -> Result<(Tensor, Tensor, Tensor)> {
         let (m, n) = float_matrix("svd", self)?;
