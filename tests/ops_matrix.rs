@@ -1,6 +1,6 @@
 //! Matrix helpers (`ops::matrix`: `eye`, `band_part`, `tril`, `triu`,
-//! `diag`, `diag_part`, `set_diag`, `trace`) against hand-written
-//! matrices, eagerly and compiled, wide, tall and batched; their
+//! `diag`, `diag_part`, `set_diag`, `trace`, `matrix_transpose`) against
+//! hand-written matrices, eagerly and compiled, wide, tall and batched; their
 //! gradients against central finite differences; clear errors.
 
 #[path = "common/gradcheck.rs"]
@@ -84,6 +84,10 @@ fn diagonals_and_traces_of_wide_tall_and_batched_matrices() {
         f64s(&tall.set_diag(&z).unwrap()),
         [-1., 5., 9., 2., -2., 10., 3., 7., -3., 4., 8., 12.]
     );
+    // matrix_transpose swaps the last two axes of each matrix.
+    let bt = b.matrix_transpose().unwrap();
+    assert_eq!(f64s(&bt), [1., 3., 2., 4., 5., 7., 6., 8.]);
+    assert_eq!(f64s(&tall), f64s(&a.matrix_transpose().unwrap()));
     // The same compiled, in one program.
     let f = function(|a: Tensor, z: Tensor| {
         Ok((a.diag_part()?, a.set_diag(&z)?, a.tril(0)?, a.trace()?))
@@ -134,6 +138,7 @@ fn matrix_helpers_refuse_vectors_and_mismatched_diagonals() {
         ("tril", v.tril(0)),
         ("diag_part", v.diag_part()),
         ("trace", v.trace()),
+        ("matrix_transpose", v.matrix_transpose()),
     ] {
         let e = r.unwrap_err().to_string();
         assert!(e.contains("rank >= 2") && e.contains(what), "{what}: {e}");

@@ -58,7 +58,7 @@
 //! `custom_gradient`.
 
 use super::custom_gradient::custom_gradient;
-use super::matrix::zeros_shaped_like;
+use super::matrix::{cut, float_matrix_dims, zeros_shaped_like};
 use super::one_program::run_as_one_program;
 use crate::control::{for_range, while_loop};
 use crate::dtype::DType;
@@ -305,29 +305,13 @@ fn jacobi_columns(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)> {
     sweep_until_converged(a.clone(), v, &Rounds::new(n)?, excess, round)
 }
 
-/// `x` cut to its first `k` entries along `axis` (-2 or -1).
-fn first(x: &Tensor, k: i64, total: i64, axis: i64) -> Result<Tensor> {
-    let r = x.rank();
-    let mut high = vec![0; r];
-    high[(r as i64 + axis) as usize] = k - total;
-    x.pad_general(&vec![0; r], &high, &vec![0; r], 0i64)
-}
-
-/// `x` with its last two dimensions swapped.
-fn transposed(x: &Tensor) -> Result<Tensor> {
-    let r = x.rank() as i64;
-    let mut perm: Vec<i64> = (0..r).collect();
-    perm.swap(r as usize - 1, r as usize - 2);
-    x.transpose(&perm)
-}
-
 /// Eigenvalues ascending `[..., n]` and eigenvectors as columns.
 fn eigh_values_and_vectors(a: &Tensor, n: i64) -> Result<(Tensor, Tensor)> {
     if n == 0 {
         return Ok((a.reduce_sum(&[-1], false)?, a.clone()));
     }
     let sym = a
-        .add(&transposed(a)?)?
+        .add(&a.matrix_transpose()?)?
         .mul(&Tensor::fill(&[], 0.5, a.dtype())?)?;
     let even = n + n % 2;
     let r = a.rank();
@@ -335,8 +319,8 @@ fn eigh_values_and_vectors(a: &Tensor, n: i64) -> Result<(Tensor, Tensor)> {
     (pad[r - 2], pad[r - 1]) = (even - n, even - n);
     let padded = sym.pad_general(&vec![0; r], &pad, &vec![0; r], 0i64)?;
     let (d, v) = jacobi_eigh(&padded, even)?;
-    let w = first(&d.diag_part()?, n, even, -1)?;
-    let v = first(&first(&v, n, even, -1)?, n, even, -2)?;
+    let w = cut(&d.diag_part()?, -1, 0, n, even)?;
+    let v = cut(&cut(&v, -1, 0, n, even)?, -2, 0, n, even)?;
     let order = w.argsort(-1, false, true)?.cast(DType::I64)?;
     let w = w.take_along_axis(&order, -1)?;
     let columns = zeros_shaped_like(&v, DType::I64)?.add(&order.expand_dims(-2)?)?;
@@ -350,7 +334,7 @@ fn svd_tall(a: &Tensor, m: i64, n: i64, full: bool) -> Result<(Tensor, Tensor, T
     let (dtype, r) = (a.dtype(), a.rank());
     let width = if full { m } else { n };
     if n == 0 {
-        let u = first(&batch_identity(a, m, n, m)?, width, m, -1)?;
+        let u = cut(&batch_identity(a, m, n, m)?, -1, 0, width, m)?;
         let s = a.reduce_sum(&[-2], false)?;
         return Ok((u, s, batch_identity(a, m, n, 0)?));
     }
@@ -359,8 +343,8 @@ fn svd_tall(a: &Tensor, m: i64, n: i64, full: bool) -> Result<(Tensor, Tensor, T
     pad[r - 1] = even - n;
     let padded = a.pad_general(&vec![0; r], &pad, &vec![0; r], 0i64)?;
     let (columns, v) = jacobi_columns(&padded, m, even)?;
-    let columns = first(&columns, n, even, -1)?;
-    let v = first(&first(&v, n, even, -1)?, n, even, -2)?;
+    let columns = cut(&columns, -1, 0, n, even)?;
+    let v = cut(&cut(&v, -1, 0, n, even)?, -2, 0, n, even)?;
     let s = columns.square()?.reduce_sum(&[-2], false)?.sqrt()?;
     let order = s.argsort(-1, true, true)?.cast(DType::I64)?;
     let s = s.take_along_axis(&order, -1)?;
@@ -380,7 +364,7 @@ fn svd_tall(a: &Tensor, m: i64, n: i64, full: bool) -> Result<(Tensor, Tensor, T
     let mut widen = vec![0; r - 1];
     widen[r - 2] = width - n;
     let sign = sign.pad_general(&vec![0; r - 1], &widen, &vec![0; r - 1], 1i64)?;
-    let u = first(&q, width, m, -1)?.mul(&sign.expand_dims(-2)?)?;
+    let u = cut(&q, -1, 0, width, m)?.mul(&sign.expand_dims(-2)?)?;
     Ok((u, s, v))
 }
 
@@ -415,7 +399,7 @@ fn svd_gradient(
     let (gu, gs, gv) = g;
     let f = inverse_gaps(&s.square()?, k)?;
     let antisymmetric = |x: Tensor| -> Result<Tensor> {
-        let d = x.sub(&transposed(&x)?)?;
+        let d = x.sub(&x.matrix_transpose()?)?;
         where_nonzero(&d, &d.mul(&f)?)
     };
     let j = antisymmetric(u.matmul_t(gu, true, false)?)?;
@@ -459,7 +443,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn svd(&self, full_matrices: bool) -> Result<(Tensor, Tensor, Tensor)> {
-        let (m, n) = float_matrix("svd", self)?;
+        let (m, n) = float_matrix_dims("svd", self)?;
         let k = m.min(n);
         let f = custom_gradient(move |xs: &[Tensor]| {
             let key = if full_matrices {
@@ -471,15 +455,15 @@ impl Tensor {
                 let (u, s, v) = if m >= n {
                     svd_tall(&xs[0], m, n, full_matrices)?
                 } else {
-                    let (u, s, v) = svd_tall(&transposed(&xs[0])?, n, m, full_matrices)?;
+                    let (u, s, v) = svd_tall(&xs[0].matrix_transpose()?, n, m, full_matrices)?;
                     (v, s, u)
                 };
-                Ok(vec![u, s, transposed(&v)?])
+                Ok(vec![u, s, v.matrix_transpose()?])
             })?;
             let vh = out.pop().expect("three results");
             let s = out.pop().expect("three results");
             let u = out.pop().expect("three results");
-            let (us, ss, vs) = (u.clone(), s.clone(), transposed(&vh)?);
+            let (us, ss, vs) = (u.clone(), s.clone(), vh.matrix_transpose()?);
             let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
                 if full_matrices && m != n {
                     return Err(Error::invalid(
@@ -490,7 +474,7 @@ impl Tensor {
                         ),
                     ));
                 }
-                let gv = transposed(&g[2])?;
+                let gv = g[2].matrix_transpose()?;
                 Ok(vec![Some(svd_gradient(
                     &us,
                     &ss,
@@ -520,7 +504,7 @@ impl Tensor {
     /// `10 max(m, n) eps` times the largest, their default cutoff.
     #[track_caller]
     pub fn pinv(&self) -> Result<Tensor> {
-        let (m, n) = float_matrix("pinv", self)?;
+        let (m, n) = float_matrix_dims("pinv", self)?;
         let (u, inverse, vh) = inverted_svd(self, 10.0 * m.max(n) as f64)?;
         vh.matmul_t(&u.mul(&inverse.expand_dims(-2)?)?, true, true)
     }
@@ -535,7 +519,7 @@ impl Tensor {
     /// equations) agrees for matrices of full rank.
     #[track_caller]
     pub fn lstsq(&self, b: &Tensor) -> Result<Tensor> {
-        let (m, n) = float_matrix("lstsq", self)?;
+        let (m, n) = float_matrix_dims("lstsq", self)?;
         let fits = b.dtype() == self.dtype()
             && b.shape().rank() == self.shape().rank()
             && matches!(b.shape().dims(), Some(&[.., Some(rows), _]) if rows == m);
@@ -587,7 +571,7 @@ impl Tensor {
                 let inner = through_v.add(&g[0].diag()?)?;
                 let ga = vs.matmul(&inner)?.matmul_t(&vs, false, true)?;
                 let half = Tensor::fill(&[], 0.5, dtype)?;
-                Ok(vec![Some(ga.add(&transposed(&ga)?)?.mul(&half)?)])
+                Ok(vec![Some(ga.add(&ga.matrix_transpose()?)?.mul(&half)?)])
             };
             Ok((vec![w, v], grad))
         });
@@ -612,20 +596,6 @@ fn square_order(op: &str, a: &Tensor) -> Result<i64> {
             op,
             format!(
                 "needs square float matrices of known size in the last two dimensions, got {}",
-                a.tensor_type()
-            ),
-        )),
-    }
-}
-
-/// `(m, n)` of the float matrices of known size in the last two dimensions.
-fn float_matrix(op: &str, a: &Tensor) -> Result<(i64, i64)> {
-    match a.shape().dims() {
-        Some(&[.., Some(m), Some(n)]) if a.dtype().is_float() => Ok((m, n)),
-        _ => Err(Error::invalid(
-            op,
-            format!(
-                "needs float matrices of known size in the last two dimensions, got {}",
                 a.tensor_type()
             ),
         )),

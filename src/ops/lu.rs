@@ -65,14 +65,6 @@ fn order(op: &str, a: &Tensor, complex: bool) -> Result<i64> {
     Ok(n)
 }
 
-/// `a` with its last two dimensions swapped.
-fn transposed(a: &Tensor) -> Result<Tensor> {
-    let r = a.rank() as i64;
-    let mut perm: Vec<i64> = (0..r).collect();
-    perm.swap(r as usize - 1, r as usize - 2);
-    a.transpose(&perm)
-}
-
 /// The packed LU factorization of `a`, `P a = L U`: `L` (unit diagonal)
 /// below the diagonal of the result and `U` on and above it; the row
 /// permutation as indices `[..., n, 1]` (row `i` of `P a` is row
@@ -159,7 +151,7 @@ fn solve_matrix(a: &Tensor, b: &Tensor, n: i64) -> Result<Tensor> {
         .remove(0);
         let xt = x.clone();
         let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
-            let gb = solve_matrix(&transposed(&a)?, &g[0], n)?;
+            let gb = solve_matrix(&a.matrix_transpose()?, &g[0], n)?;
             let ga = gb.matmul_t(&xt, false, true)?.neg()?;
             Ok(vec![Some(ga), Some(gb)])
         };
@@ -231,7 +223,7 @@ impl Tensor {
             let d = det.clone();
             let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
                 let scale = g[0].mul(&d)?.expand_dims(-1)?.expand_dims(-1)?;
-                Ok(vec![Some(transposed(&a.inv()?)?.mul(&scale)?)])
+                Ok(vec![Some(a.inv()?.matrix_transpose()?.mul(&scale)?)])
             };
             Ok((vec![det], grad))
         });
@@ -257,7 +249,7 @@ impl Tensor {
             let sign = out.pop().expect("two results");
             let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
                 let scale = g[1].expand_dims(-1)?.expand_dims(-1)?;
-                Ok(vec![Some(transposed(&a.inv()?)?.mul(&scale)?)])
+                Ok(vec![Some(a.inv()?.matrix_transpose()?.mul(&scale)?)])
             };
             Ok((vec![sign, logabs], grad))
         });

@@ -1,7 +1,9 @@
 //! Matrix helpers on the last two dimensions, with leading batch
 //! dimensions: identity matrices, bands and triangles, diagonals and
-//! traces (`tf.eye`, `tf.linalg.band_part`, `diag`, `diag_part`,
-//! `set_diag`, `trace`; `jnp.eye`, `tril`, `triu`, `diagonal`, `trace`).
+//! traces, transposes (`tf.eye`, `tf.linalg.band_part`, `diag`,
+//! `diag_part`, `set_diag`, `trace`, `matrix_transpose`; `jnp.eye`,
+//! `tril`, `triu`, `diagonal`, `trace`, `matrix_transpose`), and the
+//! shape helpers the linear-algebra composites share.
 //!
 //! Each is a composite of existing ops, so gradients, batching and
 //! lowering come from those: a mask built from two `iota`s selects with
@@ -34,6 +36,33 @@ fn matrix_dims(op: &str, a: &Tensor) -> Result<(i64, i64)> {
             format!("needs a matrix (rank >= 2), got {}", a.tensor_type()),
         )),
     }
+}
+
+/// The known `(rows, cols)` of float matrices in the last two dimensions
+/// of `a` (the linear-algebra composites' operands).
+pub(crate) fn float_matrix_dims(op: &str, a: &Tensor) -> Result<(i64, i64)> {
+    match a.shape().dims() {
+        Some(&[.., Some(m), Some(n)]) if a.dtype().is_float() => Ok((m, n)),
+        _ => Err(Error::invalid(
+            op,
+            format!(
+                "needs float matrices of known size in the last two dimensions, got {}",
+                a.tensor_type()
+            ),
+        )),
+    }
+}
+
+/// `x` cut to `len` entries from `start` along `axis` (-2 or -1), which
+/// holds `total`: a negative padding, so leading dimensions need not be
+/// known.
+pub(crate) fn cut(x: &Tensor, axis: i64, start: i64, len: i64, total: i64) -> Result<Tensor> {
+    let r = x.rank();
+    let at = (r as i64 + axis) as usize;
+    let (mut low, mut high) = (vec![0; r], vec![0; r]);
+    low[at] = -start;
+    high[at] = -(total - start - len);
+    x.pad_general(&low, &high, &vec![0; r], 0i64)
 }
 
 /// Zeros of `dtype` with the shape of `like`, also when some of its
@@ -180,6 +209,24 @@ impl Tensor {
             diagonal.expand_dims(-2)?
         };
         Tensor::eye(rows, cols, DType::Bool)?.where_(&spread, self)
+    }
+
+    /// Each matrix transposed: the last two dimensions swapped
+    /// (`tf.linalg.matrix_transpose`, `jnp.matrix_transpose`).
+    #[track_caller]
+    pub fn matrix_transpose(&self) -> Result<Tensor> {
+        let r = match self.shape().rank() {
+            Some(r) if r >= 2 => r as i64,
+            _ => {
+                return Err(Error::invalid(
+                    "matrix_transpose",
+                    format!("needs a matrix (rank >= 2), got {}", self.tensor_type()),
+                ));
+            }
+        };
+        let mut perm: Vec<i64> = (0..r).collect();
+        perm.swap(r as usize - 1, r as usize - 2);
+        self.transpose(&perm)
     }
 
     /// The sum of each matrix's main diagonal (`tf.linalg.trace`,

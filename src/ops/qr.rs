@@ -31,54 +31,12 @@
 //! `ops::one_program`, `control::for_range` and `custom_gradient`.
 
 use super::custom_gradient::custom_gradient;
+use super::matrix::{cut, float_matrix_dims};
 use super::one_program::run_as_one_program;
 use crate::control::for_range;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
-
-/// `(m, n)` of the float matrices in the last two dimensions of `a`.
-fn matrix_order(op: &str, a: &Tensor) -> Result<(i64, i64)> {
-    let (m, n) = match a.shape().dims() {
-        Some(&[.., Some(m), Some(n)]) => (m, n),
-        _ => {
-            return Err(Error::invalid(
-                op,
-                format!(
-                    "needs matrices of known size in the last two dimensions, got {}",
-                    a.tensor_type()
-                ),
-            ));
-        }
-    };
-    if !a.dtype().is_float() {
-        return Err(Error::invalid(
-            op,
-            format!("needs float matrices, got {}", a.tensor_type()),
-        ));
-    }
-    Ok((m, n))
-}
-
-/// `x` cut to `len` entries from `start` along the last (`last = true`)
-/// or second-last axis; a negative padding, so batch dimensions need not
-/// be known.
-fn cut(x: &Tensor, second_last: bool, start: i64, len: i64, total: i64) -> Result<Tensor> {
-    let r = x.rank();
-    let axis = if second_last { r - 2 } else { r - 1 };
-    let (mut low, mut high) = (vec![0; r], vec![0; r]);
-    low[axis] = -start;
-    high[axis] = -(total - start - len);
-    x.pad_general(&low, &high, &vec![0; r], 0i64)
-}
-
-/// `x` with its last two dimensions swapped.
-fn transposed(x: &Tensor) -> Result<Tensor> {
-    let r = x.rank() as i64;
-    let mut perm: Vec<i64> = (0..r).collect();
-    perm.swap(r as usize - 1, r as usize - 2);
-    x.transpose(&perm)
-}
 
 /// The complete Householder factorization `a = q r`: `q` `[..., m, m]`
 /// orthogonal, `r` `[..., m, n]` upper triangular.
@@ -133,7 +91,7 @@ pub(crate) fn householder(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)
             let done = reflect.logical_and(&col_k)?;
             let a = done.logical_and(&below)?.where_(&zero, &a)?;
             let a = done.logical_and(&at)?.where_(&beta.mul(&s)?, &a)?;
-            let q = q.sub(&q.matmul(&sv)?.mul(&transposed(&v)?)?)?;
+            let q = q.sub(&q.matmul(&sv)?.mul(&v.matrix_transpose()?)?)?;
             Ok((a, q))
         },
     )?;
@@ -148,8 +106,8 @@ fn tall_gradient(q: &Tensor, r: &Tensor, gq: &Tensor, gr: &Tensor) -> Result<Ten
     let qdq = q.matmul_t(gq, true, false)?;
     let rdr = r.matmul_t(gr, false, true)?;
     let l = qdq
-        .sub(&transposed(&qdq)?)?
-        .add(&rdr.sub(&transposed(&rdr)?)?)?
+        .sub(&qdq.matrix_transpose()?)?
+        .add(&rdr.sub(&rdr.matrix_transpose()?)?)?
         .tril(0)?;
     let through_r = q.matmul(&gr.add(&times_r_inv_t(&l)?)?)?;
     let through_q = times_r_inv_t(&gq.sub(&q.matmul(&qdq)?)?)?;
@@ -165,7 +123,7 @@ impl Tensor {
     /// and JAX give them.
     #[track_caller]
     pub fn qr(&self, full_matrices: bool) -> Result<(Tensor, Tensor)> {
-        let (m, n) = matrix_order("qr", self)?;
+        let (m, n) = float_matrix_dims("qr", self)?;
         let k = m.min(n);
         let f = custom_gradient(move |xs: &[Tensor]| {
             let a = xs[0].clone();
@@ -179,7 +137,7 @@ impl Tensor {
                 Ok(if full_matrices {
                     vec![q, r]
                 } else {
-                    vec![cut(&q, false, 0, k, m)?, cut(&r, true, 0, k, m)?]
+                    vec![cut(&q, -1, 0, k, m)?, cut(&r, -2, 0, k, m)?]
                 })
             })?;
             let r = out.pop().expect("two results");
@@ -201,9 +159,9 @@ impl Tensor {
                     return Ok(vec![Some(tall_gradient(&qs, &rs, gq, gr)?)]);
                 }
                 // [X | Y] = Q [U | V].
-                let u = cut(&rs, false, 0, m, n)?;
-                let (gu, gv) = (cut(gr, false, 0, m, n)?, cut(gr, false, m, n - m, n)?);
-                let y = cut(&a, false, m, n - m, n)?;
+                let u = cut(&rs, -1, 0, m, n)?;
+                let (gu, gv) = (cut(gr, -1, 0, m, n)?, cut(gr, -1, m, n - m, n)?);
+                let y = cut(&a, -1, m, n - m, n)?;
                 let gq = gq.add(&y.matmul_t(&gv, false, true)?)?;
                 let gx = tall_gradient(&qs, &u, &gq, &gu)?;
                 let gy = qs.matmul(&gv)?;
