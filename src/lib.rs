@@ -211,7 +211,7 @@ pub use ops::conv::{ConvOptions, Padding};
 pub use ops::custom_gradient::custom_gradient;
 pub use ops::einsum::{einsum, einsum_preferred};
 pub use ops::elementwise::where_;
-pub use ops::fft::{FftType, fft_op};
+pub use ops::fft::{FftNorm, FftType, fft_op};
 pub use ops::pad::PadMode;
 pub use ops::stats::{NormOrd, clip_by_global_norm};
 pub use ops::window::{WindowDims, WindowKind};
@@ -270,6 +270,7 @@ pub mod prelude {
     pub use crate::ops::custom_gradient::custom_gradient;
     pub use crate::ops::einsum::einsum;
     pub use crate::ops::elementwise::where_;
+    pub use crate::ops::fft::FftNorm;
     pub use crate::ops::pad::PadMode;
     pub use crate::ops::stats::NormOrd;
     pub use crate::optimizers::{

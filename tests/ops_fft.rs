@@ -502,3 +502,60 @@ fn a_function_with_transforms_exports_and_loads() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// NumPy's `norm`: `ortho` scales each way by `1/sqrt(n)` and `forward`
+/// moves the `1/n` to the forward transform, against the direct sums; each
+/// pair still round-trips, and `ortho` keeps the sum of squares
+/// (Parseval).
+#[test]
+fn norm_modes_scale_as_numpy() {
+    let dims = [2usize, 3, 4];
+    let (n2, tail2) = (12.0f64, [3usize, 4]);
+    let x = complexes(24, 9);
+    let xt = Tensor::from_vec(x.clone(), &as_i64(&dims)).unwrap();
+    let scaled = |v: &[C], k: f64| -> Vec<C> { v.iter().map(|z| z * k).collect() };
+    let forward = dft(&x, &tail2, false);
+    let inverse = dft(&x, &tail2, true);
+    for (norm, fwd, inv) in [
+        (FftNorm::Backward, 1.0, 1.0 / n2),
+        (FftNorm::Ortho, 1.0 / n2.sqrt(), 1.0 / n2.sqrt()),
+        (FftNorm::Forward, 1.0 / n2, 1.0),
+    ] {
+        let what = format!("{norm:?}");
+        check_both(
+            move |t| t.fftn_norm(2, norm),
+            &xt,
+            &scaled(&forward, fwd),
+            1e-12,
+            &what,
+        );
+        check_both(
+            move |t| t.ifftn_norm(2, norm),
+            &xt,
+            &scaled(&inverse, inv * n2),
+            1e-12,
+            &what,
+        );
+        let back = xt.fftn_norm(2, norm).unwrap().ifftn_norm(2, norm).unwrap();
+        close(&values(&back), &x, 1e-12, &format!("{what} round trip"));
+        let r = reals(24, 3);
+        let rt = Tensor::from_vec(r.clone(), &as_i64(&dims)).unwrap();
+        let spectrum = rt.rfftn_norm(2, norm).unwrap();
+        close(
+            &values(&spectrum),
+            &scaled(&rdft(&r, &tail2), fwd),
+            1e-12,
+            &format!("{what} rfft"),
+        );
+        let again = spectrum.irfftn_norm(2, Some(4), norm).unwrap();
+        close(
+            &values(&again),
+            &to_c(&r),
+            1e-12,
+            &format!("{what} irfft round trip"),
+        );
+    }
+    let energy = |v: &[C]| v.iter().map(|z| z.norm_sqr()).sum::<f64>();
+    let unitary = values(&xt.fftn_norm(2, FftNorm::Ortho).unwrap());
+    assert!((energy(&unitary) - energy(&x)).abs() < 1e-12 * energy(&x));
+}

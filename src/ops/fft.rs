@@ -8,6 +8,9 @@
 //!   `lengths` (input last axis `n/2 + 1`; the imaginary parts of the
 //!   entries that must be real, 0 and `n/2` for even `n`, are ignored).
 //!
+//! NumPy's `norm` (`FftNorm`: `backward`, `ortho`, `forward`) rescales
+//! the result of each method's `_norm` form.
+//!
 //! Every shape is checked before the program is built (XLA aborts the
 //! process on an `fft_length` that does not match the operand): the
 //! operand's innermost dimensions must be `lengths` (`Irfft`: the last one
@@ -33,6 +36,45 @@ use crate::error::{Error, Result};
 use crate::ir::{Dim, Shape, TensorType};
 use crate::lower::{Emitter, Val};
 use crate::tensor::{Tensor, apply1};
+
+/// Which direction carries the `1/n` of a transform pair (NumPy's and
+/// JAX's `norm`; TensorFlow has `Backward` only): `Backward` (the
+/// default) puts it on the inverse, `Forward` on the forward transform,
+/// and `Ortho` puts `1/sqrt(n)` on each, so both are unitary. `n` is the
+/// number of elements transformed (the product of the lengths).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FftNorm {
+    /// No scaling forward, `1/n` on the inverse.
+    #[default]
+    Backward,
+    /// `1/sqrt(n)` each way.
+    Ortho,
+    /// `1/n` forward, none on the inverse.
+    Forward,
+}
+
+impl FftNorm {
+    /// `y` (a transform over `lengths`, scaled as `Backward` has it)
+    /// rescaled for this norm.
+    fn scale(self, y: Tensor, lengths: &[i64], inverse: bool) -> Result<Tensor> {
+        let n = lengths.iter().product::<i64>() as f64;
+        let factor = match (self, inverse) {
+            (FftNorm::Backward, _) => return Ok(y),
+            (FftNorm::Ortho, false) => 1.0 / n.sqrt(),
+            (FftNorm::Ortho, true) => n.sqrt(),
+            (FftNorm::Forward, false) => 1.0 / n,
+            (FftNorm::Forward, true) => n,
+        };
+        let real = y.dtype().real_part();
+        let factor = Tensor::fill(&[], factor, real)?;
+        let factor = if y.dtype().is_complex() {
+            factor.cast(y.dtype())?
+        } else {
+            factor
+        };
+        y.mul(&factor)
+    }
+}
 
 /// The four transforms (StableHLO's `fft_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -334,24 +376,44 @@ impl Tensor {
     /// `fft`, `fft2d`, `fft3d`); real f32/f64 input becomes complex.
     #[track_caller]
     pub fn fftn(&self, rank: usize) -> Result<Tensor> {
+        self.fftn_norm(rank, FftNorm::Backward)
+    }
+
+    /// [`Tensor::fftn`] with NumPy's `norm`.
+    #[track_caller]
+    pub fn fftn_norm(&self, rank: usize, norm: FftNorm) -> Result<Tensor> {
         let lengths = self.fft_tail("fft", rank)?;
-        fft_op(&self.as_complex("fft")?, FftType::Fft, &lengths)
+        let y = fft_op(&self.as_complex("fft")?, FftType::Fft, &lengths)?;
+        norm.scale(y, &lengths, false)
     }
 
     /// `np.fft.ifftn` over the innermost `rank` (1 to 3) axes, with the
     /// `1/n` normalisation; real f32/f64 input becomes complex.
     #[track_caller]
     pub fn ifftn(&self, rank: usize) -> Result<Tensor> {
+        self.ifftn_norm(rank, FftNorm::Backward)
+    }
+
+    /// [`Tensor::ifftn`] with NumPy's `norm`.
+    #[track_caller]
+    pub fn ifftn_norm(&self, rank: usize, norm: FftNorm) -> Result<Tensor> {
         let lengths = self.fft_tail("ifft", rank)?;
-        fft_op(&self.as_complex("ifft")?, FftType::Ifft, &lengths)
+        let y = fft_op(&self.as_complex("ifft")?, FftType::Ifft, &lengths)?;
+        norm.scale(y, &lengths, true)
     }
 
     /// `np.fft.rfftn` over the innermost `rank` (1 to 3) axes of a real
     /// f32/f64 tensor: the last axis of `n` becomes `n/2 + 1` entries.
     #[track_caller]
     pub fn rfftn(&self, rank: usize) -> Result<Tensor> {
+        self.rfftn_norm(rank, FftNorm::Backward)
+    }
+
+    /// [`Tensor::rfftn`] with NumPy's `norm`.
+    #[track_caller]
+    pub fn rfftn_norm(&self, rank: usize, norm: FftNorm) -> Result<Tensor> {
         let lengths = self.fft_tail("rfft", rank)?;
-        fft_op(self, FftType::Rfft, &lengths)
+        norm.scale(fft_op(self, FftType::Rfft, &lengths)?, &lengths, false)
     }
 
     /// `np.fft.irfftn` over the innermost `rank` (1 to 3) axes of a
@@ -360,6 +422,12 @@ impl Tensor {
     /// cut or zero-padded to `n/2 + 1` entries first, as NumPy does).
     #[track_caller]
     pub fn irfftn(&self, rank: usize, n: Option<i64>) -> Result<Tensor> {
+        self.irfftn_norm(rank, n, FftNorm::Backward)
+    }
+
+    /// [`Tensor::irfftn`] with NumPy's `norm`.
+    #[track_caller]
+    pub fn irfftn_norm(&self, rank: usize, n: Option<i64>, norm: FftNorm) -> Result<Tensor> {
         let mut lengths = self.fft_tail("irfft", rank)?;
         let last = lengths.len() - 1;
         let m = lengths[last];
@@ -387,7 +455,7 @@ impl Tensor {
         } else {
             self.clone()
         };
-        fft_op(&x, FftType::Irfft, &lengths)
+        norm.scale(fft_op(&x, FftType::Irfft, &lengths)?, &lengths, true)
     }
 
     /// `np.fft.fft` along the last axis.
