@@ -315,8 +315,36 @@ fn spectral_and_nuclear_norms_come_from_the_singular_values() {
     );
     assert_invalid(v.norm(NormOrd::Nuclear, &[0], false), "norm", "two axes");
     assert_invalid(a.norm(NormOrd::Two, &[1, 1], false), "norm", "distinct");
+    // Negative orders: [[3, 0], [4, 5]] has column sums 7, 5 and row sums
+    // 3, 9; its smallest singular value is √5.
+    let at = |ord, axes: &[i64]| value(a.norm(ord, axes, false).unwrap());
+    assert_eq!(at(NormOrd::NegOne, &[0, 1]), 5.0);
+    assert_eq!(at(NormOrd::NegInf, &[0, 1]), 3.0);
+    assert!((at(NormOrd::NegTwo, &[0, 1]) - small).abs() < 1e-14);
+    // Vectors: [3, 0, 4] has p-norms (3^p + 4^p)^(1/p), min 0, and the
+    // negative orders are 0 with a zero element.
+    let v3 = Tensor::vector(&[3.0f64, 0.0, -4.0]).unwrap();
+    let vat = |ord| value(v3.norm(ord, &[], false).unwrap());
+    assert!((vat(NormOrd::P(3.0)) - 91f64.cbrt()).abs() < 1e-14);
+    assert!((vat(NormOrd::P(0.5)) - (3f64.sqrt() + 2.0).powi(2)).abs() < 1e-13);
+    assert_eq!((vat(NormOrd::NegInf), vat(NormOrd::NegOne)), (0.0, 0.0));
+    let v2 = Tensor::vector(&[3.0f64, -4.0]).unwrap();
+    let neg_two = value(v2.norm(NormOrd::NegTwo, &[0], false).unwrap());
+    assert!((neg_two - 12.0 / 5.0).abs() < 1e-14, "{neg_two}");
+    assert_invalid(
+        a.norm(NormOrd::P(3.0), &[0, 1], false),
+        "norm",
+        "vector norm",
+    );
+    assert_invalid(v3.norm(NormOrd::P(0.0), &[], false), "norm", "other than 0");
     let m = sample(&[3, 2]);
-    for ord in [NormOrd::Two, NormOrd::Nuclear] {
+    check_gradient(&|x| x.norm(NormOrd::P(3.0), &[1], false), &m);
+    for ord in [
+        NormOrd::Two,
+        NormOrd::Nuclear,
+        NormOrd::NegTwo,
+        NormOrd::NegOne,
+    ] {
         check_gradient(&move |x| x.norm(ord, &[0, 1], false), &m);
     }
 }

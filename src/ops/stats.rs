@@ -57,8 +57,9 @@ impl OpDef for StopGradient {
 
 // ------------------------------------------------------------------- norm
 
-/// Which norm `Tensor::norm` computes (`tf.norm`'s `ord`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which norm `Tensor::norm` computes (`tf.norm`'s and
+/// `jnp.linalg.norm`'s `ord`).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum NormOrd {
     /// sqrt(sum(x²)) (`'euclidean'`, also the Frobenius norm over all
     /// elements or two axes).
@@ -73,6 +74,18 @@ pub enum NormOrd {
     /// `'nuc'`: the nuclear norm (the sum of the singular values), over
     /// two axes only.
     Nuclear,
+    /// `-1`: over two axes, the smallest column sum of `|x|`; over one
+    /// axis or none, `1 / sum(1 / |x|)`.
+    NegOne,
+    /// `-2`: over two axes, the smallest singular value; over one axis or
+    /// none, `sum(|x|^-2)^(-1/2)`.
+    NegTwo,
+    /// `-inf`: over two axes, the smallest row sum of `|x|`; over one axis
+    /// or none, `min(|x|)`.
+    NegInf,
+    /// A vector p-norm `sum(|x|^p)^(1/p)` for a finite `p != 0` (TensorFlow
+    /// takes positive `p`, NumPy any); over one axis or none only.
+    P(f64),
 }
 
 fn float_only(op: &str, x: &Tensor) -> Result<()> {
@@ -164,7 +177,9 @@ impl Tensor {
     /// over two axes `[rows, columns]`: the Frobenius norm (euclidean), the
     /// largest column sum of `|x|` (1) and the largest row sum (infinity),
     /// as TensorFlow and NumPy define them, and from the singular values
-    /// (`Tensor::singular_values`) the spectral (2) and nuclear norms.
+    /// (`Tensor::singular_values`) the spectral (2) and nuclear norms; and
+    /// NumPy's negative orders (-1, -2, -inf: the smallest column sum,
+    /// singular value and row sum of a matrix) and vector p-norms.
     #[track_caller]
     pub fn norm(&self, ord: NormOrd, axes: &[i64], keepdims: bool) -> Result<Tensor> {
         float_only("norm", self)?;
@@ -177,26 +192,60 @@ impl Tensor {
                 ),
             ));
         }
-        match (ord, axes) {
-            (NormOrd::Euclidean, _) => self.square()?.reduce_sum(axes, keepdims)?.sqrt(),
-            (NormOrd::One, &[rows, columns]) => {
-                let sums = self.abs()?.reduce_sum(&[rows], true)?;
-                squeeze_axes(&sums.reduce_max(&[columns], true)?, axes, keepdims)
+        let matrix = |ord: NormOrd| -> Result<Tensor> {
+            let &[rows, columns] = axes else {
+                return Err(Error::invalid(
+                    "norm",
+                    format!("the {ord:?} norm is a matrix norm, over two axes, got axes {axes:?}"),
+                ));
+            };
+            let line_sums = |over: i64, across: i64, largest: bool| -> Result<Tensor> {
+                let sums = self.abs()?.reduce_sum(&[over], true)?;
+                let pick = if largest {
+                    sums.reduce_max(&[across], true)?
+                } else {
+                    sums.reduce_min(&[across], true)?
+                };
+                squeeze_axes(&pick, axes, keepdims)
+            };
+            match ord {
+                NormOrd::One => line_sums(rows, columns, true),
+                NormOrd::NegOne => line_sums(rows, columns, false),
+                NormOrd::Inf => line_sums(columns, rows, true),
+                NormOrd::NegInf => line_sums(columns, rows, false),
+                NormOrd::Two => {
+                    singular_value_norm(self, SpectralKind::Largest, rows, columns, keepdims)
+                }
+                NormOrd::NegTwo => {
+                    singular_value_norm(self, SpectralKind::Smallest, rows, columns, keepdims)
+                }
+                NormOrd::Nuclear => {
+                    singular_value_norm(self, SpectralKind::Sum, rows, columns, keepdims)
+                }
+                NormOrd::Euclidean | NormOrd::P(_) => Err(Error::invalid(
+                    "norm",
+                    format!("{ord:?} is not a matrix norm here"),
+                )),
             }
-            (NormOrd::Inf, &[rows, columns]) => {
-                let sums = self.abs()?.reduce_sum(&[columns], true)?;
-                squeeze_axes(&sums.reduce_max(&[rows], true)?, axes, keepdims)
+        };
+        let abs = || self.abs();
+        match (ord, axes.len()) {
+            (NormOrd::Euclidean, _) | (NormOrd::Two, 0 | 1) => {
+                self.square()?.reduce_sum(axes, keepdims)?.sqrt()
             }
-            (NormOrd::Two | NormOrd::Nuclear, &[rows, columns]) => {
-                spectral_norm(self, ord == NormOrd::Nuclear, rows, columns, keepdims)
-            }
-            (NormOrd::One, _) => self.abs()?.reduce_sum(axes, keepdims),
-            (NormOrd::Inf, _) => self.abs()?.reduce_max(axes, keepdims),
-            (NormOrd::Two, _) => self.square()?.reduce_sum(axes, keepdims)?.sqrt(),
-            (NormOrd::Nuclear, _) => Err(Error::invalid(
+            (NormOrd::P(p), 0 | 1) => p_norm(self, p, axes, keepdims),
+            (NormOrd::P(p), _) => Err(Error::invalid(
                 "norm",
-                format!("the nuclear norm is over two axes (a matrix), got axes {axes:?}"),
+                format!(
+                    "the p-norm (p = {p}) is a vector norm, over one axis or none, got axes {axes:?}"
+                ),
             )),
+            (NormOrd::One, 0 | 1) => abs()?.reduce_sum(axes, keepdims),
+            (NormOrd::Inf, 0 | 1) => abs()?.reduce_max(axes, keepdims),
+            (NormOrd::NegInf, 0 | 1) => abs()?.reduce_min(axes, keepdims),
+            (NormOrd::NegOne, 0 | 1) => p_norm(self, -1.0, axes, keepdims),
+            (NormOrd::NegTwo, 0 | 1) => p_norm(self, -2.0, axes, keepdims),
+            (ord, _) => matrix(ord),
         }
     }
 
@@ -244,11 +293,33 @@ impl Tensor {
     }
 }
 
-/// The largest singular value (or, `nuclear`, their sum) of the matrices
+/// `sum(|x|^p)^(1/p)` over `axes` (all if empty), for a finite `p != 0`.
+fn p_norm(x: &Tensor, p: f64, axes: &[i64], keepdims: bool) -> Result<Tensor> {
+    if !p.is_finite() || p == 0.0 {
+        return Err(Error::invalid(
+            "norm",
+            format!("a p-norm needs a finite p other than 0, got {p}"),
+        ));
+    }
+    x.abs()?
+        .pow_scalar(p)?
+        .reduce_sum(axes, keepdims)?
+        .pow_scalar(1.0 / p)
+}
+
+/// What a singular-value norm reads from the singular values.
+#[derive(Clone, Copy, PartialEq)]
+enum SpectralKind {
+    Largest,
+    Smallest,
+    Sum,
+}
+
+/// The largest or smallest singular value, or their sum, of the matrices
 /// over axes `[rows, columns]`: those axes are moved last for the SVD.
-fn spectral_norm(
+fn singular_value_norm(
     x: &Tensor,
-    nuclear: bool,
+    kind: SpectralKind,
     rows: i64,
     columns: i64,
     keepdims: bool,
@@ -269,10 +340,10 @@ fn spectral_norm(
     perm.extend([rows, columns]);
     let s = x.transpose(&perm)?.singular_values()?;
     // An empty matrix's norm is 0 (singular values are >= 0).
-    let norm = if nuclear {
-        s.reduce_sum(&[-1], false)?
-    } else {
-        s.reduce_max(&[-1], false)?.maximum_scalar(0.0)?
+    let norm = match kind {
+        SpectralKind::Sum => s.reduce_sum(&[-1], false)?,
+        SpectralKind::Largest => s.reduce_max(&[-1], false)?.maximum_scalar(0.0)?,
+        SpectralKind::Smallest => s.reduce_min(&[-1], false)?.maximum_scalar(0.0)?,
     };
     if !keepdims {
         return Ok(norm);
