@@ -364,6 +364,35 @@ fn sorted_segment_reductions_are_sized_by_their_ids() {
         get(negative.segment_max(&ids)),
         (vec![3, 2], vec![-1., -2., 0., 0., -5., -6.])
     );
+    // segment_min likewise, from above; the unsorted form leaves +inf.
+    assert_eq!(
+        get(data.segment_min(&ids)),
+        (vec![3, 2], vec![1., 2., 0., 0., 5., 6.])
+    );
+    assert_eq!(
+        get(data.unsorted_segment_min(&ids, 3)),
+        (
+            vec![3, 2],
+            vec![1., 2., f64::INFINITY, f64::INFINITY, 5., 6.]
+        )
+    );
+    let ints = Tensor::vector(&[4i32, -3, 9]).unwrap();
+    let smallest = ints
+        .unsorted_segment_min(&Tensor::vector(&[1i32, 1, 0]).unwrap(), 3)
+        .unwrap();
+    assert_eq!(smallest.to_vec::<i32>().unwrap(), [9, -3, i32::MAX]);
+    // The gradient of a minimum reaches the rows that are the minimum.
+    let tape = GradientTape::new();
+    tape.watch(&data);
+    let total = data
+        .segment_min(&ids)
+        .unwrap()
+        .reduce_sum(&[], false)
+        .unwrap();
+    let g = tape.gradient(&total, &[(&data).into()]).unwrap()[0]
+        .clone()
+        .unwrap();
+    assert_eq!(g.to_vec::<f64>().unwrap(), [1., 1., 0., 0., 1., 1., 0., 0.]);
     // No ids: no segments.
     let none = Tensor::zeros(&[0, 2], DType::F64)
         .segment_sum(&Tensor::zeros(&[0], DType::I64))

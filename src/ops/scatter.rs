@@ -1,7 +1,7 @@
 //! N-dimensional gather and scatter in TensorFlow's forms (#15 item 4):
 //! `gather_nd` and `tensor_scatter_nd_{update,add,min,max}`, each other's
 //! gradients, and the helpers built on them: `take`, `take_along_axis`,
-//! `gather` with `batch_dims`, `unsorted_segment_{sum,mean,max}`.
+//! `gather` with `batch_dims`, `unsorted_segment_{sum,mean,max,min}`.
 //!
 //! Indices have shape `[..., K]`: each row of `K` integers picks an
 //! element (or a slice, when `K` is below the rank) of the operand.
@@ -12,7 +12,7 @@
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
 use super::batching;
-use super::reduce::lowest;
+use super::reduce::{highest, lowest};
 use super::{OpDef, check_dtype, check_index_dtype, describe, expect_arity};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -445,6 +445,18 @@ impl Tensor {
         )
     }
 
+    /// `tf.math.unsorted_segment_min` (empty segments hold the dtype's
+    /// highest value, as TensorFlow's).
+    #[track_caller]
+    pub fn unsorted_segment_min(&self, segment_ids: &Tensor, num_segments: i64) -> Result<Tensor> {
+        self.segments(
+            segment_ids,
+            num_segments,
+            ScatterKind::Min,
+            highest(self.dtype()),
+        )
+    }
+
     /// `tf.math.unsorted_segment_mean` (empty segments are zero).
     #[track_caller]
     pub fn unsorted_segment_mean(&self, segment_ids: &Tensor, num_segments: i64) -> Result<Tensor> {
@@ -480,8 +492,17 @@ impl Tensor {
     pub fn segment_max(&self, segment_ids: &Tensor) -> Result<Tensor> {
         let n = sorted_segment_count("segment_max", segment_ids)?;
         let max = self.unsorted_segment_max(segment_ids, n)?;
-        let filled = segment_counts(segment_ids, n, DType::I64, max.rank())?.gt_scalar(0.0)?;
-        filled.where_(&max, &Tensor::fill(&[], 0, self.dtype())?)
+        zero_where_empty(&max, segment_ids, n)
+    }
+
+    /// `tf.math.segment_min` (see [`segment_sum`](Tensor::segment_sum));
+    /// empty segments are zero, as TensorFlow's (the unsorted form gives
+    /// them the dtype's highest value).
+    #[track_caller]
+    pub fn segment_min(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        let n = sorted_segment_count("segment_min", segment_ids)?;
+        let min = self.unsorted_segment_min(segment_ids, n)?;
+        zero_where_empty(&min, segment_ids, n)
     }
 
     fn segments(&self, ids: &Tensor, n: i64, kind: ScatterKind, init: Scalar) -> Result<Tensor> {
@@ -502,6 +523,12 @@ impl Tensor {
         let start = Tensor::fill(&out_dims, init, self.dtype())?;
         scatter(&start, kind, &ids.expand_dims(-1)?, self)
     }
+}
+
+/// A segment reduction with its empty segments (no id names them) set to 0.
+fn zero_where_empty(reduced: &Tensor, ids: &Tensor, n: i64) -> Result<Tensor> {
+    let filled = segment_counts(ids, n, DType::I64, reduced.rank())?.gt_scalar(0.0)?;
+    filled.where_(reduced, &Tensor::fill(&[], 0, reduced.dtype())?)
 }
 
 /// How many of `ids` fall in each of `n` segments, in `dtype`, shaped to
