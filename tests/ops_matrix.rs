@@ -1,7 +1,11 @@
 //! Matrix helpers (`ops::matrix`: `eye`, `band_part`, `tril`, `triu`,
-//! `diag`, `diag_part`, `set_diag`, `trace`, `matrix_transpose`) against
-//! hand-written matrices, eagerly and compiled, wide, tall and batched; their
-//! gradients against central finite differences; clear errors.
+//! `diag`, `diag_part`, `set_diag`, `trace`, `matrix_transpose`),
+//! products (`ops::products`: `tensordot`, `outer`, `matvec`, `kron`,
+//! `cross`), `cholesky_solve` and `logdet`, and matrix functions
+//! (`ops::matrix_functions`: `matrix_power`, `expm`) against hand-written
+//! matrices and closed forms (rotations, shears, `V e^w Vᵀ`), eagerly and
+//! compiled, wide, tall and batched; their gradients against central
+//! finite differences; clear errors.
 
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
@@ -177,4 +181,171 @@ fn matrix_helpers_trace_for_any_batch() {
     assert_eq!(f64s(&sd), [want, want].concat());
     assert_eq!(dm.dims(), [2, 3, 3]);
     assert_eq!(f64s(&tr), [18., 18.]);
+}
+
+#[test]
+fn products_match_hand_worked_values() {
+    // tensordot over one axis is a matrix product; over two, a full sum.
+    let a = m(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
+    let b = m(&[1., 0., 2., 1., 0., 3.], &[3, 2]);
+    assert_eq!(
+        f64s(&a.tensordot(&b, &[1], &[0]).unwrap()),
+        f64s(&a.matmul(&b).unwrap())
+    );
+    // [[1, 2, 3], [4, 5, 6]] . [[1, 0, 2], [1, 0, 3]] = 1 + 6 + 4 + 18.
+    assert_eq!(
+        f64s(&a.tensordot_n(&b.reshape(&[2, 3]).unwrap(), 2).unwrap()),
+        [29.]
+    );
+    // a's axis 0 with b's axis 1: [3, 3] = aᵀ bᵀ.
+    let t = a.tensordot(&b, &[0], &[1]).unwrap();
+    assert_eq!(t.dims(), [3, 3]);
+    let want = a
+        .matrix_transpose()
+        .unwrap()
+        .matmul(&b.matrix_transpose().unwrap())
+        .unwrap();
+    assert_eq!(f64s(&t), f64s(&want));
+    // outer, matvec, kron, cross by hand.
+    let v = m(&[1., 2.], &[2]);
+    assert_eq!(
+        f64s(&v.outer(&m(&[3., 4., 5.], &[3])).unwrap()),
+        [3., 4., 5., 6., 8., 10.]
+    );
+    assert_eq!(
+        f64s(
+            &b.matrix_transpose()
+                .unwrap()
+                .matvec(&m(&[1., 1., 1.], &[3]))
+                .unwrap()
+        ),
+        [3., 4.]
+    );
+    let k = m(&[1., 2., 3., 4.], &[2, 2])
+        .kron(&m(&[0., 1., 1., 0.], &[2, 2]))
+        .unwrap();
+    #[rustfmt::skip]
+    assert_eq!(f64s(&k), [
+        0., 1., 0., 2.,
+        1., 0., 2., 0.,
+        0., 3., 0., 4.,
+        3., 0., 4., 0.,
+    ]);
+    let x = m(&[1., 0., 0., 0., 1., 0.], &[2, 3]);
+    let y = m(&[0., 1., 0.], &[3]);
+    // e1 x e2 = e3, e2 x e2 = 0 (broadcast over the leading axis).
+    assert_eq!(f64s(&x.cross(&y).unwrap()), [0., 0., 1., 0., 0., 0.]);
+    let e = v.cross(&v).unwrap_err().to_string();
+    assert!(e.contains("3 on the last axis"), "{e}");
+    let e = a.tensordot(&b, &[1], &[0, 1]).unwrap_err().to_string();
+    assert!(e.contains("as many axes"), "{e}");
+    // Gradients through the products.
+    let x: Vec<f64> = (0..6).map(|i| 0.4 * i as f64 - 1.0).collect();
+    check_gradient(
+        &|t| t.tensordot(&b, &[1], &[0]),
+        &x,
+        &[2, 3],
+        1e-6,
+        "tensordot",
+    );
+    check_gradient(
+        &|t| t.cross(&m(&[0.5, -1., 2.], &[3])),
+        &x,
+        &[2, 3],
+        1e-6,
+        "cross",
+    );
+    check_gradient(
+        &|t| t.kron(&m(&[1., 2.], &[1, 2])),
+        &x,
+        &[2, 3],
+        1e-6,
+        "kron",
+    );
+}
+
+#[test]
+fn cholesky_solves_logdets_powers_and_exponentials() {
+    // a = [[4, 2], [2, 3]] = L Lᵀ with det 8.
+    let a = m(&[4., 2., 2., 3.], &[2, 2]);
+    let l = a.cholesky().unwrap();
+    let x = l.cholesky_solve(&m(&[2., 1.], &[2, 1])).unwrap();
+    // a [0.5, 0]ᵀ = [2, 1]ᵀ.
+    let got = f64s(&x);
+    assert!(
+        (got[0] - 0.5).abs() < 1e-15 && got[1].abs() < 1e-15,
+        "{got:?}"
+    );
+    assert!((a.logdet().unwrap().item::<f64>().unwrap() - 8f64.ln()).abs() < 1e-15);
+    // Powers: [[1, 1], [0, 1]]^k = [[1, k], [0, 1]], for negative k too.
+    let shear = m(&[1., 1., 0., 1.], &[2, 2]);
+    for k in [-3i64, 0, 1, 5] {
+        assert_eq!(
+            f64s(&shear.matrix_power(k).unwrap()),
+            [1., k as f64, 0., 1.],
+            "{k}"
+        );
+    }
+    // exp of a diagonal, a rotation generator, a nilpotent matrix.
+    let d = m(&[1., 0., 0., -2.], &[2, 2]).expm().unwrap();
+    let want = [1f64.exp(), 0., 0., (-2f64).exp()];
+    for (g, w) in f64s(&d).iter().zip(want) {
+        assert!((g - w).abs() < 1e-15 * (1.0 + w), "{g} {w}");
+    }
+    let t = 2.5f64;
+    let rot = m(&[0., t, -t, 0.], &[2, 2]).expm().unwrap();
+    let want = [t.cos(), t.sin(), -t.sin(), t.cos()];
+    for (g, w) in f64s(&rot).iter().zip(want) {
+        assert!((g - w).abs() < 1e-14, "rotation {g} {w}");
+    }
+    let nilpotent = f64s(&m(&[0., 1., 0., 0.], &[2, 2]).expm().unwrap());
+    for (g, w) in nilpotent.iter().zip([1., 1., 0., 1.]) {
+        assert!((g - w).abs() < 1e-15, "nilpotent {nilpotent:?}");
+    }
+    // A large norm (several squarings), batched and compiled, against the
+    // eigendecomposition of a symmetric matrix: V e^w Vᵀ.
+    let s = m(&[6., 2., 1., 2., -3., 0.5, 1., 0.5, 4.], &[3, 3]);
+    let batch = Tensor::stack(&[s.clone(), s.mul(&Tensor::scalar(0.01)).unwrap()], 0).unwrap();
+    let (w, v) = batch.eigh().unwrap();
+    let want = v
+        .mul(&w.exp().unwrap().expand_dims(-2).unwrap())
+        .unwrap()
+        .matmul_t(&v, false, true)
+        .unwrap();
+    let f = function(|a: Tensor| a.expm());
+    for got in [batch.expm().unwrap(), f.call((&batch,)).unwrap()] {
+        for (g, w) in f64s(&got).iter().zip(f64s(&want)) {
+            assert!((g - w).abs() < 1e-12 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    }
+    // Gradients.
+    let x = [0.3, -0.2, 0.5, 0.1];
+    check_gradient(&|t| t.expm(), &x, &[2, 2], 1e-6, "expm");
+    let big: Vec<f64> = x.iter().map(|v| v * 20.0).collect();
+    check_gradient(&|t| t.expm(), &big, &[2, 2], 1e-5, "expm, squared");
+    check_gradient(&|t| t.matrix_power(3), &x, &[2, 2], 1e-6, "matrix_power");
+    // logdet's gradient is a⁻¹ (symmetric; the factorization reads only
+    // the lower triangle, so differences go through a symmetrized input).
+    let spd = [4., 2., 2., 3.];
+    let symmetric_logdet = |t: &Tensor| -> Result<Tensor> {
+        t.add(&t.matrix_transpose()?)?
+            .mul(&Tensor::scalar(0.5))?
+            .logdet()
+    };
+    check_gradient(&symmetric_logdet, &spd, &[2, 2], 1e-6, "logdet");
+    let tape = GradientTape::new();
+    tape.watch(&a);
+    let ld = a.logdet().unwrap();
+    let g = tape.gradient(&ld, &[Source::from(&a)]).unwrap()[0]
+        .clone()
+        .unwrap();
+    for (g, w) in f64s(&g).iter().zip([3. / 8., -2. / 8., -2. / 8., 4. / 8.]) {
+        assert!((g - w).abs() < 1e-15, "logdet gradient {g} vs {w}");
+    }
+    let e = m(&values_of(6), &[2, 3]).expm().unwrap_err().to_string();
+    assert!(e.contains("square"), "{e}");
+}
+
+fn values_of(n: usize) -> Vec<f64> {
+    (0..n).map(|i| i as f64).collect()
 }

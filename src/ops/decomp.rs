@@ -1,7 +1,8 @@
 //! Matrix decompositions and solves StableHLO has (#15 item 11):
 //! `cholesky` (`tf.linalg.cholesky`) and `triangular_solve`
 //! (`tf.linalg.triangular_solve`, `jax.lax.linalg.triangular_solve`), on
-//! the last two dimensions, with leading batch dimensions.
+//! the last two dimensions, with leading batch dimensions; and what they
+//! give, `cholesky_solve` and `logdet`.
 //! `triangular_solve` also takes complex matrices: `transpose_a`
 //! transposes without conjugating, as JAX's with `conjugate_a=False`, and
 //! its gradient follows JAX's convention (`ops::lu` builds complex solves
@@ -226,6 +227,25 @@ impl Tensor {
     #[track_caller]
     pub fn cholesky(&self) -> Result<Tensor> {
         apply1(Cholesky, &[self])
+    }
+
+    /// `tf.linalg.cholesky_solve(chol, rhs)`, `jax.scipy.linalg.cho_solve`:
+    /// `x` with `a x = rhs` for `a = L Lᵀ`, given `L` (this tensor, as
+    /// [`Tensor::cholesky`] gives it): two triangular solves.
+    #[track_caller]
+    pub fn cholesky_solve(&self, rhs: &Tensor) -> Result<Tensor> {
+        let y = rhs.triangular_solve(self, true, true, false, false)?;
+        y.triangular_solve(self, true, true, true, false)
+    }
+
+    /// `tf.linalg.logdet`: the log-determinant of each symmetric positive
+    /// definite matrix, `2 sum(log(diag(L)))` from its Cholesky factor (a
+    /// matrix that is not positive definite gives NaN, as its factor does).
+    #[track_caller]
+    pub fn logdet(&self) -> Result<Tensor> {
+        let two = Tensor::fill(&[], 2, self.dtype())?;
+        let diagonal = self.cholesky()?.diag_part()?;
+        diagonal.log()?.reduce_sum(&[-1], false)?.mul(&two)
     }
 
     /// Solves a triangular system with matrix `a` for this right-hand side

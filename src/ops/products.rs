@@ -1,0 +1,117 @@
+//! Products beyond `matmul` (`tf.tensordot`, `jnp.tensordot`, `outer`,
+//! `kron`, `cross`; `tf.linalg.matvec`, `tf.linalg.cross`): each is one
+//! `dot_general`, one broadcast multiply, or slices of one, so shapes,
+//! gradients and batching come from those ops.
+//!
+//! Layer: ops (composite). Imports `tensor` ops only.
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// `tf.tensordot(a, b, [a_axes, b_axes])`: sums the products over
+    /// `a_axes` of `self` paired with `b_axes` of `other` (same lengths,
+    /// equal sizes); the result has `self`'s other axes, then `other`'s.
+    /// One `dot_general`, no transposes.
+    #[track_caller]
+    pub fn tensordot(&self, other: &Tensor, a_axes: &[i64], b_axes: &[i64]) -> Result<Tensor> {
+        if a_axes.len() != b_axes.len() {
+            return Err(Error::invalid(
+                "tensordot",
+                format!(
+                    "needs as many axes of each operand, got {a_axes:?} of {} and {b_axes:?} of {}",
+                    self.tensor_type(),
+                    other.tensor_type()
+                ),
+            ));
+        }
+        self.dot_general(other, a_axes, b_axes, &[], &[])
+    }
+
+    /// `tf.tensordot(a, b, n)`: contracts the last `n` axes of `self` with
+    /// the first `n` of `other`.
+    #[track_caller]
+    pub fn tensordot_n(&self, other: &Tensor, n: usize) -> Result<Tensor> {
+        let (ra, rb) = (self.rank(), other.rank());
+        if n > ra || n > rb {
+            return Err(Error::invalid(
+                "tensordot",
+                format!(
+                    "cannot contract {n} axes of {} with {}",
+                    self.tensor_type(),
+                    other.tensor_type()
+                ),
+            ));
+        }
+        let a_axes: Vec<i64> = (ra - n..ra).map(|a| a as i64).collect();
+        let b_axes: Vec<i64> = (0..n).map(|a| a as i64).collect();
+        self.tensordot(other, &a_axes, &b_axes)
+    }
+
+    /// `jnp.outer`: every element of `self` (flattened) times every element
+    /// of `other` (flattened), `[len(self), len(other)]`.
+    #[track_caller]
+    pub fn outer(&self, other: &Tensor) -> Result<Tensor> {
+        let column = self.reshape(&[-1, 1])?;
+        column.mul(&other.reshape(&[1, -1])?)
+    }
+
+    /// `tf.linalg.matvec(a, x)`: each matrix `[..., m, n]` times each
+    /// vector `[..., n]`, with broadcast batch dimensions: `[..., m]`.
+    #[track_caller]
+    pub fn matvec(&self, x: &Tensor) -> Result<Tensor> {
+        self.matmul(&x.expand_dims(-1)?)?.squeeze(&[-1])
+    }
+
+    /// `jnp.kron` for operands of one rank: the block tensor whose block
+    /// `i` is `self[i] * other`, dimensions `self.dims[k] * other.dims[k]`.
+    #[track_caller]
+    pub fn kron(&self, other: &Tensor) -> Result<Tensor> {
+        let (a, b) = (self.dims(), other.dims());
+        if a.len() != b.len() || a.iter().chain(&b).any(|&d| d < 0) {
+            return Err(Error::invalid(
+                "kron",
+                format!(
+                    "needs operands of one rank and known shapes, got {} and {}",
+                    self.tensor_type(),
+                    other.tensor_type()
+                ),
+            ));
+        }
+        // self's axes interleaved with size-1 axes, other's the other way
+        // round: the product's axes (a0, b0, a1, b1, ...) flatten in pairs.
+        let (mut wide_a, mut wide_b) = (Vec::new(), Vec::new());
+        for (&x, &y) in a.iter().zip(&b) {
+            wide_a.extend([x, 1]);
+            wide_b.extend([1, y]);
+        }
+        let out: Vec<i64> = a.iter().zip(&b).map(|(x, y)| x * y).collect();
+        self.reshape(&wide_a)?
+            .mul(&other.reshape(&wide_b)?)?
+            .reshape(&out)
+    }
+
+    /// `tf.linalg.cross`, `jnp.cross`: the cross product of 3-vectors on
+    /// the last axis, with broadcast leading dimensions.
+    #[track_caller]
+    pub fn cross(&self, other: &Tensor) -> Result<Tensor> {
+        let three = |t: &Tensor| matches!(t.shape().dims(), Some(&[.., Some(3)]));
+        if !three(self) || !three(other) {
+            return Err(Error::invalid(
+                "cross",
+                format!(
+                    "needs vectors of 3 on the last axis, got {} and {}",
+                    self.tensor_type(),
+                    other.tensor_type()
+                ),
+            ));
+        }
+        let part = |t: &Tensor, k: i64| -> Result<Tensor> { super::matrix::cut(t, -1, k, 1, 3) };
+        let (a0, a1, a2) = (part(self, 0)?, part(self, 1)?, part(self, 2)?);
+        let (b0, b1, b2) = (part(other, 0)?, part(other, 1)?, part(other, 2)?);
+        let x = a1.mul(&b2)?.sub(&a2.mul(&b1)?)?;
+        let y = a2.mul(&b0)?.sub(&a0.mul(&b2)?)?;
+        let z = a0.mul(&b1)?.sub(&a1.mul(&b0)?)?;
+        Tensor::concat(&[x, y, z], -1)
+    }
+}
