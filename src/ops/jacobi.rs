@@ -58,7 +58,9 @@
 //! `custom_gradient`.
 
 use super::custom_gradient::custom_gradient;
-use super::matrix::{cut, float_matrix_dims, zeros_shaped_like};
+use super::matrix::{
+    cut, float_matrix_dims, identity_with_batch_of, square_float_dims, zeros_shaped_like,
+};
 use super::one_program::run_as_one_program;
 use crate::control::{for_range, while_loop};
 use crate::dtype::DType;
@@ -210,15 +212,6 @@ fn sweep_until_converged(
     Ok((w, v))
 }
 
-/// The identity `[..., n, n]` with the batch of `a` `[..., m, k]`.
-fn batch_identity(a: &Tensor, m: i64, k: i64, n: i64) -> Result<Tensor> {
-    let r = a.rank();
-    let mut resize = vec![0; r];
-    (resize[r - 2], resize[r - 1]) = (n - m, n - k);
-    let shaped = a.pad_general(&vec![0; r], &resize, &vec![0; r], 0i64)?;
-    zeros_shaped_like(&shaped, a.dtype())?.add(&Tensor::eye(n, n, a.dtype())?)
-}
-
 /// The columns `top` and `bot` of `x`, rotated by `(c, s)` per pair.
 fn rotate_columns(
     x: &Tensor,
@@ -264,7 +257,7 @@ fn jacobi_eigh(a: &Tensor, n: i64) -> Result<(Tensor, Tensor)> {
         let a = rotate_columns(&a, top, bot, inv, &cs)?;
         Ok((a, rotate_columns(&v, top, bot, inv, &cs)?))
     };
-    let v = batch_identity(a, n, n, n)?;
+    let v = identity_with_batch_of(a, n)?;
     sweep_until_converged(a.clone(), v, &Rounds::new(n)?, excess, round)
 }
 
@@ -274,7 +267,7 @@ fn jacobi_eigh(a: &Tensor, n: i64) -> Result<(Tensor, Tensor)> {
 /// relative to themselves), and the accumulated rotations `[..., n, n]`.
 /// A pair's rotation is the symmetric Schur step of its 2 x 2 Gram
 /// matrix.
-fn jacobi_columns(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)> {
+fn jacobi_columns(a: &Tensor, n: i64) -> Result<(Tensor, Tensor)> {
     let dtype = a.dtype();
     let off_diagonal = Tensor::eye(n, n, DType::Bool)?.logical_not()?;
     let (zero, one) = (Tensor::zeros(&[], dtype), Tensor::ones(&[], dtype));
@@ -301,7 +294,7 @@ fn jacobi_columns(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)> {
         let u = rotate(&ct, &cb, &c, &s, inv, -1)?;
         Ok((u, rotate_columns(&v, top, bot, inv, &cs)?))
     };
-    let v = batch_identity(a, m, n, n)?;
+    let v = identity_with_batch_of(a, n)?;
     sweep_until_converged(a.clone(), v, &Rounds::new(n)?, excess, round)
 }
 
@@ -334,15 +327,15 @@ fn svd_tall(a: &Tensor, m: i64, n: i64, full: bool) -> Result<(Tensor, Tensor, T
     let (dtype, r) = (a.dtype(), a.rank());
     let width = if full { m } else { n };
     if n == 0 {
-        let u = cut(&batch_identity(a, m, n, m)?, -1, 0, width, m)?;
+        let u = cut(&identity_with_batch_of(a, m)?, -1, 0, width, m)?;
         let s = a.reduce_sum(&[-2], false)?;
-        return Ok((u, s, batch_identity(a, m, n, 0)?));
+        return Ok((u, s, identity_with_batch_of(a, 0)?));
     }
     let even = n + n % 2;
     let mut pad = vec![0; r];
     pad[r - 1] = even - n;
     let padded = a.pad_general(&vec![0; r], &pad, &vec![0; r], 0i64)?;
-    let (columns, v) = jacobi_columns(&padded, m, even)?;
+    let (columns, v) = jacobi_columns(&padded, even)?;
     let columns = cut(&columns, -1, 0, n, even)?;
     let v = cut(&cut(&v, -1, 0, n, even)?, -2, 0, n, even)?;
     let s = columns.square()?.reduce_sum(&[-2], false)?.sqrt()?;
@@ -545,7 +538,7 @@ impl Tensor {
     /// symmetrized first as JAX does; floats.
     #[track_caller]
     pub fn eigh(&self) -> Result<(Tensor, Tensor)> {
-        let n = square_order("eigh", self)?;
+        let n = square_float_dims("eigh", self)?;
         let f = custom_gradient(move |xs: &[Tensor]| {
             let mut out = run_as_one_program("eigh", xs, |xs| {
                 let (w, v) = eigh_values_and_vectors(&xs[0], n)?;
@@ -585,20 +578,6 @@ impl Tensor {
     #[track_caller]
     pub fn eigvalsh(&self) -> Result<Tensor> {
         Ok(self.eigh()?.0)
-    }
-}
-
-/// The order of the square float matrices in the last two dimensions.
-fn square_order(op: &str, a: &Tensor) -> Result<i64> {
-    match a.shape().dims() {
-        Some(&[.., Some(r), Some(c)]) if r == c && a.dtype().is_float() => Ok(r),
-        _ => Err(Error::invalid(
-            op,
-            format!(
-                "needs square float matrices of known size in the last two dimensions, got {}",
-                a.tensor_type()
-            ),
-        )),
     }
 }
 

@@ -29,7 +29,7 @@
 //! `custom_gradient` and `ops::one_program`.
 
 use super::custom_gradient::custom_gradient;
-use super::matrix::zeros_shaped_like;
+use super::matrix::{identity_with_batch_of, zeros_shaped_like};
 use super::one_program::run_as_one_program;
 use crate::control::for_range;
 use crate::dtype::DType;
@@ -202,8 +202,7 @@ impl Tensor {
     #[track_caller]
     pub fn inv(&self) -> Result<Tensor> {
         let n = order("inv", self, true)?;
-        let eye = Tensor::eye(n, n, self.dtype())?;
-        self.solve(&zeros_shaped_like(self, self.dtype())?.add(&eye)?)
+        self.solve(&identity_with_batch_of(self, n)?)
     }
 
     /// The determinant of each matrix (`jnp.linalg.det`, `tf.linalg.det`):

@@ -53,6 +53,31 @@ pub(crate) fn float_matrix_dims(op: &str, a: &Tensor) -> Result<(i64, i64)> {
     }
 }
 
+/// The order of square float matrices of known size in the last two
+/// dimensions of `a`.
+pub(crate) fn square_float_dims(op: &str, a: &Tensor) -> Result<i64> {
+    let (m, n) = float_matrix_dims(op, a)?;
+    if m != n {
+        return Err(Error::invalid(
+            op,
+            format!("needs square matrices, got {}", a.tensor_type()),
+        ));
+    }
+    Ok(n)
+}
+
+/// The `n x n` identity in `a`'s dtype with the leading (batch)
+/// dimensions of `a` `[..., m, k]`, also where those are only known when
+/// the program is compiled (`a` resized by a padding, then zeroed).
+pub(crate) fn identity_with_batch_of(a: &Tensor, n: i64) -> Result<Tensor> {
+    let (m, k) = matrix_dims("identity", a)?;
+    let r = a.rank();
+    let mut resize = vec![0; r];
+    (resize[r - 2], resize[r - 1]) = (n - m, n - k);
+    let shaped = a.pad_general(&vec![0; r], &resize, &vec![0; r], 0i64)?;
+    zeros_shaped_like(&shaped, a.dtype())?.add(&Tensor::eye(n, n, a.dtype())?)
+}
+
 /// `x` cut to `len` entries from `start` along `axis` (-2 or -1), which
 /// holds `total`: a negative padding, so leading dimensions need not be
 /// known.

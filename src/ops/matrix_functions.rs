@@ -12,11 +12,13 @@
 //! here for a few more products). Gradients come through the ops (the
 //! products, `solve`'s written gradient and the loop's).
 //!
-//! Layer: ops (composite). Imports `tensor` ops, `control::for_range`.
+//! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
+//! `control::for_range`.
 
+use super::matrix::{identity_with_batch_of, square_float_dims};
 use crate::control::for_range;
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// Higham's bound on the 1-norm for the degree-13 approximant.
@@ -40,29 +42,13 @@ const PADE_13: [f64; 14] = [
     1.0,
 ];
 
-/// The order of the square float matrices in the last two dimensions.
-fn square_float(op: &str, a: &Tensor) -> Result<i64> {
-    let (m, n) = super::matrix::float_matrix_dims(op, a)?;
-    if m != n {
-        return Err(Error::invalid(
-            op,
-            format!("needs square matrices, got {}", a.tensor_type()),
-        ));
-    }
-    Ok(n)
-}
-
 impl Tensor {
     /// `jnp.linalg.matrix_power`: each matrix to the integer power `k` by
     /// repeated squaring (`k = 0`: the identity; `k < 0`: of the inverse).
     #[track_caller]
     pub fn matrix_power(&self, k: i64) -> Result<Tensor> {
-        let n = square_float("matrix_power", self)?;
-        let identity = super::matrix::zeros_shaped_like(self, self.dtype())?.add(&Tensor::eye(
-            n,
-            n,
-            self.dtype(),
-        )?)?;
+        let n = square_float_dims("matrix_power", self)?;
+        let identity = identity_with_batch_of(self, n)?;
         let mut base = if k < 0 { self.inv()? } else { self.clone() };
         let mut result: Option<Tensor> = None;
         let mut e = k.unsigned_abs();
@@ -86,7 +72,7 @@ impl Tensor {
     /// degree-13 Padé approximant; floats.
     #[track_caller]
     pub fn expm(&self) -> Result<Tensor> {
-        let n = square_float("expm", self)?;
+        let n = square_float_dims("expm", self)?;
         let dtype = self.dtype();
         let scalar = |v: f64| Tensor::fill(&[], v, dtype);
         // s = max(0, ceil(log2(‖a‖₁ / θ13))), per matrix.
@@ -101,8 +87,7 @@ impl Tensor {
         let s = s.is_finite()?.where_(&s.maximum(&zero)?, &zero)?;
         let scale = scalar(2.0)?.pow(&s.neg()?)?.expand_dims(-1)?;
         let a = self.mul(&scale)?;
-        let identity =
-            super::matrix::zeros_shaped_like(&a, dtype)?.add(&Tensor::eye(n, n, dtype)?)?;
+        let identity = identity_with_batch_of(&a, n)?;
         let b = |i: usize| scalar(PADE_13[i]);
         let a2 = a.matmul(&a)?;
         let a4 = a2.matmul(&a2)?;

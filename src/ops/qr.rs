@@ -31,7 +31,7 @@
 //! `ops::one_program`, `control::for_range` and `custom_gradient`.
 
 use super::custom_gradient::custom_gradient;
-use super::matrix::{cut, float_matrix_dims};
+use super::matrix::{cut, float_matrix_dims, identity_with_batch_of};
 use super::one_program::run_as_one_program;
 use crate::control::for_range;
 use crate::dtype::DType;
@@ -47,16 +47,7 @@ pub(crate) fn householder(a: &Tensor, m: i64, n: i64) -> Result<(Tensor, Tensor)
     let zero = Tensor::zeros(&[], dtype);
     let one = Tensor::ones(&[], dtype);
     let two = Tensor::fill(&[], 2i64, dtype)?;
-    // The identity with the batch of `a`: `a` padded or cut to m columns,
-    // zeroed, plus `I`.
-    let r = a.rank();
-    let mut to_square = vec![0; r];
-    to_square[r - 1] = m - n;
-    let q = super::matrix::zeros_shaped_like(
-        &a.pad_general(&vec![0; r], &to_square, &vec![0; r], 0i64)?,
-        dtype,
-    )?
-    .add(&Tensor::eye(m, m, dtype)?)?;
+    let q = identity_with_batch_of(a, m)?;
     if m.min(n) == 0 {
         // Nothing to reflect; a traced loop body would still meet empty columns.
         return Ok((q, a.clone()));
