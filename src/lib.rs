@@ -213,6 +213,7 @@ pub use ops::einsum::{einsum, einsum_preferred};
 pub use ops::elementwise::where_;
 pub use ops::fft::{FftNorm, FftType, fft_op};
 pub use ops::pad::PadMode;
+pub use ops::products::multi_dot;
 pub use ops::stats::{NormOrd, clip_by_global_norm};
 pub use ops::window::{WindowDims, WindowKind};
 pub use runtime::profile;

@@ -349,3 +349,100 @@ fn cholesky_solves_logdets_powers_and_exponentials() {
 fn values_of(n: usize) -> Vec<f64> {
     (0..n).map(|i| i as f64).collect()
 }
+
+#[test]
+fn lu_cond_rank_multi_dot_and_vecdot() {
+    // Needs a row exchange first (a zero in the corner).
+    let a = m(&[0., 2., 1., 1., 1., 1., 2., 1., 0.], &[3, 3]);
+    let (lu, perm) = a.lu().unwrap();
+    assert_eq!(perm.dtype(), DType::I32);
+    let p = perm.to_vec::<i32>().unwrap();
+    let packed = f64s(&lu);
+    // Rebuild P a and L U by hand.
+    let mut want = 0.0f64;
+    for i in 0..3 {
+        for j in 0..3 {
+            let pa = f64s(&a)[p[i] as usize * 3 + j];
+            let lu_ij: f64 = (0..3)
+                .map(|k| {
+                    let l = if k == i {
+                        1.0
+                    } else if k < i {
+                        packed[i * 3 + k]
+                    } else {
+                        0.0
+                    };
+                    let u = if k <= j { packed[k * 3 + j] } else { 0.0 };
+                    l * u
+                })
+                .sum();
+            want = want.max((pa - lu_ij).abs());
+        }
+    }
+    assert!(want < 1e-15, "P a - L U: {want}");
+    assert_eq!(p[0], 2, "the largest first-column entry pivots first");
+    check_gradient(&|t| Ok(t.lu()?.0), &f64s(&a), &[3, 3], 1e-6, "lu");
+    // Condition numbers of [[3, 0], [4, 5]]: singular values √45, √5;
+    // 1-norms 7 and ‖a⁻¹‖₁ = ‖[[5, 0], [-4, 3]] / 15‖₁ = 0.6.
+    let c = m(&[3., 0., 4., 5.], &[2, 2]);
+    let value = |t: Tensor| t.item::<f64>().unwrap();
+    assert!((value(c.cond(NormOrd::Two).unwrap()) - 3.0).abs() < 1e-14);
+    assert!((value(c.cond(NormOrd::NegTwo).unwrap()) - 1.0 / 3.0).abs() < 1e-15);
+    assert!((value(c.cond(NormOrd::One).unwrap()) - 4.2).abs() < 1e-14);
+    let singular = m(&[1., 2., 2., 4.], &[2, 2]);
+    assert!(value(singular.cond(NormOrd::Two).unwrap()) > 1e15);
+    // Ranks.
+    let rank1 = m(&[1., 2., 2., 4., 3., 6.], &[3, 2]);
+    assert_eq!(rank1.matrix_rank().unwrap().item::<i32>().unwrap(), 1);
+    assert_eq!(
+        Tensor::eye(4, 4, DType::F32)
+            .unwrap()
+            .matrix_rank()
+            .unwrap()
+            .item::<i32>()
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        Tensor::zeros(&[2, 3], DType::F64)
+            .matrix_rank()
+            .unwrap()
+            .item::<i32>()
+            .unwrap(),
+        0
+    );
+    // multi_dot against the plain left-to-right product, with vectors.
+    let x = m(
+        &(0..12).map(|i| i as f64 * 0.5).collect::<Vec<_>>(),
+        &[3, 4],
+    );
+    let y = m(&(0..8).map(|i| 1.0 - i as f64).collect::<Vec<_>>(), &[4, 2]);
+    let z = m(&[1., -1., 2., 0.5, 0., 3.], &[2, 3]);
+    let plain = x.matmul(&y).unwrap().matmul(&z).unwrap();
+    let got = xlafn::multi_dot(&[&x, &y, &z]).unwrap();
+    for (g, w) in f64s(&got).iter().zip(f64s(&plain)) {
+        assert!((g - w).abs() < 1e-12 * (1.0 + w.abs()));
+    }
+    let row = m(&[1., 0., -1.], &[3]);
+    let col = m(&[2., 1., 0.], &[3]);
+    let v = xlafn::multi_dot(&[&row, &x, &y, &z, &col]).unwrap();
+    let want = plain
+        .matrix_transpose()
+        .unwrap()
+        .matvec(&row)
+        .unwrap()
+        .vecdot(&col, -1)
+        .unwrap();
+    assert_eq!(v.dims(), Vec::<i64>::new());
+    assert!((v.item::<f64>().unwrap() - want.item::<f64>().unwrap()).abs() < 1e-10);
+    let e = xlafn::multi_dot(&[&x, &x]).unwrap_err().to_string();
+    assert!(e.contains("does not follow"), "{e}");
+    // vecdot conjugates its first operand.
+    let u = Tensor::from_vec(vec![Complex64::new(1., 2.), Complex64::new(0., 1.)], &[2]).unwrap();
+    let w = Tensor::from_vec(vec![Complex64::new(3., 0.), Complex64::new(1., 1.)], &[2]).unwrap();
+    // (1 - 2i) 3 + (-i)(1 + i) = 3 - 6i + 1 - i = 4 - 7i.
+    assert_eq!(
+        u.vecdot(&w, -1).unwrap().item::<Complex64>().unwrap(),
+        Complex64::new(4., -7.)
+    );
+}

@@ -65,6 +65,7 @@ use super::one_program::run_as_one_program;
 use crate::control::{for_range, while_loop};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::stats::NormOrd;
 use crate::tensor::Tensor;
 
 /// The most sweeps run. Cyclic Jacobi converges quadratically; f64
@@ -530,6 +531,44 @@ impl Tensor {
         let (u, inverse, vh) = inverted_svd(self, m.max(n) as f64)?;
         let projected = u.matmul_t(b, true, false)?.mul(&inverse.expand_dims(-1)?)?;
         vh.matmul_t(&projected, true, false)
+    }
+
+    /// The condition number of each matrix in `ord` (`jnp.linalg.cond`):
+    /// `s_max / s_min` for [`NormOrd::Two`] (NumPy's default), `s_min /
+    /// s_max` for `NegTwo`, and `‖a‖ ‖a⁻¹‖` in the other matrix norms
+    /// (square matrices). A singular matrix gives infinity.
+    #[track_caller]
+    pub fn cond(&self, ord: NormOrd) -> Result<Tensor> {
+        float_matrix_dims("cond", self)?;
+        match ord {
+            NormOrd::Two | NormOrd::NegTwo => {
+                let s = self.singular_values()?;
+                let (big, small) = (s.reduce_max(&[-1], false)?, s.reduce_min(&[-1], false)?);
+                if ord == NormOrd::Two {
+                    big.div(&small)
+                } else {
+                    small.div(&big)
+                }
+            }
+            _ => {
+                square_float_dims("cond", self)?;
+                let norm = |x: &Tensor| x.norm(ord, &[-2, -1], false);
+                norm(self)?.mul(&norm(&self.inv()?)?)
+            }
+        }
+    }
+
+    /// The rank of each matrix (`jnp.linalg.matrix_rank`), i32: how many
+    /// singular values exceed `max(m, n) eps` times the largest (NumPy's
+    /// default tolerance).
+    #[track_caller]
+    pub fn matrix_rank(&self) -> Result<Tensor> {
+        let (m, n) = float_matrix_dims("matrix_rank", self)?;
+        let s = self.singular_values()?;
+        let dtype = s.dtype();
+        let tol = Tensor::fill(&[], m.max(n) as f64 * epsilon(dtype), dtype)?;
+        let bound = s.reduce_max(&[-1], true)?.mul(&tol)?;
+        s.gt(&bound)?.cast(DType::I32)?.reduce_sum(&[-1], false)
     }
 
     /// The eigenvalues (ascending) and eigenvectors (columns) of each

@@ -197,6 +197,20 @@ impl Tensor {
         }
     }
 
+    /// The LU factorization with partial pivoting (`tf.linalg.lu`;
+    /// `jax.lax.linalg.lu`'s first and last results): `(lu, permutation)`
+    /// with `L` (unit diagonal) below the diagonal of `lu` and `U` on and
+    /// above it, and `P a = L U` where row `i` of `P a` is row
+    /// `permutation[i]` of `a` (i32, `[..., n]`). Differentiable through
+    /// the elimination (the pivots are fixed by the input); runs op by op
+    /// eagerly, as one program traced.
+    #[track_caller]
+    pub fn lu(&self) -> Result<(Tensor, Tensor)> {
+        let n = order("lu", self, true)?;
+        let (lu, perm, _) = lu_factor(self, n)?;
+        Ok((lu, perm.squeeze(&[-1])?.cast(DType::I32)?))
+    }
+
     /// The inverse of each matrix (`jnp.linalg.inv`, `tf.linalg.inv`);
     /// infinities or NaNs for a singular one, as LAPACK gives.
     #[track_caller]

@@ -91,6 +91,18 @@ impl Tensor {
             .reshape(&out)
     }
 
+    /// `jnp.vecdot`, `tf.tensordot`'s pairwise form: `sum(conj(self) *
+    /// other)` over `axis`, with broadcast other dimensions.
+    #[track_caller]
+    pub fn vecdot(&self, other: &Tensor, axis: i64) -> Result<Tensor> {
+        let left = if self.dtype().is_complex() {
+            self.conj()?
+        } else {
+            self.clone()
+        };
+        left.mul(other)?.reduce_sum(&[axis], false)
+    }
+
     /// `tf.linalg.cross`, `jnp.cross`: the cross product of 3-vectors on
     /// the last axis, with broadcast leading dimensions.
     #[track_caller]
@@ -114,4 +126,96 @@ impl Tensor {
         let z = a0.mul(&b1)?.sub(&a1.mul(&b0)?)?;
         Tensor::concat(&[x, y, z], -1)
     }
+}
+
+/// `jnp.linalg.multi_dot`: the product of a chain of matrices, multiplied
+/// in the order that costs the fewest scalar products (the classic
+/// dynamic program over the chain's dimensions, as NumPy does); a vector
+/// first is a row, a vector last a column, and their axes are dropped.
+#[track_caller]
+pub fn multi_dot(operands: &[&Tensor]) -> Result<Tensor> {
+    let k = operands.len();
+    if k < 2 {
+        return Err(Error::invalid(
+            "multi_dot",
+            format!("needs at least two operands, got {k}"),
+        ));
+    }
+    let (first_vector, last_vector) = (operands[0].rank() == 1, operands[k - 1].rank() == 1);
+    let mut mats: Vec<Tensor> = operands.iter().map(|t| (*t).clone()).collect();
+    if first_vector {
+        mats[0] = mats[0].expand_dims(0)?;
+    }
+    if last_vector {
+        mats[k - 1] = mats[k - 1].expand_dims(-1)?;
+    }
+    let mut dims = Vec::with_capacity(k + 1);
+    for (i, t) in mats.iter().enumerate() {
+        let d = t.dims();
+        if d.len() != 2 || d.iter().any(|&x| x < 0) {
+            return Err(Error::invalid(
+                "multi_dot",
+                format!(
+                    "operand {i} must be a matrix of known shape (a vector first or last), got {}",
+                    operands[i].tensor_type()
+                ),
+            ));
+        }
+        if i == 0 {
+            dims.push(d[0]);
+        } else if dims[i] != d[0] {
+            return Err(Error::invalid(
+                "multi_dot",
+                format!(
+                    "operand {i} {} does not follow operand {} with {} columns",
+                    operands[i].tensor_type(),
+                    i - 1,
+                    dims[i]
+                ),
+            ));
+        }
+        dims.push(d[1]);
+    }
+    let split = cheapest_order(&dims);
+    let mut out = chain(&mats, &split, 0, k - 1)?;
+    if first_vector {
+        out = out.squeeze(&[0])?;
+    }
+    if last_vector {
+        out = out.squeeze(&[-1])?;
+    }
+    Ok(out)
+}
+
+/// For the chain `dims[0] x dims[1] x ... x dims[k]`, `split[i][j]`: where
+/// the cheapest product of matrices `i..=j` splits.
+fn cheapest_order(dims: &[i64]) -> Vec<Vec<usize>> {
+    let k = dims.len() - 1;
+    let mut cost = vec![vec![0f64; k]; k];
+    let mut split = vec![vec![0usize; k]; k];
+    for len in 1..k {
+        for i in 0..k - len {
+            let j = i + len;
+            cost[i][j] = f64::INFINITY;
+            for s in i..j {
+                let c = cost[i][s]
+                    + cost[s + 1][j]
+                    + (dims[i] as f64) * (dims[s + 1] as f64) * (dims[j + 1] as f64);
+                if c < cost[i][j] {
+                    cost[i][j] = c;
+                    split[i][j] = s;
+                }
+            }
+        }
+    }
+    split
+}
+
+/// The product of `mats[i..=j]` in the order `split` gives.
+fn chain(mats: &[Tensor], split: &[Vec<usize>], i: usize, j: usize) -> Result<Tensor> {
+    if i == j {
+        return Ok(mats[i].clone());
+    }
+    let s = split[i][j];
+    chain(mats, split, i, s)?.matmul(&chain(mats, split, s + 1, j)?)
 }
