@@ -107,24 +107,26 @@ fn lu_factor(a: &Tensor, n: i64) -> Result<(Tensor, Tensor, Tensor)> {
             let p = candidates.argmax(-2)?.expand_dims(-1)?;
             let at_p = rows.eq(&p)?;
             // Rows k and p exchanged, in the matrix and the permutation.
-            let swap = |x: &Tensor| -> Result<Tensor> {
-                let (row_k, row_p) = (pick_row(x, &at_k)?, pick_row(x, &at_p)?);
-                at_k.where_(&row_p, &at_p.where_(&row_k, x)?)
-            };
-            let (a, perm) = (swap(&a)?, swap(&perm)?);
+            // Three passes over the matrix per step (the column and two
+            // rows); what else the step needs follows from those vectors.
+            let (row_k, row_p) = (pick_row(&a, &at_k)?, pick_row(&a, &at_p)?);
+            let exchanged = at_k.where_(&row_p, &at_p.where_(&row_k, &a)?)?;
+            let (perm_k, perm_p) = (pick_row(&perm, &at_k)?, pick_row(&perm, &at_p)?);
+            let perm = at_k.where_(&perm_p, &at_p.where_(&perm_k, &perm)?)?;
             let sign = p.squeeze(&[-1])?.ne(&k)?.where_(&sign.neg()?, &sign)?;
+            // Column k after the exchange; the pivot is its entry k, which
+            // was entry p.
+            let (entry_k, pivot) = (pick_row(&column, &at_k)?, pick_row(&column, &at_p)?);
+            let column = at_k.where_(&pivot, &at_p.where_(&entry_k, &column)?)?;
             // Eliminate below the pivot; a zero pivot eliminates nothing.
-            let pivot = at_k.logical_and(&col_k)?.where_(&a, &zero)?;
-            let pivot = pivot.reduce_sum(&[-2, -1], true)?;
             let singular = pivot.eq(&zero)?;
             let safe = singular.where_(&Tensor::ones(&[], dtype), &pivot)?;
             let below = rows.gt(&k)?;
-            let column = col_k.where_(&a, &zero)?.reduce_sum(&[-1], true)?;
             let l = below
                 .logical_and(&singular.logical_not()?)?
                 .where_(&column.div(&safe)?, &zero)?;
-            let right = cols.gt(&k)?.where_(&pick_row(&a, &at_k)?, &zero)?;
-            let a = a.sub(&l.mul(&right)?)?;
+            let right = cols.gt(&k)?.where_(&row_p, &zero)?;
+            let a = exchanged.sub(&l.mul(&right)?)?;
             let a = below.logical_and(&col_k)?.where_(&l, &a)?;
             Ok((a, perm, sign))
         },
