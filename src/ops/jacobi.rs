@@ -152,10 +152,10 @@ fn rotate(
 
 /// The element of each row of `rows` `[..., k, n]` at column `at[k]`.
 fn at_columns(rows: &Tensor, at: &Tensor, n: i64) -> Result<Tensor> {
-    let k = at.dims()[0];
-    let mask = Tensor::iota(&[k, n], 1, DType::I64)?.eq(&at.expand_dims(-1)?)?;
-    mask.where_(rows, &Tensor::zeros(&[], rows.dtype()))?
-        .reduce_sum(&[-1], false)
+    // One element per row: a gather, not a pass over the rows.
+    let one_column = cut(rows, -1, 0, 1, n)?;
+    let index = zeros_shaped_like(&one_column, DType::I64)?.add(&at.expand_dims(-1)?)?;
+    rows.take_along_axis(&index, -1)?.squeeze(&[-1])
 }
 
 /// The unit roundoff of a float dtype.
