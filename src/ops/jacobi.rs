@@ -72,49 +72,114 @@ use crate::tensor::Tensor;
 /// matrices of order 100 take about 10.
 pub const MAX_SWEEPS: i64 = 40;
 
+/// The most index entries a round-robin table may hold on the host
+/// (`(n - 1) n`, three tables of i64: 1.5 MiB); larger orders compute
+/// each round's indices on the device instead.
+const MAX_TABLE_ENTRIES: i64 = 1 << 16;
+
 /// The round-robin schedule for an even `n`: in round `r`, pair `k` is
-/// `(top[r][k], bot[r][k])`, and `inv[r]` puts `top ++ bot` back in
-/// index order. Index 0 stays; the others turn one place a round.
+/// `(top[k], bot[k])`, and `inv` puts `top ++ bot` back in index order.
+/// Seat 0 keeps index 0; the others pass their indices one seat on each
+/// round, so seat `i > 0` holds `1 + (i - 1 + r) mod (n - 1)`. Small
+/// orders read each round from constant tables (one gather each: the
+/// cheapest in a loop step); large ones compute it on the device from
+/// `r`, so no table of `n²` indices is built on the host.
 struct Rounds {
-    top: Tensor,
-    bot: Tensor,
-    inv: Tensor,
+    n: i64,
     count: i64,
+    tables: Option<(Tensor, Tensor, Tensor)>,
 }
 
 impl Rounds {
     fn new(n: i64) -> Result<Rounds> {
-        let (n, half) = (n as usize, n as usize / 2);
-        let count = n - 1;
+        if (n - 1) * n <= MAX_TABLE_ENTRIES {
+            Rounds::tabled(n)
+        } else {
+            Ok(Rounds::computed(n))
+        }
+    }
+
+    fn computed(n: i64) -> Rounds {
+        Rounds {
+            n,
+            count: n - 1,
+            tables: None,
+        }
+    }
+
+    fn tabled(n: i64) -> Result<Rounds> {
+        let computed = Rounds::computed(n);
         let (mut top, mut bot, mut inv) = (Vec::new(), Vec::new(), Vec::new());
-        for r in 0..count {
-            let seat = |i: usize| if i == 0 { 0 } else { 1 + (i - 1 + r) % count } as i64;
-            let t: Vec<i64> = (0..half).map(seat).collect();
-            let b: Vec<i64> = (0..half).map(|k| seat(n - 1 - k)).collect();
-            let mut back = vec![0i64; n];
-            for (place, &i) in t.iter().chain(&b).enumerate() {
-                back[i as usize] = place as i64;
-            }
+        for r in 0..computed.count {
+            let (t, b, i) = computed.on_host(r);
             top.extend(t);
             bot.extend(b);
-            inv.extend(back);
+            inv.extend(i);
         }
-        let (rows, half) = (count as i64, half as i64);
+        let (rows, half) = (computed.count, n / 2);
         Ok(Rounds {
-            top: Tensor::from_vec(top, &[rows, half])?,
-            bot: Tensor::from_vec(bot, &[rows, half])?,
-            inv: Tensor::from_vec(inv, &[rows, 2 * half])?,
-            count: rows,
+            tables: Some((
+                Tensor::from_vec(top, &[rows, half])?,
+                Tensor::from_vec(bot, &[rows, half])?,
+                Tensor::from_vec(inv, &[rows, n])?,
+            )),
+            ..computed
         })
+    }
+
+    /// The index seat `i` holds in round `r`.
+    fn seat(&self, i: i64, r: i64) -> i64 {
+        if i == 0 {
+            0
+        } else {
+            1 + (i - 1 + r) % self.count
+        }
+    }
+
+    /// Round `r`'s vectors, on the host.
+    fn on_host(&self, r: i64) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+        let (n, half) = (self.n, self.n / 2);
+        let top: Vec<i64> = (0..half).map(|k| self.seat(k, r)).collect();
+        let bot: Vec<i64> = (0..half).map(|k| self.seat(n - 1 - k, r)).collect();
+        let mut inv = vec![0; n as usize];
+        for (place, &index) in top.iter().chain(&bot).enumerate() {
+            inv[index as usize] = place as i64;
+        }
+        (top, bot, inv)
     }
 
     /// Round `r`'s `(top, bot, inv)` index vectors.
     fn at(&self, r: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
-        Ok((
-            self.top.gather(r, 0)?,
-            self.bot.gather(r, 0)?,
-            self.inv.gather(r, 0)?,
-        ))
+        if let Some((top, bot, inv)) = &self.tables {
+            return Ok((top.gather(r, 0)?, bot.gather(r, 0)?, inv.gather(r, 0)?));
+        }
+        let (n, half) = (self.n, self.n / 2);
+        let r = r.cast(DType::I64)?;
+        let int = |v: i64| Tensor::scalar(v);
+        let zero = int(0);
+        let seat_index = |seat: &Tensor| -> Result<Tensor> {
+            let turned = seat
+                .sub(&int(1))?
+                .add(&r)?
+                .floormod(&int(self.count))?
+                .add(&int(1))?;
+            seat.eq(&zero)?.where_(&zero, &turned)
+        };
+        let k = Tensor::iota(&[half], 0, DType::I64)?;
+        let top = seat_index(&k)?;
+        let bot = seat_index(&int(n - 1).sub(&k)?)?;
+        // The seat of index x, and the seat's place in `top ++ bot`.
+        let x = Tensor::iota(&[n], 0, DType::I64)?;
+        let back = x
+            .sub(&int(1))?
+            .sub(&r)?
+            .floormod(&int(self.count))?
+            .add(&int(1))?;
+        let seat = x.eq(&zero)?.where_(&zero, &back)?;
+        let place = seat
+            .lt(&int(half))?
+            .where_(&seat, &int(half + n - 1).sub(&seat)?)?;
+        Ok((top, bot, place))
     }
 }
 
@@ -635,4 +700,39 @@ fn inverted_svd(a: &Tensor, cutoff: f64) -> Result<(Tensor, Tensor, Tensor)> {
         &Tensor::zeros(&[], dtype),
     )?;
     Ok((u, inverse, vh))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// In one sweep every unordered pair of indices meets exactly once,
+    /// each round pairs every index once, and `inv` undoes `top ++ bot`.
+    #[test]
+    fn the_round_robin_meets_every_pair_once_a_sweep() {
+        let schedules = (2..=12)
+            .step_by(2)
+            .flat_map(|n| [Rounds::computed(n), Rounds::tabled(n).unwrap()]);
+        for rounds in schedules {
+            let n = rounds.n;
+            let mut met = HashSet::new();
+            for r in 0..rounds.count {
+                let (top, bot, inv) = rounds.at(&Tensor::scalar(r)).unwrap();
+                let (top, bot) = (top.to_vec::<i64>().unwrap(), bot.to_vec::<i64>().unwrap());
+                let order: Vec<i64> = top.iter().chain(&bot).copied().collect();
+                let mut sorted = order.clone();
+                sorted.sort();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n {n} round {r}");
+                let inv = inv.to_vec::<i64>().unwrap();
+                for (place, &index) in order.iter().enumerate() {
+                    assert_eq!(inv[index as usize], place as i64, "n {n} round {r}");
+                }
+                for (&a, &b) in top.iter().zip(&bot) {
+                    assert!(met.insert((a.min(b), a.max(b))), "n {n}: ({a}, {b}) twice");
+                }
+            }
+            assert_eq!(met.len() as i64, n * (n - 1) / 2, "n {n}");
+        }
+    }
 }

@@ -85,7 +85,21 @@ impl Tensor {
             wide_a.extend([x, 1]);
             wide_b.extend([1, y]);
         }
-        let out: Vec<i64> = a.iter().zip(&b).map(|(x, y)| x * y).collect();
+        let out = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| x.checked_mul(*y))
+            .collect::<Option<Vec<i64>>>()
+            .ok_or_else(|| {
+                Error::invalid(
+                    "kron",
+                    format!(
+                        "the product of {} and {} has a dimension beyond i64",
+                        self.tensor_type(),
+                        other.tensor_type()
+                    ),
+                )
+            })?;
         self.reshape(&wide_a)?
             .mul(&other.reshape(&wide_b)?)?
             .reshape(&out)
