@@ -382,6 +382,18 @@ fn lu_cond_rank_multi_dot_and_vecdot() {
     assert!(want < 1e-15, "P a - L U: {want}");
     assert_eq!(p[0], 2, "the largest first-column entry pivots first");
     check_gradient(&|t| Ok(t.lu()?.0), &f64s(&a), &[3, 3], 1e-6, "lu");
+    // Generic values: no two candidates for a pivot tie, so the finite
+    // differences keep the pivots.
+    let mut seed = 0x2545F4914F6CDD1Du64;
+    let batch: Vec<f64> = (0..32)
+        .map(|_| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        })
+        .collect();
+    check_gradient(&|t| Ok(t.lu()?.0), &batch, &[2, 4, 4], 1e-6, "batched lu");
     // Condition numbers of [[3, 0], [4, 5]]: singular values √45, √5;
     // 1-norms 7 and ‖a⁻¹‖₁ = ‖[[5, 0], [-4, 3]] / 15‖₁ = 0.6.
     let c = m(&[3., 0., 4., 5.], &[2, 2]);

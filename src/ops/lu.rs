@@ -203,14 +203,42 @@ impl Tensor {
     /// `jax.lax.linalg.lu`'s first and last results): `(lu, permutation)`
     /// with `L` (unit diagonal) below the diagonal of `lu` and `U` on and
     /// above it, and `P a = L U` where row `i` of `P a` is row
-    /// `permutation[i]` of `a` (i32, `[..., n]`). Differentiable through
-    /// the elimination (the pivots are fixed by the input); runs op by op
-    /// eagerly, as one program traced.
+    /// `permutation[i]` of `a` (i32, `[..., n]`). Its gradient is
+    /// TensorFlow's: with `L̄` below and `Ū` on and above the diagonal of
+    /// the cotangent, `ā = Pᵀ L⁻ᵀ (tril(Lᵀ L̄, -1) + triu(Ū Uᵀ)) U⁻ᵀ`.
     #[track_caller]
     pub fn lu(&self) -> Result<(Tensor, Tensor)> {
         let n = order("lu", self, true)?;
-        let (lu, perm, _) = lu_factor(self, n)?;
-        Ok((lu, perm.squeeze(&[-1])?.cast(DType::I32)?))
+        let f = custom_gradient(move |xs: &[Tensor]| {
+            let mut out = run_as_one_program("lu", xs, |xs| {
+                let (lu, perm, _) = lu_factor(&xs[0], n)?;
+                Ok(vec![lu, perm.squeeze(&[-1])?.cast(DType::I32)?])
+            })?;
+            let perm = out.pop().expect("two results");
+            let lu = out.pop().expect("two results");
+            let (factors, rows) = (lu.clone(), perm.clone());
+            let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
+                let l = factors
+                    .tril(-1)?
+                    .add(&Tensor::eye(n, n, factors.dtype())?)?;
+                let u = factors.triu(0)?;
+                let phi_l = l.matmul_t(&g[0].tril(-1)?, true, false)?.tril(-1)?;
+                let phi_u = g[0].triu(0)?.matmul_t(&u, false, true)?.triu(0)?;
+                // X = L⁻ᵀ (phi) U⁻ᵀ, the gradient of P a.
+                let left = phi_l
+                    .add(&phi_u)?
+                    .triangular_solve(&l, true, true, true, true)?;
+                let x = left.triangular_solve(&u, false, false, true, false)?;
+                // Row i of X belongs to row rows[i] of a.
+                let back = rows.argsort(-1, false, true)?.cast(DType::I64)?;
+                let index = zeros_shaped_like(&x, DType::I64)?.add(&back.expand_dims(-1)?)?;
+                Ok(vec![Some(x.take_along_axis(&index, -2)?)])
+            };
+            Ok((vec![lu, perm], grad))
+        });
+        let mut out = f(std::slice::from_ref(self))?;
+        let perm = out.pop().expect("two results");
+        Ok((out.pop().expect("two results"), perm))
     }
 
     /// The inverse of each matrix (`jnp.linalg.inv`, `tf.linalg.inv`);
