@@ -215,6 +215,7 @@ pub use ops::fft::{FftNorm, FftType, fft_op};
 pub use ops::pad::PadMode;
 pub use ops::products::multi_dot;
 pub use ops::stats::{NormOrd, clip_by_global_norm};
+pub use ops::tridiagonal::tridiagonal_solve;
 pub use ops::window::{WindowDims, WindowKind};
 pub use runtime::profile;
 pub use runtime::{Device, MemoryStats, set_cpu_device_count};

@@ -1,7 +1,8 @@
 //! Matrix helpers (`ops::matrix`: `eye`, `band_part`, `tril`, `triu`,
 //! `diag`, `diag_part`, `set_diag`, `trace`, `matrix_transpose`),
 //! products (`ops::products`: `tensordot`, `outer`, `matvec`, `kron`,
-//! `cross`), `cholesky_solve` and `logdet`, and matrix functions
+//! `cross`, `vecdot`, `multi_dot`), `lu`, `cond`, `matrix_rank`,
+//! `tridiagonal_solve`, `cholesky_solve` and `logdet`, and matrix functions
 //! (`ops::matrix_functions`: `matrix_power`, `expm`) against hand-written
 //! matrices and closed forms (rotations, shears, `V e^w Vᵀ`), eagerly and
 //! compiled, wide, tall and batched; their gradients against central
@@ -456,5 +457,70 @@ fn lu_cond_rank_multi_dot_and_vecdot() {
     assert_eq!(
         u.vecdot(&w, -1).unwrap().item::<Complex64>().unwrap(),
         Complex64::new(4., -7.)
+    );
+}
+
+#[test]
+fn tridiagonal_solves_match_the_dense_solve() {
+    // Two 5 x 5 systems, diagonally dominant, two right-hand sides each.
+    let m_rows = 5usize;
+    let dl: Vec<f64> = (0..10)
+        .map(|i| {
+            if i % 5 == 0 {
+                0.0
+            } else {
+                0.3 * i as f64 - 1.0
+            }
+        })
+        .collect();
+    let d: Vec<f64> = (0..10).map(|i| 4.0 + 0.1 * i as f64).collect();
+    let du: Vec<f64> = (0..10)
+        .map(|i| {
+            if i % 5 == 4 {
+                0.0
+            } else {
+                1.0 - 0.2 * i as f64
+            }
+        })
+        .collect();
+    let b: Vec<f64> = (0..20).map(|i| (i as f64 * 0.7).cos()).collect();
+    let (dlt, dt, dut) = (m(&dl, &[2, 5]), m(&d, &[2, 5]), m(&du, &[2, 5]));
+    let bt = m(&b, &[2, 5, 2]);
+    // The dense matrices, by hand from the diagonals.
+    let mut dense = vec![0.0; 50];
+    for s in 0..2 {
+        for i in 0..m_rows {
+            dense[s * 25 + i * 5 + i] = d[s * 5 + i];
+            if i > 0 {
+                dense[s * 25 + i * 5 + i - 1] = dl[s * 5 + i];
+            }
+            if i + 1 < m_rows {
+                dense[s * 25 + i * 5 + i + 1] = du[s * 5 + i];
+            }
+        }
+    }
+    let want = f64s(&m(&dense, &[2, 5, 5]).solve(&bt).unwrap());
+    let got = f64s(&xlafn::tridiagonal_solve(&dlt, &dt, &dut, &bt).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-14, "{got:?} vs {want:?}");
+    }
+    let f = function(|dl: Tensor, d: Tensor, du: Tensor, b: Tensor| {
+        xlafn::tridiagonal_solve(&dl, &d, &du, &b)
+    });
+    let compiled = f64s(&f.call((&dlt, &dt, &dut, &bt)).unwrap());
+    for (g, w) in compiled.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-14, "compiled");
+    }
+    // Gradients in the diagonal and the right-hand side.
+    let one_d = |x: &Tensor| xlafn::tridiagonal_solve(&dlt, x, &dut, &bt);
+    check_gradient(&one_d, &d, &[2, 5], 1e-6, "tridiagonal d");
+    let one_b = |x: &Tensor| xlafn::tridiagonal_solve(&dlt, &dt, &dut, x);
+    check_gradient(&one_b, &b, &[2, 5, 2], 1e-6, "tridiagonal b");
+    let e = xlafn::tridiagonal_solve(&dlt, &dt, &dut, &m(&b[..10], &[2, 5]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tridiagonal_solve") && e.contains("[..., m, n]"),
+        "{e}"
     );
 }

@@ -46,6 +46,7 @@ pub mod special;
 pub mod split;
 pub mod stats;
 pub mod take_along;
+pub mod tridiagonal;
 mod while_batch;
 pub(crate) mod while_grad;
 mod while_rows;
