@@ -1,5 +1,6 @@
 //! Matrix helpers (`ops::matrix`: `eye`, `band_part`, `tril`, `triu`,
-//! `diag`, `diag_part`, `set_diag`, `trace`, `matrix_transpose`),
+//! `diag`, `diag_part`, `set_diag`, `trace`, `matrix_transpose`,
+//! `adjoint`), `tensorinv`, `tensorsolve`,
 //! products (`ops::products`: `tensordot`, `outer`, `matvec`, `kron`,
 //! `cross`, `vecdot`, `multi_dot`), `lu`, `cond`, `matrix_rank`,
 //! `tridiagonal_solve`, `cholesky_solve` and `logdet`, and matrix functions
@@ -523,4 +524,59 @@ fn tridiagonal_solves_match_the_dense_solve() {
         e.contains("tridiagonal_solve") && e.contains("[..., m, n]"),
         "{e}"
     );
+}
+
+#[test]
+fn adjoints_tensor_inverses_and_tensor_solves() {
+    let z = Tensor::from_vec(
+        vec![
+            Complex64::new(1., 2.),
+            Complex64::new(3., -1.),
+            Complex64::new(0., 1.),
+            Complex64::new(2., 0.),
+        ],
+        &[2, 2],
+    )
+    .unwrap();
+    let want = [
+        Complex64::new(1., -2.),
+        Complex64::new(0., -1.),
+        Complex64::new(3., 1.),
+        Complex64::new(2., 0.),
+    ];
+    assert_eq!(z.adjoint().unwrap().to_vec::<Complex64>().unwrap(), want);
+    assert_eq!(
+        f64s(&wide().adjoint().unwrap()),
+        f64s(&wide().matrix_transpose().unwrap())
+    );
+    // tensorinv: a [2, 3, 6] times its inverse [6, 2, 3] over the 6 is the
+    // identity on [2, 3] x [2, 3].
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    };
+    let a = m(&(0..36).map(|_| next()).collect::<Vec<_>>(), &[2, 3, 6]);
+    let inverse = a.tensorinv(2).unwrap();
+    assert_eq!(inverse.dims(), [6, 2, 3]);
+    let product = f64s(&a.tensordot(&inverse, &[2], &[0]).unwrap());
+    for (e, v) in product.iter().enumerate() {
+        let want = if e / 6 == e % 6 { 1.0 } else { 0.0 };
+        assert!((v - want).abs() < 1e-12, "element {e}: {v}");
+    }
+    // tensorsolve: a [2, 3, 3, 2], b [2, 3], x [3, 2] with a . x = b.
+    let a4 = m(&(0..36).map(|_| next()).collect::<Vec<_>>(), &[2, 3, 3, 2]);
+    let b = m(&(0..6).map(|_| next()).collect::<Vec<_>>(), &[2, 3]);
+    let x = a4.tensorsolve(&b).unwrap();
+    assert_eq!(x.dims(), [3, 2]);
+    let back = f64s(&a4.tensordot(&x, &[2, 3], &[0, 1]).unwrap());
+    for (g, w) in back.iter().zip(f64s(&b)) {
+        assert!((g - w).abs() < 1e-12, "{g} vs {w}");
+    }
+    let e = a.tensorinv(1).unwrap_err().to_string();
+    assert!(e.contains("tensorinv"), "{e}");
+    let e = a4.tensorsolve(&m(&[1., 2.], &[2])).unwrap_err().to_string();
+    assert!(e.contains("tensorsolve"), "{e}");
 }

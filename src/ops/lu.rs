@@ -241,6 +241,56 @@ impl Tensor {
         Ok((out.pop().expect("two results"), perm))
     }
 
+    /// `jnp.linalg.tensorinv(a, ind)`: the inverse of the tensor seen as a
+    /// matrix whose rows are its first `ind` dimensions and whose columns
+    /// are the rest (their sizes' products must agree); the result has the
+    /// rest's dimensions, then the first `ind`.
+    #[track_caller]
+    pub fn tensorinv(&self, ind: usize) -> Result<Tensor> {
+        let dims = self.dims();
+        let rows: i64 = dims[..ind.min(dims.len())].iter().product();
+        let cols: i64 = dims[ind.min(dims.len())..].iter().product();
+        if ind == 0 || ind >= dims.len() || rows != cols || dims.iter().any(|&d| d < 0) {
+            return Err(Error::invalid(
+                "tensorinv",
+                format!(
+                    "needs a known shape whose first {ind} dimensions hold as many elements as \
+                     the rest, got {}",
+                    self.tensor_type()
+                ),
+            ));
+        }
+        let inverse = self.reshape(&[rows, cols])?.inv()?;
+        inverse.reshape(&[&dims[ind..], &dims[..ind]].concat())
+    }
+
+    /// `jnp.linalg.tensorsolve(a, b)`: `x` with `tensordot(a, x, x.ndim)
+    /// = b`, for `a` of shape `b.shape + x.shape` where `x` holds as many
+    /// elements as `b`.
+    #[track_caller]
+    pub fn tensorsolve(&self, b: &Tensor) -> Result<Tensor> {
+        let (dims, bdims) = (self.dims(), b.dims());
+        let k = bdims.len();
+        let fits = dims.len() >= k
+            && dims[..k] == bdims[..]
+            && dims.iter().all(|&d| d >= 0)
+            && dims[..k].iter().product::<i64>() == dims[k..].iter().product::<i64>();
+        if !fits {
+            return Err(Error::invalid(
+                "tensorsolve",
+                format!(
+                    "needs a of shape b.shape + x.shape with x holding as many elements as b, \
+                     got {} for {}",
+                    self.tensor_type(),
+                    b.tensor_type()
+                ),
+            ));
+        }
+        let n: i64 = bdims.iter().product();
+        let x = self.reshape(&[n, n])?.solve(&b.reshape(&[n])?)?;
+        x.reshape(&dims[k..])
+    }
+
     /// The inverse of each matrix (`jnp.linalg.inv`, `tf.linalg.inv`);
     /// infinities or NaNs for a singular one, as LAPACK gives.
     #[track_caller]

@@ -1,7 +1,7 @@
 //! Matrix helpers on the last two dimensions, with leading batch
 //! dimensions: identity matrices, bands and triangles, diagonals and
 //! traces, transposes (`tf.eye`, `tf.linalg.band_part`, `diag`,
-//! `diag_part`, `set_diag`, `trace`, `matrix_transpose`; `jnp.eye`,
+//! `diag_part`, `set_diag`, `trace`, `matrix_transpose`, `adjoint`; `jnp.eye`,
 //! `tril`, `triu`, `diagonal`, `trace`, `matrix_transpose`), and the
 //! shape helpers the linear-algebra composites share.
 //!
@@ -252,6 +252,18 @@ impl Tensor {
         let mut perm: Vec<i64> = (0..r).collect();
         perm.swap(r as usize - 1, r as usize - 2);
         self.transpose(&perm)
+    }
+
+    /// Each matrix's conjugate transpose (`tf.linalg.adjoint`,
+    /// `jnp.matrix_transpose(x).conj()`); the transpose for real dtypes.
+    #[track_caller]
+    pub fn adjoint(&self) -> Result<Tensor> {
+        let t = self.matrix_transpose()?;
+        if self.dtype().is_complex() {
+            t.conj()
+        } else {
+            Ok(t)
+        }
     }
 
     /// The sum of each matrix's main diagonal (`tf.linalg.trace`,
