@@ -5,8 +5,11 @@
 
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
+#[path = "common/matrices.rs"]
+mod matrices;
 
 use gradcheck::check_gradient;
+use matrices::{close, f64s, m};
 use xlafn::prelude::*;
 
 /// Needs a row exchange at the first step (a zero in the corner);
@@ -16,24 +19,6 @@ const A: [f64; 9] = [0., 2., 1., 1., 1., 1., 2., 1., 0.];
 const A_INV: [f64; 9] = [-1., 1., 1., 2., -2., 1., -1., 4., -2.];
 /// A well-conditioned matrix for the gradient checks.
 const W: [f64; 9] = [2., 1., 0.5, 0.3, 1.5, -0.7, 0.2, -0.4, 1.8];
-
-fn m(v: &[f64], dims: &[i64]) -> Tensor {
-    Tensor::from_vec(v.to_vec(), dims).unwrap()
-}
-
-fn f64s(t: &Tensor) -> Vec<f64> {
-    t.to_vec::<f64>().unwrap()
-}
-
-fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}: {got:?} vs {want:?}"
-        );
-    }
-}
 
 #[test]
 fn systems_inverses_and_determinants_match_hand_worked_values() {

@@ -11,17 +11,12 @@
 
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
+#[path = "common/matrices.rs"]
+mod matrices;
 
 use gradcheck::check_gradient;
+use matrices::{f64s, m, values};
 use xlafn::prelude::*;
-
-fn m(v: &[f64], dims: &[i64]) -> Tensor {
-    Tensor::from_vec(v.to_vec(), dims).unwrap()
-}
-
-fn f64s(t: &Tensor) -> Vec<f64> {
-    t.to_vec::<f64>().unwrap()
-}
 
 /// 1..=12 as a 3 x 4 matrix.
 fn wide() -> Tensor {
@@ -344,12 +339,8 @@ fn cholesky_solves_logdets_powers_and_exponentials() {
     for (g, w) in f64s(&g).iter().zip([3. / 8., -2. / 8., -2. / 8., 4. / 8.]) {
         assert!((g - w).abs() < 1e-15, "logdet gradient {g} vs {w}");
     }
-    let e = m(&values_of(6), &[2, 3]).expm().unwrap_err().to_string();
+    let e = m(&values(6, 1), &[2, 3]).expm().unwrap_err().to_string();
     assert!(e.contains("square"), "{e}");
-}
-
-fn values_of(n: usize) -> Vec<f64> {
-    (0..n).map(|i| i as f64).collect()
 }
 
 #[test]
@@ -386,15 +377,7 @@ fn lu_cond_rank_multi_dot_and_vecdot() {
     check_gradient(&|t| Ok(t.lu()?.0), &f64s(&a), &[3, 3], 1e-6, "lu");
     // Generic values: no two candidates for a pivot tie, so the finite
     // differences keep the pivots.
-    let mut seed = 0x2545F4914F6CDD1Du64;
-    let batch: Vec<f64> = (0..32)
-        .map(|_| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-        })
-        .collect();
+    let batch = values(32, 17);
     check_gradient(&|t| Ok(t.lu()?.0), &batch, &[2, 4, 4], 1e-6, "batched lu");
     // Condition numbers of [[3, 0], [4, 5]]: singular values √45, √5;
     // 1-norms 7 and ‖a⁻¹‖₁ = ‖[[5, 0], [-4, 3]] / 15‖₁ = 0.6.
@@ -551,14 +534,7 @@ fn adjoints_tensor_inverses_and_tensor_solves() {
     );
     // tensorinv: a [2, 3, 6] times its inverse [6, 2, 3] over the 6 is the
     // identity on [2, 3] x [2, 3].
-    let mut seed = 7u64;
-    let mut next = || {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    };
-    let a = m(&(0..36).map(|_| next()).collect::<Vec<_>>(), &[2, 3, 6]);
+    let a = m(&values(36, 3), &[2, 3, 6]);
     let inverse = a.tensorinv(2).unwrap();
     assert_eq!(inverse.dims(), [6, 2, 3]);
     let product = f64s(&a.tensordot(&inverse, &[2], &[0]).unwrap());
@@ -567,8 +543,8 @@ fn adjoints_tensor_inverses_and_tensor_solves() {
         assert!((v - want).abs() < 1e-12, "element {e}: {v}");
     }
     // tensorsolve: a [2, 3, 3, 2], b [2, 3], x [3, 2] with a . x = b.
-    let a4 = m(&(0..36).map(|_| next()).collect::<Vec<_>>(), &[2, 3, 3, 2]);
-    let b = m(&(0..6).map(|_| next()).collect::<Vec<_>>(), &[2, 3]);
+    let a4 = m(&values(36, 4), &[2, 3, 3, 2]);
+    let b = m(&values(6, 5), &[2, 3]);
     let x = a4.tensorsolve(&b).unwrap();
     assert_eq!(x.dims(), [3, 2]);
     let back = f64s(&a4.tensordot(&x, &[2, 3], &[0, 1]).unwrap());

@@ -9,39 +9,12 @@
 
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
+#[path = "common/matrices.rs"]
+mod matrices;
 
 use gradcheck::check_gradient;
+use matrices::{close, f64s, m, values};
 use xlafn::prelude::*;
-
-fn m(v: &[f64], dims: &[i64]) -> Tensor {
-    Tensor::from_vec(v.to_vec(), dims).unwrap()
-}
-
-fn f64s(t: &Tensor) -> Vec<f64> {
-    t.to_vec::<f64>().unwrap()
-}
-
-fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}: {got:?} vs {want:?}"
-        );
-    }
-}
-
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) as f64 / (1u64 << 31) as f64) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// Modified Gram-Schmidt on the first `k = min(rows, cols)` columns of a
 /// row-major `rows x cols` matrix of full rank: `(q [rows, k], r [k, cols])`

@@ -54,6 +54,7 @@
 //! (`ops::one_program`).
 //!
 //! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
+//! `ops::qr` (completing `U`), `ops::stats::NormOrd` (`cond`),
 //! `ops::one_program`, `control::{while_loop, for_range}` and
 //! `custom_gradient`.
 

@@ -25,8 +25,8 @@
 //! Eagerly, each factorization and what is read from it runs as one
 //! compiled program (`ops::one_program`).
 //!
-//! Layer: ops (composite). Imports `tensor` ops, `control::for_range`,
-//! `custom_gradient` and `ops::one_program`.
+//! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
+//! `control::for_range`, `custom_gradient` and `ops::one_program`.
 
 use super::custom_gradient::custom_gradient;
 use super::matrix::{identity_with_batch_of, zeros_shaped_like};

@@ -11,7 +11,8 @@
 //! the diagonal is read with one `take_along_axis`, which touches
 //! `min(rows, cols)` elements rather than the whole matrix.
 //!
-//! Layer: ops (composite). Imports `tensor` ops only.
+//! Layer: ops (composite). Imports `tensor` ops and `ir` (shapes, for
+//! `set_diag`'s check).
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};

@@ -3,7 +3,7 @@
 //! `dot_general`, one broadcast multiply, or slices of one, so shapes,
 //! gradients and batching come from those ops.
 //!
-//! Layer: ops (composite). Imports `tensor` ops only.
+//! Layer: ops (composite). Imports `tensor` ops and `ops::matrix::cut`.
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
