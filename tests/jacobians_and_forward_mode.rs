@@ -249,7 +249,52 @@ fn tensorflows_batch_jacobian_example_shape_and_values() {
         .batch_jacobian(&y, &x.slice(&[0, 0], &[3, 5]).unwrap())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("leading batch dimension"), "{e}");
+    assert!(e.contains("ValueError") && e.contains("to match"), "{e}");
+}
+
+#[test]
+fn batch_jacobians_refuse_rank_one_and_give_zeros_when_unconnected() {
+    // TensorFlow: "Shape (3,) must have rank at least 2", for the target
+    // and for the source.
+    let x = Tensor::vector(&[1f64, 2., 3.]).unwrap();
+    let rows = Tensor::from_vec(vec![1f64, 2., 3., 4.], &[2, 2]).unwrap();
+    let tape = GradientTape::persistent();
+    tape.watch(&x);
+    tape.watch(&rows);
+    let y = x.square().unwrap();
+    let e = tape.batch_jacobian(&y, &x).unwrap_err().to_string();
+    assert!(
+        e.contains("ValueError") && e.contains("rank at least 2"),
+        "{e}"
+    );
+    let e = tape
+        .batch_jacobian(&rows.reduce_sum(&[1], true).unwrap(), &x)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("source") && e.contains("rank at least 2"), "{e}");
+    // Unconnected: zeros of [b, y.., x..], whatever UnconnectedGradients
+    // says, in the target's dtype.
+    let other = Tensor::zeros(&[2, 3], DType::F64);
+    tape.watch(&other);
+    let target = rows.exp().unwrap();
+    for mode in [UnconnectedGradients::None, UnconnectedGradients::Zero] {
+        let j = tape
+            .batch_jacobian_with(&target, &other, mode)
+            .unwrap()
+            .expect("zeros, not None");
+        assert_eq!(j.dims(), vec![2, 2, 3]);
+        assert!(f64s(&j).iter().all(|&v| v == 0.0));
+    }
+    let compiled = function(|rows: Tensor, other: Tensor| {
+        let tape = GradientTape::new();
+        tape.watch(&rows);
+        tape.watch(&other);
+        let y = rows.exp()?;
+        Ok(tape.batch_jacobian(&y, &other)?.unwrap())
+    });
+    let j = compiled.call((&rows, &other)).unwrap();
+    assert_eq!(j.dims(), vec![2, 2, 3]);
+    assert!(f64s(&j).iter().all(|&v| v == 0.0));
 }
 
 #[test]

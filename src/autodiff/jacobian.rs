@@ -97,30 +97,42 @@ impl GradientTape {
     /// only on each other (a batch), the per-example jacobians
     /// `[b, target row shape..., source row shape...]`
     /// (`tape.batch_jacobian`). The loop runs over one row's elements,
-    /// every example at once.
+    /// every example at once. Both must have rank at least 2, as in
+    /// TensorFlow (a rank-1 tensor has no per-example part). A source the
+    /// target does not depend on gives zeros of the target's dtype, as
+    /// TensorFlow's `batch_jacobian` does whatever
+    /// [`UnconnectedGradients`] says (so the result is always `Some`).
     pub fn batch_jacobian(&self, target: &Tensor, source: &Tensor) -> Result<Option<Tensor>> {
         self.batch_jacobian_with(target, source, UnconnectedGradients::None)
     }
 
-    /// [`batch_jacobian`](GradientTape::batch_jacobian) with zeros for an
-    /// unconnected source when asked.
+    /// [`batch_jacobian`](GradientTape::batch_jacobian); `unconnected` is
+    /// accepted for TensorFlow's signature and, as there, changes nothing.
     pub fn batch_jacobian_with(
         &self,
         target: &Tensor,
         source: &Tensor,
-        unconnected: UnconnectedGradients,
+        _unconnected: UnconnectedGradients,
     ) -> Result<Option<Tensor>> {
         let t_dims = known_dims(target, "batch_jacobian")?;
         let s_dims = known_dims(source, "batch_jacobian")?;
-        if t_dims.is_empty() || s_dims.is_empty() || t_dims[0] != s_dims[0] {
-            return Err(Error::invalid(
-                "batch_jacobian",
-                format!(
-                    "the target and the source need one leading batch dimension: got {} and {}",
-                    target.tensor_type(),
-                    source.tensor_type()
-                ),
-            ));
+        for (what, t, dims) in [("target", target, &t_dims), ("source", source, &s_dims)] {
+            if dims.len() < 2 {
+                return Err(Error::Value(format!(
+                    "batch_jacobian: the {what}'s shape {} must have rank at least 2 (a leading \
+                     batch dimension and the per-example part); for a rank-1 {what} use \
+                     jacobian",
+                    t.tensor_type().shape
+                )));
+            }
+        }
+        if t_dims[0] != s_dims[0] {
+            return Err(Error::Value(format!(
+                "batch_jacobian: need first dimension of target shape ({}) and source shape \
+                 ({}) to match",
+                target.tensor_type().shape,
+                source.tensor_type().shape
+            )));
         }
         let b = t_dims[0];
         let n: i64 = t_dims[1..].iter().product();
@@ -145,7 +157,10 @@ impl GradientTape {
             r.transpose(&perm)?.reshape(&full)
         });
         let full: Vec<i64> = t_dims.iter().chain(&s_dims[1..]).copied().collect();
-        finish(rows, unconnected, &source.into(), &full)
+        match rows {
+            Some(r) => r.map(Some),
+            None => Ok(Some(Tensor::try_zeros(&full, target.dtype())?)),
+        }
     }
 
     /// The vector-Jacobian products of `n` seeds, stacked per source

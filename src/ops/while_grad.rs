@@ -39,6 +39,12 @@
 //!
 //! A loop traced without a tape (its gradient taken later, or a loaded
 //! export) records nothing; its gradient runs the recording loop itself.
+//!
+//! The gradient is written in the tensor language, so a tape around it
+//! differentiates it again (Hessians, HVPs, nested tapes). Its backward
+//! loop reads the record, an output of the forward op: the record's
+//! cotangents come back to the forward op's gradient, which adds each
+//! slot's to the iteration that wrote it (`RecordCotangents`).
 
 use super::control::While;
 use super::while_rows::{RowWrite, row_writes};
@@ -173,11 +179,20 @@ impl<'a> LoopGradient<'a> {
             .map(|i| !kept[i] && inputs[i].dtype().is_float())
             .collect();
         let rows = row_writes(&op.body.graph, &candidates);
-        // Only a body with row writes needs a copy with extra results.
-        let body = rows.iter().any(Option::is_some).then(|| {
+        // A recording loop's residuals follow the row writes as results, so
+        // that their record's cotangents (a gradient of the gradient) can
+        // weigh them.
+        let residuals = match op.record {
+            Some(_) => op.residuals(),
+            None => Vec::new(),
+        };
+        // Only a body with row writes or residuals needs a copy with extra
+        // results.
+        let body = (rows.iter().any(Option::is_some) || !residuals.is_empty()).then(|| {
             let mut body = (*op.body.graph).clone();
             let mut results = body.results().to_vec();
             results.extend(rows.iter().flatten().flat_map(|w| [w.update, w.start]));
+            results.extend(&residuals);
             body.set_results(results);
             body
         });
@@ -245,30 +260,33 @@ impl<'a> LoopGradient<'a> {
         });
         let (g_vars, g_caps) = match (recorded, state_slots(&init)?, self.op.trip_count) {
             (Some((slots, stored)), _, Some(trips)) if slots == trips.max(1) => {
+                let record = RecordCotangents::new(self.op, grads, &kept, None);
                 let trips = Tensor::fill(&[], trips, DType::I32)?;
-                self.backward(&trips, carried, &|k| stored.state(k, &self.zero))?
+                let state_at = |k: &Tensor| stored.state(k, &self.zero);
+                self.backward(&trips, carried, &state_at, record.as_ref())?
             }
             (Some((slots, stored)), _, _) => {
-                self.stored_or_checkpointed(&init, stored, slots - 1, carried)?
+                let record = RecordCotangents::new(self.op, grads, &kept, Some(slots - 1));
+                self.stored_or_checkpointed(&init, stored, slots - 1, carried, record.as_ref())?
             }
             (None, Some(slots), Some(trips)) if trips <= slots => {
                 let stored = self.record_states(&init, finals, &kept, trips.max(1))?;
                 let trips = Tensor::fill(&[], trips, DType::I32)?;
-                self.backward(&trips, carried, &|k| stored.state(k, &self.zero))?
+                self.backward(&trips, carried, &|k| stored.state(k, &self.zero), None)?
             }
             (None, Some(slots), Some(trips)) => {
                 let trips = Tensor::fill(&[], trips, DType::I32)?;
-                self.checkpointed(&init, &trips, slots, carried)?
+                self.checkpointed(&init, &trips, slots, carried, None)?
             }
             (None, Some(slots), None) => {
                 let stored = self.record_states(&init, finals, &kept, slots + 1)?;
-                self.stored_or_checkpointed(&init, stored, slots, carried)?
+                self.stored_or_checkpointed(&init, stored, slots, carried, None)?
             }
             (None, None, _) => {
                 let trips = self.count_trips(&init)?;
-                self.backward(&trips, carried, &|k| {
-                    Ok((self.run_from(&self.zero, init.clone(), k)?, Provided::new()))
-                })?
+                let state_at =
+                    |k: &Tensor| Ok((self.run_from(&self.zero, init.clone(), k)?, Provided::new()));
+                self.backward(&trips, carried, &state_at, None)?
             }
         };
         let mut out = vec![None; self.inputs.len()];
@@ -292,15 +310,17 @@ impl<'a> LoopGradient<'a> {
         stored: Stored,
         capacity: i64,
         carried: Carried,
+        record: Option<&RecordCotangents>,
     ) -> Result<Carried> {
         let trips = stored.trips.clone();
         let fits = trips.le(&Tensor::fill(&[], capacity, DType::I32)?)?;
         crate::control::cond(
             &fits,
             || -> Result<Carried> {
-                self.backward(&trips, carried.clone(), &|k| stored.state(k, &self.zero))
+                let state_at = |k: &Tensor| stored.state(k, &self.zero);
+                self.backward(&trips, carried.clone(), &state_at, record)
             },
-            || self.checkpointed(init, &trips, capacity.max(2), carried.clone()),
+            || self.checkpointed(init, &trips, capacity.max(2), carried.clone(), record),
         )
     }
 
@@ -311,12 +331,14 @@ impl<'a> LoopGradient<'a> {
         trips: &Tensor,
         slots: i64,
         carried: Carried,
+        record: Option<&RecordCotangents>,
     ) -> Result<Carried> {
         let checkpoints = Checkpoints::record(self, init, trips, slots)?;
-        self.backward(trips, carried, &|k| {
+        let state_at = |k: &Tensor| {
             let (from, start) = checkpoints.before(k, &self.zero)?;
             Ok((self.run_from(&from, start, k)?, Provided::new()))
-        })
+        };
+        self.backward(trips, carried, &state_at, record)
     }
 
     fn init(&self) -> Vec<Tensor> {
@@ -396,19 +418,26 @@ impl<'a> LoopGradient<'a> {
     }
 
     /// The backward loop over `trips` iterations, last first; `state_at(k)`
-    /// gives the state that entered iteration `k`.
+    /// gives the state that entered iteration `k`, and `record` the
+    /// cotangents of the forward loop's own record of it, if any.
     fn backward(
         &self,
         trips: &Tensor,
         carried: Carried,
         state_at: &StateAt<'_>,
+        record: Option<&RecordCotangents>,
     ) -> Result<Carried> {
         let (_, g_vars, g_caps) = crate::control::while_loop(
             |(k, _, _): &(Tensor, Vec<Tensor>, Vec<Tensor>)| k.gt_scalar(0),
             |(k, g_vars, g_caps): (Tensor, Vec<Tensor>, Vec<Tensor>)| -> Result<(Tensor, Vec<Tensor>, Vec<Tensor>)> {
                 let k = k.sub_scalar(1)?;
                 let (state, provided) = state_at(&k)?;
-                let (g_vars, g_caps) = self.step_back(state, &provided, &g_vars, &g_caps)?;
+                let at_k = match record {
+                    Some(r) => r.at(&k, trips, &self.zero)?,
+                    None => SlotCotangents::default(),
+                };
+                let (g_vars, g_caps) =
+                    self.step_back(state, &provided, &g_vars, &g_caps, &at_k)?;
                 Ok((k, g_vars, g_caps))
             },
             (trips.clone(), carried.0, carried.1),
@@ -432,6 +461,7 @@ impl<'a> LoopGradient<'a> {
         provided: &Provided,
         g_vars: &[Tensor],
         g_caps: &[Tensor],
+        recorded: &SlotCotangents,
     ) -> Result<Carried> {
         let n = self.op.loop_types.len();
         let plain: Vec<usize> = (0..self.float_vars.len())
@@ -467,6 +497,10 @@ impl<'a> LoopGradient<'a> {
                 let start = &outs[n + 2 * e + 1];
                 weights[n + 2 * e] = Some(w.update_cotangent(&g, &g_vars[k], start)?);
             }
+            let first_residual = n + 2 * writes.len();
+            for (r, g) in recorded.residuals.iter().enumerate() {
+                weights[first_residual + r] = g.clone();
+            }
             Ok(weights)
         };
         let (outs, step) = crate::autodiff::region_gradients_with(
@@ -479,7 +513,12 @@ impl<'a> LoopGradient<'a> {
         let (plain_steps, cap_steps) = step.split_at(plain.len());
         let mut new_vars = g_vars.to_vec();
         for (&k, g) in plain.iter().zip(plain_steps) {
-            new_vars[k] = g.clone();
+            // The state entering this iteration was also recorded: its
+            // slot's cotangent adds to what the body sends back.
+            new_vars[k] = match recorded.states.get(self.float_vars[k]) {
+                Some(Some(slot)) => g.add(slot)?,
+                _ => g.clone(),
+            };
         }
         for (e, &(k, w)) in writes.iter().enumerate() {
             new_vars[k] = w.claim(&g_vars[k], &outs[n + 2 * e + 1])?;
@@ -495,6 +534,94 @@ impl<'a> LoopGradient<'a> {
 
 /// Body values known without running the body again.
 type Provided = HashMap<ValueId, Tensor>;
+
+/// The cotangents of a recording loop's record (`While::record`): its
+/// buffers of states and residuals are outputs of the forward op, which a
+/// gradient of the gradient reads (the first gradient's backward loop
+/// computes from them) and so sends cotangents to. Slot `j` of a buffer
+/// holds what iteration `j` entered with or computed, so the backward
+/// loop adds slot `k`'s cotangent at iteration `k`: to the state's
+/// cotangent, and as a weight on the residual's body value. Without this a
+/// second derivative through a loop keeps only its path through captured
+/// values.
+struct RecordCotangents {
+    /// Per loop value (all of them, in order): its buffer's cotangent,
+    /// for a recorded float value that has one.
+    states: Vec<Option<Tensor>>,
+    /// Per residual (`While::residuals`' order): its buffer's cotangent.
+    residuals: Vec<Option<Tensor>>,
+    /// The spare last slot of a record whose count is known only on the
+    /// device: it holds what the last iteration wrote, so only the last
+    /// iteration past it takes its cotangent.
+    spare: Option<i64>,
+}
+
+/// The record's cotangents for one iteration (see [`RecordCotangents`]).
+#[derive(Default)]
+struct SlotCotangents {
+    states: Vec<Option<Tensor>>,
+    residuals: Vec<Option<Tensor>>,
+}
+
+impl RecordCotangents {
+    /// From the forward op's output cotangents `grads` (loop values, the
+    /// trip count, the kept states' buffers, the residuals' buffers);
+    /// `None` when none of the record's has one (a first derivative).
+    fn new(
+        op: &While,
+        grads: &[Option<Tensor>],
+        kept: &[bool],
+        spare: Option<i64>,
+    ) -> Option<RecordCotangents> {
+        let n = op.loop_types.len();
+        let record = grads.get(n + 1..)?;
+        if record.iter().all(Option::is_none) {
+            return None;
+        }
+        let mut buffers = record.iter();
+        let states = kept
+            .iter()
+            .map(|&k| match k {
+                true => buffers.next().cloned().flatten(),
+                false => None,
+            })
+            .collect();
+        Some(RecordCotangents {
+            states,
+            residuals: buffers.cloned().collect(),
+            spare,
+        })
+    }
+
+    /// The cotangents of the slots iteration `k` (of `trips`) wrote.
+    fn at(&self, k: &Tensor, trips: &Tensor, zero: &Tensor) -> Result<SlotCotangents> {
+        let (slot, mask) = match self.spare {
+            None => (k.clone(), None),
+            Some(spare) => {
+                let spare = Tensor::fill(&[], spare, DType::I32)?;
+                let last = k.eq(&trips.sub_scalar(1)?)?;
+                (k.minimum(&spare)?, Some(k.lt(&spare)?.logical_or(&last)?))
+            }
+        };
+        let read = |buffers: &[Option<Tensor>]| -> Result<Vec<Option<Tensor>>> {
+            buffers
+                .iter()
+                .map(|b| {
+                    let Some(b) = b else { return Ok(None) };
+                    let g = read_slot(std::slice::from_ref(b), &slot, zero)?.remove(0);
+                    match &mask {
+                        Some(m) => Ok(Some(m.where_(&g, &g.zeros_like()?)?)),
+                        None => Ok(Some(g)),
+                    }
+                })
+                .collect()
+        };
+        Ok(SlotCotangents {
+            states: read(&self.states)?,
+            residuals: read(&self.residuals)?,
+        })
+    }
+}
 
 /// The state that entered iteration `k`, and the body values known for it.
 type StateAt<'a> = dyn Fn(&Tensor) -> Result<(Vec<Tensor>, Provided)> + 'a;
