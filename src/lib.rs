@@ -222,7 +222,7 @@ pub use runtime::{Device, MemoryStats, set_cpu_device_count};
 pub use runtime::{disk_cache_stats, set_disk_cache_enabled};
 pub use tensor::{Tensor, default_device, devices, local_devices, with_device};
 pub use variable::Variable;
-pub use vmap::{vectorized_map, vmap, vmap_with};
+pub use vmap::{OutAxes, vectorized_map, vmap, vmap_with};
 /// `#[xlafn::function]`: a `fn` item as a traced `Function`, with AutoGraph.
 ///
 /// `if` and `while` on a tensor condition become device control flow

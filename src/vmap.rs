@@ -46,23 +46,95 @@ pub fn vmap(
 }
 
 /// TensorFlow's name for [`vmap`]: `fn` applied to the slices of `elems`
-/// along their first axis.
+/// along their first axis. As in TensorFlow, an element whose first axis
+/// has size 1 while others have `n` is broadcast: every example gets its
+/// one slice.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let xs = Tensor::from_vec(vec![1f32, 2., 3.], &[3, 1])?;
+/// let scale = Tensor::from_vec(vec![10f32], &[1, 1])?; // shared by all 3
+/// let ys = xlafn::vectorized_map(|e| Ok(vec![&e[0] * &e[1]]), &[xs, scale])?;
+/// assert_eq!(ys[0].to_vec::<f32>()?, vec![10., 20., 30.]);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 pub fn vectorized_map(
     f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
     elems: &[Tensor],
 ) -> Result<Vec<Tensor>> {
-    vmap(f, elems)
+    let leading = |t: &Tensor| t.dims().first().copied();
+    let n = elems.iter().filter_map(leading).max();
+    let mut shared = Vec::with_capacity(elems.len());
+    let mut in_axes = Vec::with_capacity(elems.len());
+    for e in elems {
+        if n.is_some_and(|n| n > 1) && leading(e) == Some(1) {
+            shared.push(e.reshape(&e.dims()[1..])?);
+            in_axes.push(None);
+        } else {
+            shared.push(e.clone());
+            in_axes.push(Some(0));
+        }
+    }
+    vmap_with(f, &shared, &in_axes, 0)
+}
+
+/// Where `vmap`'s outputs put the examples (`jax.vmap`'s `out_axes`):
+/// one axis for every output (from an `i64`), or one entry per output,
+/// `None` for an output that does not depend on the mapped inputs and is
+/// returned once, unstacked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutAxes {
+    /// The same axis for every output.
+    All(i64),
+    /// One entry per output; `None` for an unmapped output.
+    PerOutput(Vec<Option<i64>>),
+}
+
+impl From<i64> for OutAxes {
+    fn from(axis: i64) -> OutAxes {
+        OutAxes::All(axis)
+    }
+}
+
+impl From<Vec<Option<i64>>> for OutAxes {
+    fn from(axes: Vec<Option<i64>>) -> OutAxes {
+        OutAxes::PerOutput(axes)
+    }
+}
+
+impl From<&[Option<i64>]> for OutAxes {
+    fn from(axes: &[Option<i64>]) -> OutAxes {
+        OutAxes::PerOutput(axes.to_vec())
+    }
 }
 
 /// [`vmap`] with `in_axes` (per input: the axis holding the examples, or
-/// `None` for an input every example shares) and `out_axis` (where the
-/// outputs put the examples), as `jax.vmap(f, in_axes, out_axes)`.
+/// `None` for an input every example shares) and `out_axes` (where the
+/// outputs put the examples: see [`OutAxes`]), as `jax.vmap(f, in_axes,
+/// out_axes)`.
+///
+/// ```
+/// use xlafn::prelude::*;
+/// let xs = Tensor::from_vec(vec![1f32, 2., 3., 4.], &[2, 2])?;
+/// let w = Tensor::vector(&[1f32, 1.])?;
+/// // The second output is the same for every example: out_axes None.
+/// let out = xlafn::vmap_with(
+///     |a| Ok(vec![&a[0] * &a[1], a[1].reduce_sum(&[], false)?]),
+///     &[xs, w],
+///     &[Some(0), None],
+///     vec![Some(1), None],
+/// )?;
+/// assert_eq!(out[0].to_vec::<f32>()?, vec![1., 3., 2., 4.]);
+/// assert_eq!(out[1].item::<f32>()?, 2.0);
+/// # Ok::<(), xlafn::Error>(())
+/// ```
 pub fn vmap_with(
     f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
     inputs: &[Tensor],
     in_axes: &[Option<i64>],
-    out_axis: i64,
+    out_axes: impl Into<OutAxes>,
 ) -> Result<Vec<Tensor>> {
+    let out_axes = out_axes.into();
     if in_axes.len() != inputs.len() {
         return Err(Error::invalid(
             "vmap",
@@ -100,9 +172,31 @@ pub fn vmap_with(
             looped(&f, &canonical, &types, size)?
         }
     };
+    let per_output = match out_axes {
+        OutAxes::All(axis) => vec![Some(axis); outputs.len()],
+        OutAxes::PerOutput(axes) if axes.len() == outputs.len() => axes,
+        OutAxes::PerOutput(axes) => {
+            return Err(Error::invalid(
+                "vmap",
+                format!("{} out_axes for {} outputs", axes.len(), outputs.len()),
+            ));
+        }
+    };
     outputs
         .into_iter()
-        .map(|(t, batched)| move_batch_axis(&materialized(&t, batched, size)?, out_axis))
+        .zip(per_output)
+        .enumerate()
+        .map(|(k, ((t, batched), axis))| match axis {
+            Some(axis) => move_batch_axis(&materialized(&t, batched, size)?, axis),
+            None if !batched => Ok(t),
+            None => Err(Error::invalid(
+                "vmap",
+                format!(
+                    "out_axes[{k}] is None, but output {k} depends on the mapped inputs (it \
+                     differs per example); give it an axis"
+                ),
+            )),
+        })
         .collect()
 }
 

@@ -408,19 +408,43 @@ fn hessians_and_hessian_vector_products() {
 }
 
 #[test]
-fn hessians_refuse_integer_inputs_and_non_scalar_values() {
+fn hessians_refuse_integer_inputs_and_take_vector_values() {
     let ints = Tensor::vector(&[1i32, 2]).unwrap();
     let e = hessian(|x| x.mul(x)?.reduce_sum(&[], false), &ints)
         .unwrap_err()
         .to_string();
     assert!(e.contains("float or complex") && e.contains("i32"), "{e}");
-    // jax.hessian would give [2, 2, 2] here, tf.hessians the [2, 2] of the
-    // sum: neither silently.
+    // A vector-valued function: jax.hessian's f(x).shape + x.shape +
+    // x.shape; for sin, H[i, j, k] = -sin(x_i) where i = j = k.
     let x = Tensor::vector(&[1.5f64, -2.0]).unwrap();
-    let e = hessian(|x| x.sin(), &x).unwrap_err().to_string();
-    assert!(e.contains("scalar value") && e.contains("f64(2,)"), "{e}");
+    let mut want = vec![0.0; 8];
+    want[0] = -(1.5f64).sin();
+    want[7] = -(-2.0f64).sin();
+    let h = hessian(|x| x.sin(), &x).unwrap();
+    assert_eq!(h.dims(), vec![2, 2, 2]);
+    close(&f64s(&h), &want, 1e-12);
     let compiled = function(|x: Tensor| hessian(|x| x.sin(), &x));
-    assert!(compiled.call((&x,)).is_err());
+    let h = compiled.call((&x,)).unwrap();
+    assert_eq!(h.dims(), vec![2, 2, 2]);
+    close(&f64s(&h), &want, 1e-12);
+    // A matrix value: [2, 2] + [2] + [2], H[a, b, i, j] of x_a x_b x_i
+    // products = d²(x_a x_b)/dx_i dx_j = [a=i][b=j] + [a=j][b=i].
+    let outer = |x: &Tensor| x.reshape(&[2, 1])?.mul(&x.reshape(&[1, 2])?);
+    let h = f64s(
+        &function(move |x: Tensor| hessian(outer, &x))
+            .call((&x,))
+            .unwrap(),
+    );
+    for a in 0..2 {
+        for b in 0..2 {
+            for i in 0..2 {
+                for j in 0..2 {
+                    let want = f64::from(u8::from(a == i && b == j) + u8::from(a == j && b == i));
+                    assert_eq!(h[((a * 2 + b) * 2 + i) * 2 + j], want);
+                }
+            }
+        }
+    }
     // Tangent errors print both types alike.
     let e = xlafn::autodiff::jvp(|a| a[0].sin(), std::slice::from_ref(&x), &[ints])
         .unwrap_err()
@@ -581,4 +605,32 @@ fn a_jvp_compiles_to_the_forward_mode_programs_products() {
         .filter(|l| l.contains(" dot(") || (l.contains("custom-call(") && l.contains("cublas")))
         .count();
     assert_eq!(dots, 4, "{text}");
+}
+
+#[test]
+fn nested_forward_accumulators_follow_tensorflows_nesting() {
+    // TensorFlow: an outer accumulator sees an inner one's JVP
+    // computation (the second derivative), an inner one does not see the
+    // outer's (None).
+    let x = Tensor::scalar(2.0f64);
+    let one = Tensor::scalar(1.0f64);
+    let outer = ForwardAccumulator::new(&[(&x).into()], std::slice::from_ref(&one)).unwrap();
+    let inner = ForwardAccumulator::new(&[(&x).into()], std::slice::from_ref(&one)).unwrap();
+    let y = x.pow(&Tensor::scalar(3f64)).unwrap();
+    let outer_jvp = outer.jvp(&y).unwrap().unwrap();
+    assert_eq!(outer_jvp.item::<f64>().unwrap(), 12.0);
+    assert!(inner.jvp(&outer_jvp).unwrap().is_none());
+    let inner_jvp = inner.jvp(&y).unwrap().unwrap();
+    assert_eq!(inner_jvp.item::<f64>().unwrap(), 12.0);
+    drop(inner);
+    // d/dx (3 x^2) = 6 x = 12.
+    assert_eq!(
+        outer
+            .jvp(&inner_jvp)
+            .unwrap()
+            .unwrap()
+            .item::<f64>()
+            .unwrap(),
+        12.0
+    );
 }

@@ -649,3 +649,60 @@ fn a_function_called_inside_the_mapped_function_is_batched_too() {
     let text = compiled.lower((&x,)).unwrap().as_text().to_string();
     assert!(!text.contains("stablehlo.while"));
 }
+
+#[test]
+fn vectorized_map_broadcasts_a_leading_one_and_out_axes_per_output() {
+    // tf.vectorized_map: an element of leading size 1 is shared.
+    let xs = Tensor::from_vec(vec![1f64, 2., 3., 4., 5., 6.], &[3, 2]).unwrap();
+    let bias = Tensor::from_vec(vec![10f64, 20.], &[1, 2]).unwrap();
+    let f = |e: &[Tensor]| Ok(vec![&e[0] + &e[1]]);
+    let ys = xlafn::vectorized_map(f, &[xs.clone(), bias.clone()]).unwrap();
+    assert_eq!(ys[0].dims(), vec![3, 2]);
+    assert_eq!(f64s(&ys[0]), vec![11., 22., 13., 24., 15., 26.]);
+    // Compiled, the same.
+    let g = function(move |xs: Tensor, b: Tensor| {
+        xlafn::vectorized_map(|e| Ok(vec![&e[0] + &e[1]]), &[xs, b])
+    });
+    assert_eq!(f64s(&g.call((&xs, &bias)).unwrap()[0]), f64s(&ys[0]));
+    // Every element of size 1: one example, mapped.
+    let one = xlafn::vectorized_map(f, &[bias.clone(), bias.clone()]).unwrap();
+    assert_eq!((one[0].dims(), f64s(&one[0])), (vec![1, 2], vec![20., 40.]));
+
+    // jax.vmap's out_axes per output, None for an unmapped one.
+    let w = Tensor::vector(&[1f64, -1.]).unwrap();
+    let h = |a: &[Tensor]| {
+        Ok(vec![
+            &a[0] * &a[1],
+            a[1].square()?,
+            a[0].reduce_sum(&[], false)?,
+        ])
+    };
+    let out = vmap_with(
+        h,
+        &[xs.clone(), w.clone()],
+        &[Some(0), None],
+        vec![Some(1), None, Some(0)],
+    )
+    .unwrap();
+    assert_eq!(out[0].dims(), vec![2, 3]);
+    assert_eq!(f64s(&out[0]), vec![1., 3., 5., -2., -4., -6.]);
+    assert_eq!((out[1].dims(), f64s(&out[1])), (vec![2], vec![1., 1.]));
+    assert_eq!(f64s(&out[2]), vec![3., 7., 11.]);
+    // A mapped output under None, and a wrong count, are errors.
+    let e = vmap_with(
+        h,
+        &[xs.clone(), w.clone()],
+        &[Some(0), None],
+        vec![None, None, None],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("out_axes[0] is None") && e.contains("depends on the mapped"),
+        "{e}"
+    );
+    let e = vmap_with(h, &[xs, w], &[Some(0), None], vec![Some(0)])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("1 out_axes for 3 outputs"), "{e}");
+}

@@ -122,6 +122,11 @@ impl ForwardAccumulator {
         if !target.dtype().is_float() {
             return Ok(None);
         }
+        // Accumulators and tapes started inside this one do not see its
+        // JVP computation (TensorFlow's nesting rule): inside an inner
+        // accumulator, `inner.jvp(outer.jvp(y))` is `None`, while
+        // `outer.jvp(inner.jvp(y))` is the second derivative.
+        let _inner_ones = super::tape::pause_newer_than(&self.inner);
         // The cotangent: any value works (the VJP is linear in it); its
         // gradient is what the outer tape gives.
         let u = target.ones_like()?;
@@ -256,12 +261,12 @@ pub fn hvp(
         .collect()
 }
 
-/// The Hessian of the scalar `f` at `x`, shape `x.shape + x.shape`
-/// (`jax.hessian`): the jacobian of the gradient, its rows one device
-/// loop when traced. `x` must be float or complex and `f`'s value a
-/// scalar: an error says so otherwise, where a gradient's rules would
-/// give zeros for integers and the Hessian of the sum for a non-scalar
-/// value (`jax.hessian` puts the value's shape in front instead).
+/// The Hessian of `f` at `x`, shape `f(x).shape + x.shape + x.shape`
+/// (`jax.hessian`): for a scalar `f` the jacobian of the gradient, else
+/// the jacobian of the jacobian, its rows one device loop when traced.
+/// `x` must be float or complex: an error says so otherwise, where a
+/// gradient's rules would give zeros for integers. (`tf.hessians` sums a
+/// non-scalar value first; reduce it before the call for that.)
 pub fn hessian(f: impl FnOnce(&Tensor) -> Result<Tensor>, x: &Tensor) -> Result<Tensor> {
     if !x.dtype().is_inexact() {
         return Err(Error::invalid(
@@ -278,14 +283,12 @@ pub fn hessian(f: impl FnOnce(&Tensor) -> Result<Tensor>, x: &Tensor) -> Result<
     inner.watch(x);
     let y = f(x)?;
     if y.tensor_type().rank().is_some_and(|r| r != 0) {
-        return Err(Error::invalid(
-            "hessian",
-            format!(
-                "needs a function with a scalar value, got {}; reduce it first (its sum gives \
-                 what tf.hessians computes)",
-                y.tensor_type()
-            ),
-        ));
+        let j = inner
+            .jacobian_with(&y, &[x.into()], UnconnectedGradients::Zero)?
+            .remove(0)
+            .expect("zeros for an unconnected source");
+        let h = outer.jacobian_with(&j, &[x.into()], UnconnectedGradients::Zero)?;
+        return Ok(h.into_iter().next().flatten().expect("zeros"));
     }
     let g = inner.gradient(&y, &[x.into()])?.remove(0);
     let Some(g) = g else {

@@ -17,6 +17,8 @@ struct Entry {
 
 #[derive(Default)]
 struct State {
+    /// When the tape started, in this thread's order of tapes.
+    started: u64,
     entries: Vec<Entry>,
     watched: HashSet<TensorKey>,
     /// (variable id, tensor read) for every variable read while recording.
@@ -27,6 +29,8 @@ thread_local! {
     /// The tapes recording on this thread, innermost last.
     static RECORDING: RefCell<Vec<Rc<RefCell<State>>>> = const { RefCell::new(Vec::new()) };
     static ANY: Cell<bool> = const { Cell::new(false) };
+    /// How many tapes this thread has started: each tape's `started`.
+    static STARTED: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Is any tape recording on this thread? (A cheap check for `apply`.)
@@ -57,6 +61,37 @@ pub(crate) fn pause_recording() -> PausedRecording {
     let saved = RECORDING.with(|r| std::mem::take(&mut *r.borrow_mut()));
     ANY.with(|a| a.set(false));
     PausedRecording(saved)
+}
+
+/// Stops the tapes started after `tape` from recording until the guard
+/// drops. A forward accumulator computes its JVPs so: as in TensorFlow, an
+/// accumulator's JVP computation is seen by the tapes and accumulators
+/// around it, not by those started inside it.
+pub(crate) fn pause_newer_than(tape: &GradientTape) -> PausedNewer {
+    let started = tape.state.borrow().started;
+    let paused = RECORDING.with(|r| {
+        let mut r = r.borrow_mut();
+        let (newer, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut *r)
+            .into_iter()
+            .partition(|s| s.borrow().started > started);
+        *r = kept;
+        ANY.with(|a| a.set(!r.is_empty()));
+        newer
+    });
+    PausedNewer(paused)
+}
+
+/// The tapes [`pause_newer_than`] stopped.
+pub(crate) struct PausedNewer(Vec<Rc<RefCell<State>>>);
+
+impl Drop for PausedNewer {
+    fn drop(&mut self) {
+        RECORDING.with(|r| {
+            let mut r = r.borrow_mut();
+            r.extend(std::mem::take(&mut self.0));
+            ANY.with(|a| a.set(!r.is_empty()));
+        });
+    }
 }
 
 impl Drop for PausedRecording {
@@ -138,7 +173,14 @@ impl GradientTape {
     }
 
     fn start(persistent: bool) -> GradientTape {
-        let state = Rc::new(RefCell::new(State::default()));
+        let started = STARTED.with(|n| {
+            n.set(n.get() + 1);
+            n.get()
+        });
+        let state = Rc::new(RefCell::new(State {
+            started,
+            ..State::default()
+        }));
         RECORDING.with(|r| r.borrow_mut().push(state.clone()));
         ANY.with(|a| a.set(true));
         GradientTape {
