@@ -91,8 +91,9 @@ pub(crate) struct VariableInner {
     /// or for a stand-in, the id of the variable it first stood for.
     pub slot_key: u64,
     /// Whether optimizers should train it (`tf.Variable(trainable=...)`);
-    /// `Module::trainable_variables` leaves the others out.
-    pub trainable: bool,
+    /// `Module::trainable_variables` leaves the others out. Atomic so that
+    /// a variable already shared (a built layer's) can still be marked.
+    pub trainable: AtomicBool,
     /// False while a variable created from a traced value waits for its
     /// lifted initializer to run (see [`Variable::try_new`]).
     initialized: AtomicBool,
@@ -333,7 +334,7 @@ impl Variable {
             value: Mutex::new(value),
             arg_slot: None,
             slot_key: id,
-            trainable: true,
+            trainable: AtomicBool::new(true),
             initialized: AtomicBool::new(initialized),
         });
         if !initialized {
@@ -395,21 +396,19 @@ impl Variable {
     }
 
     /// Marks the variable as not trained (`tf.Variable(trainable=False)`:
-    /// batch-norm statistics, step counters); like [`Variable::named`], it
-    /// applies to a variable not yet shared.
+    /// batch-norm statistics, step counters, or a built layer's weight
+    /// frozen for fine-tuning). Every handle to the variable sees the mark.
+    /// As with Keras' `trainable = False` after `compile`, a function
+    /// already traced keeps the variables it was traced with: mark them
+    /// before the first call of the training step.
     pub fn non_trainable(self) -> Variable {
-        let inner = Arc::try_unwrap(self.inner).map(|mut i| {
-            i.trainable = false;
-            Arc::new(i)
-        });
-        Variable {
-            inner: inner.unwrap_or_else(|shared| shared),
-        }
+        self.inner.trainable.store(false, Ordering::Relaxed);
+        self
     }
 
     /// Whether optimizers should train it (see [`Variable::non_trainable`]).
     pub fn trainable(&self) -> bool {
-        self.inner.trainable
+        self.inner.trainable.load(Ordering::Relaxed)
     }
 
     /// The unique id of this variable.
@@ -520,7 +519,7 @@ impl Variable {
             value: Mutex::new(placeholder),
             arg_slot: Some(slot),
             slot_key: stands_for.unwrap_or(id),
-            trainable: true,
+            trainable: AtomicBool::new(true),
             initialized: AtomicBool::new(true),
         };
         Ok(Variable {

@@ -598,3 +598,42 @@ fn torch_kernel_layouts_by_rank() {
     }
     assert_eq!(k.kernel.read().to_vec::<f32>().unwrap(), want);
 }
+
+#[test]
+fn layout_and_unbuilt_module_errors_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    // A PyTorch Linear [out, in] against xlafn's [in, out], untransposed.
+    let entries = vec![
+        f32_entry("kernel", &[5, 4], &known(20, 1)),
+        f32_entry("bias", &[5], &known(5, 2)),
+    ];
+    write(&path, &entries);
+    let w = Weights::open(&path).unwrap();
+    let dense = Dense {
+        kernel: zeros(&[4, 5]),
+        bias: zeros(&[5]),
+    };
+    let e = err_text(weights::load_into(
+        &dense,
+        &w,
+        &Mapping::new(),
+        LoadOptions::default(),
+    ));
+    assert!(e.contains("Mapping::transpose(.., &[1, 0])"), "{e}");
+    // The suggested mapping loads it.
+    let mapping = Mapping::new().transpose(|n| n == "kernel", &[1, 0]);
+    weights::load_into(&dense, &w, &mapping, LoadOptions::default()).unwrap();
+    // A lazy layer not yet built has no variables to load into.
+    let lazy = xlafn::nn::layers::Lstm::new(5, &xlafn::random::key(1).unwrap()).unwrap();
+    let e = err_text(weights::load_into(
+        &lazy,
+        &w,
+        &Mapping::new(),
+        LoadOptions::default(),
+    ));
+    assert!(
+        e.contains("no variables yet") && e.contains("first call"),
+        "{e}"
+    );
+}

@@ -224,6 +224,7 @@ fn eager<C: Output, Y: Output>(
     length: i64,
     order: impl Fn(i64) -> i64,
 ) -> Result<(C, Y)> {
+    let carry_types: Vec<TensorType> = flat(&init).iter().map(Tensor::tensor_type).collect();
     let mut carry = init;
     // Grown step by step: a huge `length` costs time as it runs, never a
     // huge allocation up front.
@@ -232,6 +233,8 @@ fn eager<C: Output, Y: Output>(
     for t in 0..length {
         let index = order(t);
         let (next, y) = step(carry, &Tensor::try_scalar(index)?)?;
+        let next_types: Vec<TensorType> = flat(&next).iter().map(Tensor::tensor_type).collect();
+        check_carry_kept(&carry_types, &next_types)?;
         carry = next;
         outputs.push((index, flat(&y)));
         template.get_or_insert(y);
@@ -259,7 +262,9 @@ fn learn_outputs<C: Output, Y: Output>(
     let carry_types: Vec<TensorType> = flat(init).iter().map(Tensor::tensor_type).collect();
     trace::trial(&carry_types, |args| {
         let carry = C::rebuild(init, &mut args.into_iter());
-        let (_, y) = step(carry, &Tensor::try_scalar(0i64)?)?;
+        let (next, y) = step(carry, &Tensor::try_scalar(0i64)?)?;
+        let next_types: Vec<TensorType> = flat(&next).iter().map(Tensor::tensor_type).collect();
+        check_carry_kept(&carry_types, &next_types)?;
         let types: Vec<TensorType> = flat(&y).iter().map(Tensor::tensor_type).collect();
         Ok((y, types))
     })
@@ -305,22 +310,31 @@ fn zero_steps<C: Output, X: Output, Y: Output>(
         Ok((y, y_types, carry_types))
     })?;
     let before: Vec<TensorType> = carry_flat.iter().map(Tensor::tensor_type).collect();
-    if carry_types != before {
-        return Err(Error::invalid(
-            "scan",
-            format!(
-                "the step changes the carry from [{}] to [{}]; the carry must keep its dtypes \
-                 and shapes",
-                describe(&before),
-                describe(&carry_types)
-            ),
-        ));
-    }
+    check_carry_kept(&before, &carry_types)?;
     let empty = y_types
         .iter()
         .map(|t| output_array(t, 0)?.stack())
         .collect::<Result<Vec<_>>>()?;
     Ok((init, Y::rebuild(&template, &mut empty.into_iter())))
+}
+
+/// Errors unless a step's carry `after` has the types it entered with,
+/// `before`: a traced scan is one loop whose carry cannot change type,
+/// and an eager scan holds to the same rule rather than accept what the
+/// compiled one refuses.
+fn check_carry_kept(before: &[TensorType], after: &[TensorType]) -> Result<()> {
+    if before == after {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "scan",
+        format!(
+            "the step changes the carry from [{}] to [{}]; the carry must keep its dtypes and \
+             shapes",
+            describe(before),
+            describe(after)
+        ),
+    ))
 }
 
 fn describe(types: &[TensorType]) -> String {

@@ -595,7 +595,9 @@ pub enum Padding {
 }
 
 impl Padding {
-    fn resolve(
+    /// The `(low, high)` padding of each spatial dimension for inputs of
+    /// `inputs` and windows of `kernels`.
+    pub(crate) fn resolve(
         &self,
         inputs: &[i64],
         kernels: &[i64],

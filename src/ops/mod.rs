@@ -305,7 +305,9 @@ pub(crate) fn same_dtype(op: &str, inputs: &[TensorType]) -> Result<DType> {
                 op,
                 format!(
                     "cannot compute {op} as input #{i}(zero-based) was expected to be a {first} tensor \
-                     but is a {} tensor (operands: {})",
+                     but is a {} tensor (operands: {}); as in TensorFlow, dtypes are not \
+                     promoted: cast one operand to the other's dtype first (e.g. \
+                     `.cast(DType::{first:?})`)",
                     t.dtype,
                     describe(inputs)
                 ),

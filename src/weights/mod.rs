@@ -311,6 +311,14 @@ pub fn load_into(
 ) -> Result<LoadReport> {
     eager_only()?;
     let variables = module.named_variables();
+    if variables.is_empty() && !weights.names().is_empty() {
+        return Err(invalid(
+            "the module has no variables yet: a layer made lazily builds its weights on its \
+             first call; call the model once on an example input (or build its layers with \
+             their sizes) before loading"
+                .to_string(),
+        ));
+    }
     let (report, plans) = plan(&variables, weights, mapping)?;
     let refused = (!report.missing.is_empty() && !options.allow_missing)
         || (!report.unused.is_empty() && !options.allow_unused);
@@ -369,12 +377,13 @@ fn plan(
         };
         if plan.info.dtype != v.dtype() || plan.info.dims != v.dims() {
             return Err(invalid(format!(
-                "variable '{}' is {}{:?}, but file tensor '{name}' ({}) maps to {}",
+                "variable '{}' is {}{:?}, but file tensor '{name}' ({}) maps to {}{}",
                 plan.name,
                 v.dtype(),
                 v.dims(),
                 weights.info(name)?,
-                plan.info
+                plan.info,
+                layout_hint(&plan.info.dims, &v.dims(), plan.info.dtype != v.dtype())
             )));
         }
         if let Some((other, _)) = plans.get(&plan.name) {
@@ -393,6 +402,38 @@ fn plan(
     }
     let plans = plans.into_iter().map(|(k, (_, p))| (k, p)).collect();
     Ok((report, plans))
+}
+
+/// What to try when a file tensor's dims do not fit its variable's: a
+/// permutation of the same sizes is a layout the mapping has not
+/// converted (PyTorch's `[out, in]` against `[in, out]`), a dtype differs
+/// by a cast.
+fn layout_hint(file: &[i64], variable: &[i64], dtype_differs: bool) -> String {
+    let mut hints = Vec::new();
+    if file != variable && file.len() == variable.len() {
+        let mut unused: Vec<Option<i64>> = file.iter().copied().map(Some).collect();
+        let perm: Option<Vec<i64>> = variable
+            .iter()
+            .map(|d| {
+                let i = unused.iter().position(|u| *u == Some(*d))?;
+                unused[i] = None;
+                Some(i as i64)
+            })
+            .collect();
+        if let Some(perm) = perm {
+            hints.push(format!(
+                "the sizes are the same in another order: Mapping::transpose(.., &{perm:?}) \
+                 (or torch_kernel for PyTorch's layouts) converts it"
+            ));
+        }
+    }
+    if dtype_differs {
+        hints.push("Mapping::cast converts the dtype".to_string());
+    }
+    match hints.is_empty() {
+        true => String::new(),
+        false => format!("; {}", hints.join("; ")),
+    }
 }
 
 /// `'a', 'b', ... (N more)`: at most ten names.

@@ -71,6 +71,18 @@ pub struct Projection {
 }
 
 impl Projection {
+    /// Errors, naming the layer and the input, when the kernel was built
+    /// for inputs of another feature size than `features`.
+    fn check_features(&self, what: &str, features: i64) -> Result<()> {
+        match self.kernel.variable().map(|k| k.dims()[0]) {
+            Some(built) if built != features => Err(Error::invalid(
+                "MultiHeadAttention",
+                format!("built for {what} inputs of {built} features, called with {features}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn new(key: &Tensor, index: u64, use_bias: bool) -> Result<Projection> {
         let k = random::fold_in(key, &Tensor::try_scalar(index)?)?;
         Ok(Projection {
@@ -411,13 +423,14 @@ impl MultiHeadAttention {
         );
         let dtype = self.policy.map_or(dtype, |p| p.variable_dtype());
         let out = self.output_dim.unwrap_or(query_features);
-        let parts: [(&Projection, [i64; 3], usize); 4] = [
-            (&self.query, [query_features, h, kd], 1),
-            (&self.key, [key_features, g, kd], 1),
-            (&self.value, [value_features, g, vd], 1),
-            (&self.output, [h, vd, out], 2),
+        let parts: [(&str, &Projection, [i64; 3], usize); 4] = [
+            ("query", &self.query, [query_features, h, kd], 1),
+            ("key", &self.key, [key_features, g, kd], 1),
+            ("value", &self.value, [value_features, g, vd], 1),
+            ("output", &self.output, [h, vd, out], 2),
         ];
-        for (p, dims, bias_from) in parts {
+        for (name, p, dims, bias_from) in parts {
+            p.check_features(name, dims[0])?;
             p.kernel.get(&dims, dtype)?;
             if let Some(b) = &p.bias {
                 b.get(&dims[bias_from..], dtype)?;
@@ -605,6 +618,7 @@ impl MultiHeadAttention {
     /// (heads / kv_heads)`).
     fn project_query(&self, query: &Tensor) -> Result<Tensor> {
         let d = feature_dim("query", query)?;
+        self.query.check_features("query", d)?;
         self.query.apply(
             query,
             &[d, self.num_heads, self.key_dim],
@@ -616,6 +630,7 @@ impl MultiHeadAttention {
     /// `[b, s, kv_heads, size]` keys or values.
     fn project_kv(&self, what: &str, proj: &Projection, x: &Tensor, size: i64) -> Result<Tensor> {
         let d = feature_dim(what, x)?;
+        proj.check_features(what, d)?;
         proj.apply(x, &[d, self.num_kv_heads, size], 1, self.policy.as_ref())
     }
 

@@ -217,6 +217,7 @@ impl<const N: usize> Layer for Conv<N> {
         check_built(&name, "input channels (axis -1)", built, channels, x)?;
         check_positive(&name, "strides", &self.strides)?;
         check_positive(&name, "dilation", &self.dilation)?;
+        self.check_window_fits(&name, x)?;
         let kernel = self
             .weights
             .kernel(&self.kernel_dims(channels)?, x.dtype())?;
@@ -228,6 +229,37 @@ impl<const N: usize> Layer for Conv<N> {
         let y = x.conv_general(&kernel, &o)?;
         let y = self.weights.add_bias(y, self.filters)?;
         self.activation.apply(&y)
+    }
+}
+
+impl<const N: usize> Conv<N> {
+    /// Errors when a window is larger than the (padded) input: the output
+    /// would be empty, which TensorFlow refuses too. Checked before a lazy
+    /// layer builds its kernel, since the usual cause is a channels-first
+    /// input (PyTorch's layout), whose channels would build a wrong one.
+    fn check_window_fits(&self, name: &str, x: &Tensor) -> Result<()> {
+        let dims = dims_of(x, name, None)?;
+        let Some(spatial) = dims[1..=N].iter().copied().collect::<Option<Vec<i64>>>() else {
+            return Ok(());
+        };
+        let pads = self
+            .padding
+            .resolve(&spatial, &self.kernel_size, &self.strides, &self.dilation);
+        for (i, (&size, &(lo, hi))) in spatial.iter().zip(&pads).enumerate() {
+            let window = (self.kernel_size[i] - 1) * self.dilation[i] + 1;
+            if size > 0 && size.saturating_add(lo).saturating_add(hi) < window {
+                return Err(Error::invalid(
+                    name,
+                    format!(
+                        "spatial axis {i} of the input {} has {size} positions (padded {lo} +                          {hi}), fewer than the window of {window} (kernel_size {:?}, dilation                          {:?}): the output would be empty. The layer reads channels-last input                          [batch, spatial.., channels]; a channels-first [batch, channels,                          spatial..] tensor (PyTorch's layout) must be transposed first",
+                        x.tensor_type(),
+                        self.kernel_size,
+                        self.dilation
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

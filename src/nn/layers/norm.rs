@@ -530,10 +530,10 @@ impl BatchNorm {
     /// For `channels` features of `dtype`: gamma 1, beta 0, moving mean 0,
     /// moving variance 1; Keras' momentum 0.99 and epsilon 0.001.
     pub fn new(channels: i64, dtype: DType) -> Result<BatchNorm> {
-        let fill = |v: f64| -> Result<Variable> {
-            let host: Vec<f64> = vec![v; channels as usize];
-            Variable::try_new(Tensor::from_vec(host, &[channels])?.cast(dtype)?)
-        };
+        check_positive("BatchNorm", "channels", &[channels])?;
+        // Made on the device: the size rules refuse a vector too large
+        // before anything is allocated.
+        let fill = |v: f64| Variable::try_new(Tensor::fill(&[channels], v, dtype)?);
         Ok(BatchNorm {
             gamma: fill(1.0)?,
             beta: fill(0.0)?,

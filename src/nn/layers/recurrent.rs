@@ -53,7 +53,7 @@
 //! # Ok::<(), xlafn::Error>(())
 //! ```
 
-use super::util::{autocast, read_as, variable_dtype};
+use super::util::{autocast, check_built, read_as, variable_dtype};
 use super::{Layer, Mode, Param};
 use crate::control::{TensorArray, for_range};
 use crate::dtype::DType;
@@ -497,6 +497,8 @@ impl Recurrent for Lstm {
     ) -> Result<RnnOutput> {
         const OP: &str = "Lstm";
         let [b, t, f] = sequence_dims(OP, x)?;
+        let built = self.kernel.variable().map(|k| k.dims()[0]);
+        check_built(OP, "input features (axis -1)", built, f, x)?;
         let inputs = Inputs::new(x, initial_state, self.policy.as_ref())?;
         let x = &inputs.x;
         let (u, dtype) = (self.units, x.dtype());
@@ -593,6 +595,8 @@ impl Recurrent for Gru {
     ) -> Result<RnnOutput> {
         const OP: &str = "Gru";
         let [b, t, f] = sequence_dims(OP, x)?;
+        let built = self.kernel.variable().map(|k| k.dims()[0]);
+        check_built(OP, "input features (axis -1)", built, f, x)?;
         let inputs = Inputs::new(x, initial_state, self.policy.as_ref())?;
         let x = &inputs.x;
         let (u, dtype) = (self.units, x.dtype());
