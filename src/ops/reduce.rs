@@ -280,7 +280,7 @@ impl OpDef for Reduce {
 }
 
 /// `cx.reduce`, skipping the op when there is nothing to reduce (a scalar
-/// with all axes).
+/// with all axes). Float sums go through [`float_sum`].
 fn reduce_or_identity(
     cx: &mut Emitter,
     x: &Val,
@@ -291,61 +291,112 @@ fn reduce_or_identity(
     if axes.is_empty() {
         return Ok(x.clone());
     }
-    if combiner == Combiner::Add
-        && let Some(sums) = leading_sum_as_product(cx, x, axes)
-    {
-        return Ok(sums);
+    if combiner == Combiner::Add && x.ty.dtype.is_float() && !cx.is_partitioned() {
+        return float_sum(cx, x, axes);
     }
     cx.reduce(x, init, &as_i64(axes), combiner)
 }
 
-/// Rows a leading-axes f32 sum must have, at least and at most, to be
-/// emitted as a product with ones (see [`leading_sum_as_product`]).
-const COLUMN_SUM_ROWS: std::ops::RangeInclusive<i64> = 1024..=32768;
+/// The most elements one reduce of a [`leading_rows_sum`] adds up.
+const SUM_BLOCK: i64 = 32;
 
-/// An f32 sum over the leading axes of `x` (the columns of an `[R, N]`
-/// view: BatchNorm's statistics and its gain and bias gradients, a
-/// convolution's bias gradient, summed over the batch and the pixels) as
-/// a product with a vector of ones, which the pinned CPU compiler runs
-/// faster than its column reduction there. Measured on the CPU plugin
-/// (2026-11-27), each step compiled both ways in one process and timed in
-/// 15 interleaved blocks of 200 ms (identical programs: faster in 7 of
-/// 15):
-/// - W14's ResNet step (BatchNorm sums of 16384, 4096 and 1024 rows):
-///   24.2 ms median reduced, 20.6 as products, faster in 14 of 15 blocks;
-///   only the 1024-8192-row sums as products, 21.3 against 17.9 with the
-///   16384-row ones too (14 of 15);
-/// - W10's CNN step (bias gradients of 25088 and 6272 rows): 12.2-12.3 ms
-///   against 11.0-11.2 with the 25088-row sums as products (11 and 14 of
-///   15), even (9 of 15) with only the 6272-row ones;
-/// - W13's GPT step (sums of 512 rows: bias, LayerNorm and attention
-///   gradients) was slower as products (18.0-20.1 ms against 18.2-18.9,
-///   faster in 2 and 4 of 15), and W3's MLP (128 rows) even (6 of 15),
-///   although alone, with an elementwise producer, a `[512, 128]` sum
-///   takes 39-57 µs as a product against 91-145 reduced: in a step, such
-///   reductions share their producers with other consumers in multi-output
-///   fusions. Hence at least 1024 rows.
-/// - Alone, `[16384, 64]` was slower as a product (337-373 µs against
-///   326-352); no workload sums more than 25088 rows, so the bound stops
-///   at 32768.
-///
-/// Not in partitioned programs, whose sums become collectives (`None`:
-/// reduce). The product is at full precision (`Emitter::column_sums`).
-fn leading_sum_as_product(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Option<Val> {
+/// Rows (the product of the reduced leading axes) from which a sum over
+/// leading axes into a narrow output is summed as [`leading_rows_sum`].
+const MANY_ROWS: i64 = 1024;
+
+/// A float sum accumulated in float64 and rounded once to the input's
+/// dtype: the float32 (or 16-bit) result nearest the exact sum, which no
+/// order of float32 additions betters. The pinned CPU compiler adds a
+/// reduction's elements in one sequence (a few vector lanes at best), so
+/// in float32 a sum over the 8192 rows of a `[32, 16, 16, 16]` activation
+/// erred by 2e-6 to 6e-6 against float64 and the mean of its 131072
+/// squares by 2e-5, where `jax.jit` (a newer XLA, pairwise) errs by
+/// 4e-9 to 1.5e-7. The float64 accumulator costs no extra pass: the
+/// conversion fuses into the reduce, which reads the float32 input once.
+/// (`jnp.sum` likewise sums 16-bit floats in float32.) Float64 sums, and
+/// sums in partitioned programs (which become collectives), stay as they
+/// are.
+fn float_sum(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Result<Val> {
+    let sum = wide_sum(cx, x, axes)?;
+    Ok(cx.convert(&sum, x.ty.dtype))
+}
+
+/// The float64 sum of float `x` over `axes` (see [`float_sum`]).
+fn wide_sum(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Result<Val> {
+    let wide = cx.convert(x, DType::F64);
+    match leading_rows(x, axes) {
+        Some(_) if x.ty.dtype != DType::F64 => leading_rows_sum(cx, &wide, axes),
+        _ => cx.reduce(&wide, Scalar::F64(0.0), &as_i64(axes), Combiner::Add),
+    }
+}
+
+/// The rows of a sum over the leading axes of `x` into an output of two
+/// or more elements, when there are at least [`MANY_ROWS`] of them.
+fn leading_rows(x: &Val, axes: &[usize]) -> Option<i64> {
     let k = axes.len();
-    let rank = x.ty.rank();
     let leading = axes.iter().enumerate().all(|(i, &a)| a == i);
-    if x.ty.dtype != DType::F32 || cx.is_partitioned() || !leading || k == rank {
+    if !leading || k == x.ty.rank() {
         return None;
     }
     let rows: i64 = x.ty.dims[..k].iter().product();
     let cols: i64 = x.ty.dims[k..].iter().product();
-    if !COLUMN_SUM_ROWS.contains(&rows) || cols < 2 {
-        return None;
+    (rows >= MANY_ROWS && cols >= 2).then_some(rows)
+}
+
+/// A sum over many leading rows into a narrow output (BatchNorm's
+/// statistics and its gain and bias gradients, a convolution's bias
+/// gradient) as reduces of at most [`SUM_BLOCK`] rows each, the leading
+/// axes first: each then adds whole contiguous blocks into a wide output,
+/// which the CPU compiler vectorizes, where one reduce over all rows into
+/// a narrow output is its slow case. An axis longer than a block is cut
+/// as `[g, size / g]` and the outer `g` summed first; one with no divisor
+/// in `[SUM_BLOCK / 2, SUM_BLOCK]` is zero-padded to a multiple of the
+/// block.
+fn leading_rows_sum(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Result<Val> {
+    let mut v = x.clone();
+    for _ in axes {
+        // Each reduce removes axis 0: the next reduced axis is again first.
+        while v.ty.dims[0] > SUM_BLOCK {
+            v = sum_outer_block(cx, &v)?;
+        }
+        v = partial_sum(cx, &v, 0)?;
     }
-    let matrix = cx.reshape(x, &[rows, cols]);
-    let sums = cx.column_sums(&matrix);
-    Some(cx.reshape(&sums, &x.ty.dims[k..]))
+    Ok(v)
+}
+
+/// Axis 0 of `v` cut as `[g, size / g]` (zero-padded first when no block
+/// size divides it) and the outer `g` summed: the axis shrinks by a
+/// factor of `g`.
+fn sum_outer_block(cx: &mut Emitter, v: &Val) -> Result<Val> {
+    let size = v.ty.dims[0];
+    let divisor = (SUM_BLOCK / 2..=SUM_BLOCK).rev().find(|g| size % g == 0);
+    let (g, v) = match divisor {
+        Some(g) => (g, v.clone()),
+        None => {
+            let rank = v.ty.rank();
+            let mut high = vec![0; rank];
+            high[0] = (size + SUM_BLOCK - 1) / SUM_BLOCK * SUM_BLOCK - size;
+            let mut dims = v.ty.dims.clone();
+            dims[0] += high[0];
+            let zero = cx.constant(Scalar::F64(0.0), ArraySpec::scalar(v.ty.dtype));
+            let out = ArraySpec::new(v.ty.dtype, &dims);
+            let padded = cx.pad(v, &zero, &vec![0; rank], &high, &vec![0; rank], out);
+            (SUM_BLOCK, padded)
+        }
+    };
+    let mut cut = v.ty.dims.clone();
+    cut[0] /= g;
+    cut.insert(0, g);
+    let blocks = cx.reshape(&v, &cut);
+    partial_sum(cx, &blocks, 0)
+}
+
+/// The sum over axis `a` of `v`, behind an optimization barrier: XLA's
+/// simplifier folds a reduce of a reduce back into one reduce, and so
+/// into its slow case again.
+fn partial_sum(cx: &mut Emitter, v: &Val, a: usize) -> Result<Val> {
+    let sum = cx.reduce(v, Scalar::F64(0.0), &[a as i64], Combiner::Add)?;
+    Ok(cx.optimization_barrier(&[&sum]).remove(0))
 }
 
 /// A float max/min that propagates NaN. XLA's CPU backend compiles
@@ -395,6 +446,14 @@ fn mean_accumulator(dtype: DType) -> DType {
 /// for ints, so no division by zero; floats give 0/0 = NaN like TF).
 fn lower_mean(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Result<Val> {
     let dtype = x.ty.dtype;
+    if dtype.is_float() && !axes.is_empty() && !cx.is_partitioned() {
+        // Summed and divided in float64, rounded once (see `float_sum`).
+        let sum = wide_sum(cx, x, axes)?;
+        let count: i64 = axes.iter().map(|&a| x.ty.dims[a]).product();
+        let n = cx.constant(Scalar::F64(count as f64), sum.ty.clone());
+        let mean = cx.binary("divide", &sum, &n);
+        return Ok(cx.convert(&mean, dtype));
+    }
     let acc = mean_accumulator(dtype);
     let wide = cx.convert(x, acc);
     let sum = reduce_or_identity(cx, &wide, Scalar::I64(0), axes, Combiner::Add)?;

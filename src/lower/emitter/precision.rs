@@ -1,7 +1,6 @@
 //! Layer: lowering. The precision every `dot_general` and `convolution`
-//! asks of the compiler, as `jax.default_matmul_precision` sets it, and
-//! the one product that ignores it (`column_sums`, a sum written as a
-//! product, which must stay exact). Imports `error`, `ir` and `dtype`.
+//! asks of the compiler, as `jax.default_matmul_precision` sets it.
+//! Imports `error`, `ir` and `dtype`.
 //!
 //! Why it exists: on the CPU plugin f32 products are always computed in
 //! f32, but XLA's CUDA backend computes an f32 product at the `DEFAULT`
@@ -69,24 +68,6 @@ impl MatmulPrecision {
             "precision_config",
             format!("[#stablehlo<precision {name}>, #stablehlo<precision {name}>]"),
         ))
-    }
-}
-
-impl super::Emitter {
-    /// The sums of the columns of `x` (`[rows, cols]`) as a product with a
-    /// vector of ones (`[cols]`), at full precision whatever the
-    /// program's matmul precision: a sum must not lose bits to TF32.
-    pub fn column_sums(&mut self, x: &super::Val) -> super::Val {
-        let (rows, cols) = (x.ty.dims[0], x.ty.dims[1]);
-        let ones = self.constant(
-            crate::ir::Scalar::F64(1.0),
-            crate::dtype::ArraySpec::new(x.ty.dtype, &[rows]),
-        );
-        let saved = std::mem::replace(&mut self.matmul_precision, MatmulPrecision::Highest);
-        let out = crate::dtype::ArraySpec::new(x.ty.dtype, &[cols]);
-        let sums = self.dot_general(&ones, x, &[], &[], &[0], &[0], out);
-        self.matmul_precision = saved;
-        sums
     }
 }
 
