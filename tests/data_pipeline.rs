@@ -477,3 +477,103 @@ fn device_placements_name_the_device_or_split_the_batch() {
         (0..8).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn slicing_a_scalar_says_that_slicing_needs_rank_one() {
+    let scalar = HostArray::from_vec(vec![1f32], &[]);
+    let e = Dataset::from_tensor_slices((rows(2), scalar))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rank >= 1") && e.contains("part 1 is a scalar f32[]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn data_errors_say_their_class_once() {
+    let dir = scratch::scratch_dir("data-errors");
+    let bad_npy = dir.join("bad.npy");
+    std::fs::write(&bad_npy, b"not numpy").unwrap();
+    let failing_map = Dataset::range(0, 2).map(|x| match x {
+        1 => Err(Error::Value("one is odd".into())),
+        x => Ok(x),
+    });
+    let errors = [
+        Dataset::range(0, 3)
+            .shuffle(0, 1)
+            .collect_epoch(0)
+            .unwrap_err(),
+        Dataset::range(0, 3)
+            .shard(2, 5)
+            .collect_epoch(0)
+            .unwrap_err(),
+        Dataset::range(0, 3)
+            .interleave(0, 1, |_| Dataset::range(0, 1))
+            .collect_epoch(0)
+            .unwrap_err(),
+        Dataset::from_tensor_slices(rows(3))
+            .unwrap()
+            .batch(0, false)
+            .collect_epoch(0)
+            .unwrap_err(),
+        failing_map.collect_epoch(0).unwrap_err(),
+        Dataset::range(0, 2)
+            .map_parallel(2, |x| {
+                if x == 1 {
+                    Err(Error::Type("typed".into()))
+                } else {
+                    Ok(x)
+                }
+            })
+            .collect_epoch(0)
+            .unwrap_err(),
+        Dataset::npy(&bad_npy).unwrap_err(),
+    ];
+    for e in errors {
+        let text = e.to_string();
+        let classes = text.matches("Error:").count();
+        assert_eq!(classes, 1, "{text}");
+    }
+    let typed = Dataset::range(0, 2)
+        .map(|_| Err::<i64, _>(Error::Type("typed".into())))
+        .collect_epoch(0)
+        .unwrap_err();
+    assert!(
+        matches!(typed, Error::Type(_)),
+        "the class is kept: {typed}"
+    );
+}
+
+#[test]
+fn a_panicking_generator_is_an_error_naming_it_also_under_map_parallel() {
+    let broken = Dataset::from_generator(|| {
+        (0..5).map(|x| if x == 2 { panic!("generator broke") } else { x })
+    });
+    let items: Vec<Result<i64>> = broken.iter_epoch(0).collect();
+    assert_eq!(items.len(), 3, "the pass ends at the panic");
+    let e = items[2].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("generator panicked at item 2") && e.contains("generator broke"),
+        "{e}"
+    );
+    let mapped: Vec<Result<i64>> = broken
+        .map_parallel(2, |x| Ok(x * 10))
+        .iter_epoch(0)
+        .collect();
+    assert_eq!(mapped.len(), 3);
+    assert_eq!(*mapped[1].as_ref().unwrap(), 10);
+    assert!(
+        mapped[2]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("generator broke")
+    );
+    let unmade = Dataset::<i64>::from_generator(|| -> Vec<i64> { panic!("cannot start") });
+    let e = unmade.collect_epoch(0).unwrap_err().to_string();
+    assert!(
+        e.contains("generator panicked") && e.contains("cannot start"),
+        "{e}"
+    );
+}

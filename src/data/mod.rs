@@ -190,9 +190,8 @@ impl<T: Send + 'static> Dataset<T> {
     /// A dataset whose one pass yields `error` (how arguments out of range
     /// are reported: lazily, as the pass's first item).
     pub(crate) fn failing(error: Error) -> Dataset<T> {
-        let message = error.to_string();
         Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
-            Box::new(std::iter::once(Err(Error::Value(message.clone()))))
+            Box::new(std::iter::once(Err(error.clone())))
         })
     }
 

@@ -27,14 +27,15 @@ pub(crate) fn call_guarded<T, U>(
     x: T,
 ) -> Result<U> {
     match catch_unwind(AssertUnwindSafe(|| f(x))) {
-        Ok(r) => {
-            r.map_err(|e| Error::Value(format!("data: {what} failed on example {index}: {e}")))
-        }
-        Err(p) => Err(Error::Value(format!(
-            "data: {what} panicked on example {index}: {}",
-            panic_message(p.as_ref())
-        ))),
+        Ok(r) => r.map_err(|e| e.context(&format!("data: {what} failed on example {index}"))),
+        Err(p) => Err(panicked(&format!("{what} panicked on example {index}"), p)),
     }
+}
+
+/// The error for a panic caught in user code; `what` says whose and where
+/// (`map panicked on example 3`).
+pub(crate) fn panicked(what: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
+    Error::Value(format!("data: {what}: {}", panic_message(payload.as_ref())))
 }
 
 type Job<T> = (u64, T);
@@ -183,10 +184,8 @@ fn produce<T>(mut upstream: Elements<T>, tx: &SyncSender<Result<T>>) {
             Err(p) => {
                 // An iterator that panicked may be in any state: report it
                 // and end the pass rather than pull from it again.
-                let _ = tx.send(Err(Error::Value(format!(
-                    "data: the pipeline panicked while prefetching, and this pass stops: {}",
-                    panic_message(p.as_ref())
-                ))));
+                let what = "the pipeline panicked while prefetching, and this pass stops";
+                let _ = tx.send(Err(panicked(what, p)));
                 return;
             }
         };

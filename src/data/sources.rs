@@ -3,12 +3,14 @@
 //! Rust iterators.
 
 use super::example::{self, Example, flatten, row, unflatten};
-use super::{Cardinality, Dataset};
+use super::ordered_map::panicked;
+use super::{Cardinality, Dataset, Elements};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::runtime::HostArray;
 use crate::tensor::Tensor;
 use std::io::BufRead;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -36,15 +38,15 @@ impl Dataset<i64> {
 
 impl<T: Send + 'static> Dataset<T> {
     /// A dataset whose every pass iterates what `make` returns
-    /// (`from_generator`): a Rust iterator, restarted per epoch.
+    /// (`from_generator`): a Rust iterator, restarted per epoch. A panic in
+    /// `make` or in the iterator becomes an error naming the generator,
+    /// and ends the pass (a panicked iterator may be in any state).
     pub fn from_generator<I>(make: impl Fn() -> I + Send + Sync + 'static) -> Dataset<T>
     where
         I: IntoIterator<Item = T>,
         I::IntoIter: Send + 'static,
     {
-        Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
-            Box::new(make().into_iter().map(Ok))
-        })
+        Dataset::from_pass_fn(Cardinality::Unknown, move |_| generated(&make))
     }
 
     /// A dataset of one pass over `iter`. A second pass is an error (an
@@ -67,6 +69,35 @@ impl<T: Send + 'static> Dataset<T> {
             }
         })
     }
+}
+
+/// One pass of a generator's items, a panic caught as an error item that
+/// ends the pass.
+fn generated<T: Send + 'static, I>(make: &dyn Fn() -> I) -> Elements<T>
+where
+    I: IntoIterator<Item = T>,
+    I::IntoIter: Send + 'static,
+{
+    let mut items = match catch_unwind(AssertUnwindSafe(|| make().into_iter())) {
+        Ok(items) => Some(items),
+        Err(p) => return Box::new(std::iter::once(Err(panicked("the generator panicked", p)))),
+    };
+    let mut index = 0u64;
+    Box::new(std::iter::from_fn(move || {
+        let next = catch_unwind(AssertUnwindSafe(|| items.as_mut()?.next()));
+        index += 1;
+        match next {
+            Ok(item) => item.map(Ok),
+            Err(p) => {
+                items = None;
+                let what = format!(
+                    "the generator panicked at item {}, and this pass stops",
+                    index - 1
+                );
+                Some(Err(panicked(&what, p)))
+            }
+        }
+    }))
 }
 
 impl<T: Example> Dataset<T> {
@@ -108,7 +139,15 @@ fn check_slices(parts: &[HostArray]) -> Result<usize> {
     };
     for (p, a) in parts.iter().enumerate() {
         example::check_array(a, &format!("part {p}"))?;
-        if a.dims.first() != first.dims.first() || a.dims.is_empty() {
+        if a.dims.is_empty() {
+            return Err(Error::Value(format!(
+                "data: from_tensor_slices slices every part along its first axis, which needs \
+                 rank >= 1, but part {p} is a scalar {}[]; make it a vector of one element \
+                 (dims [1]) for one example",
+                a.dtype
+            )));
+        }
+        if a.dims.first() != first.dims.first() {
             return Err(Error::Value(format!(
                 "data: from_tensor_slices slices every part along its first axis, so each needs \
                  one of the same length: part 0 is {}{:?}, part {p} {}{:?}",
