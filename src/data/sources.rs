@@ -27,9 +27,12 @@ impl<T: Clone + Send + Sync + 'static> Dataset<T> {
 }
 
 impl Dataset<i64> {
-    /// The integers `start..end` (`tf.data.Dataset.range`).
+    /// The integers `start..end` (`tf.data.Dataset.range`). Its
+    /// cardinality is the exact count, which a `u64` always holds
+    /// (`range(i64::MIN, i64::MAX)` has `2^64 - 1`; `tf.data`'s `int64`
+    /// count could not say it).
     pub fn range(start: i64, end: i64) -> Dataset<i64> {
-        let n = end.saturating_sub(start).max(0) as u64;
+        let n = if end > start { end.abs_diff(start) } else { 0 };
         Dataset::from_pass_fn(Cardinality::Finite(n), move |_| {
             Box::new((start..end).map(Ok))
         })
@@ -172,6 +175,10 @@ impl Dataset<Vec<HostArray>> {
     /// archive order, when `names` is empty).
     pub fn npz(path: impl AsRef<Path>, names: &[&str]) -> Result<Dataset<Vec<HostArray>>> {
         let arrays = crate::io::read_npz_host(&path, crate::io::DEFAULT_MAX_NPZ_BYTES)?;
+        let arrays = arrays
+            .into_iter()
+            .map(|(n, a)| (n, with_bools(a)))
+            .collect();
         Dataset::from_tensor_slices(pick(arrays, names, path.as_ref())?)
     }
 
@@ -196,8 +203,16 @@ impl Dataset<Vec<HostArray>> {
 impl Dataset<HostArray> {
     /// The rows of an `.npy` file's array.
     pub fn npy(path: impl AsRef<Path>) -> Result<Dataset<HostArray>> {
-        Dataset::from_tensor_slices(crate::io::read_npy_host(path)?)
+        Dataset::from_tensor_slices(with_bools(crate::io::read_npy_host(path)?))
     }
+}
+
+/// A file's array with its booleans made 0 or 1, as the checkpoint reader
+/// makes them (see `checkpoint::normalize_bools`): `.npy` and safetensors
+/// files may hold any byte in a `bool` array.
+fn with_bools(mut a: HostArray) -> HostArray {
+    crate::checkpoint::normalize_bools(a.dtype, &mut a.bytes);
+    a
 }
 
 impl Dataset<String> {
@@ -279,7 +294,7 @@ fn read_safetensors(path: &Path) -> Result<Vec<(String, HostArray)>> {
                 dims: view.shape().iter().map(|&d| d as i64).collect(),
                 bytes: view.data().to_vec(),
             };
-            Ok((name, array))
+            Ok((name, with_bools(array)))
         })
         .collect()
 }

@@ -5,6 +5,7 @@ use super::example::{self, Example, fill_bytes, flatten, pad_to, stack, unflatte
 use super::ordered_map::{OrderedMap, call_guarded, prefetch};
 use super::random::SplitMix64;
 use super::{Cardinality, Dataset, Elements, Pass};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ir::Scalar;
 use crate::runtime::HostArray;
@@ -33,7 +34,10 @@ impl Pad {
         self
     }
 
-    /// The padding value per part (converted to the part's dtype).
+    /// The padding value per part, which the part's dtype must hold (as
+    /// [`Scalar::fits`] decides): 300 for a `u8` part or NaN for an `i32`
+    /// one is an error, as in `tf.data`, rather than a wrapped or zeroed
+    /// value.
     pub fn values(mut self, values: Vec<Scalar>) -> Pad {
         self.values = values;
         self
@@ -196,9 +200,7 @@ impl<T: Send + 'static> Dataset<T> {
             )));
         }
         let inner = self.clone();
-        let cardinality = self
-            .cardinality
-            .map(|n| (n + num_shards - 1 - index) / num_shards);
+        let cardinality = self.cardinality.map(|n| shard_length(n, num_shards, index));
         Dataset::from_pass_fn(cardinality, move |pass| {
             Box::new(
                 inner
@@ -278,6 +280,16 @@ impl<T: Send + 'static> Dataset<T> {
         Dataset::from_pass_fn(self.cardinality, move |pass| {
             prefetch(inner.iter_pass(pass), depth)
         })
+    }
+}
+
+/// How many of `n` elements shard `index` of `num_shards` takes: those at
+/// `index`, `index + num_shards`, ... below `n` (written so that no sum
+/// overflows, whatever the arguments).
+fn shard_length(n: u64, num_shards: u64, index: u64) -> u64 {
+    match n.checked_sub(index) {
+        Some(rest) if rest > 0 => (rest - 1) / num_shards + 1,
+        _ => 0,
     }
 }
 
@@ -480,8 +492,7 @@ fn pad_part(part: usize, arrays: Vec<HostArray>, pad: &Pad) -> Result<HostArray>
         None => longest,
         Some(shape) => fixed_shape(part, &shape, &longest)?,
     };
-    let value = pad.values.get(part).copied().unwrap_or(Scalar::I64(0));
-    let fill = fill_bytes(value, arrays[0].dtype)?;
+    let fill = pad_fill(part, pad, arrays[0].dtype)?;
     let padded = arrays
         .iter()
         .enumerate()
@@ -491,6 +502,18 @@ fn pad_part(part: usize, arrays: Vec<HostArray>, pad: &Pad) -> Result<HostArray>
         })
         .collect::<Result<Vec<HostArray>>>()?;
     stack(part, padded)
+}
+
+/// One element of part `part`'s padding, refused unless `dtype` holds the
+/// value asked for.
+fn pad_fill(part: usize, pad: &Pad, dtype: DType) -> Result<Vec<u8>> {
+    let value = pad.values.get(part).copied().unwrap_or(Scalar::I64(0));
+    let held = value.convert_exact(dtype).map_err(|e| {
+        e.context(&format!(
+            "data: padded_batch: the padding value {value} of part {part}, a {dtype} part"
+        ))
+    })?;
+    fill_bytes(held, dtype)
 }
 
 fn fixed_shape(part: usize, shape: &[i64], longest: &[i64]) -> Result<Vec<i64>> {
