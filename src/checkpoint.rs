@@ -459,7 +459,7 @@ fn restore_from(
 }
 
 /// `'a', 'b', ... (N more)`: at most ten names.
-fn quoted(names: &[&str]) -> String {
+pub(crate) fn quoted(names: &[&str]) -> String {
     let shown: Vec<String> = names.iter().take(10).map(|n| format!("'{n}'")).collect();
     match names.len() {
         n if n > 10 => format!("{} ({} more)", shown.join(", "), n - 10),

@@ -38,6 +38,13 @@ pub(crate) fn panicked(what: &str, payload: Box<dyn std::any::Any + Send>) -> Er
     Error::Value(format!("data: {what}: {}", panic_message(payload.as_ref())))
 }
 
+/// The most worker threads one `map_parallel` starts; more asked for are
+/// this many. Each is an operating-system thread started on every pass,
+/// so a count taken as given (`map_parallel(1 << 40, ..)`) would start
+/// threads until the system refused; far more workers than cores only
+/// share the cores.
+pub const MAX_MAP_WORKERS: usize = 256;
+
 type Job<T> = (u64, T);
 
 /// `map` on `workers` threads, in input order: the consumer pulls
@@ -162,9 +169,18 @@ impl<T: Send + 'static, U: Send + 'static> Iterator for OrderedMap<T, U> {
     }
 }
 
-/// Runs `upstream` on its own thread, up to `depth` examples ahead.
+/// The deepest [`Dataset::prefetch`](super::Dataset::prefetch) buffer, in
+/// examples; a deeper one asked for is this deep. The channel allocates
+/// every slot when it is made, so a depth taken as given
+/// (`prefetch(1 << 30)`) would allocate tens of gigabytes (or abort the
+/// process) for a pass of five examples; and a buffer this deep already
+/// keeps any consumer fed (`tf.data`'s autotuned buffers stay far smaller).
+pub const MAX_PREFETCH_DEPTH: usize = 1024;
+
+/// Runs `upstream` on its own thread, up to `depth` examples ahead (at
+/// least 1, at most [`MAX_PREFETCH_DEPTH`]).
 pub(crate) fn prefetch<T: Send + 'static>(upstream: Elements<T>, depth: usize) -> Elements<T> {
-    let (tx, rx) = sync_channel(depth.max(1));
+    let (tx, rx) = sync_channel(depth.clamp(1, MAX_PREFETCH_DEPTH));
     let spawned = std::thread::Builder::new()
         .name("xlafn-data-prefetch".into())
         .spawn(move || produce(upstream, &tx));
