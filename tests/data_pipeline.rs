@@ -690,3 +690,61 @@ fn a_panicking_generator_is_an_error_naming_it_also_under_map_parallel() {
         "{e}"
     );
 }
+
+#[test]
+fn panics_in_filter_interleave_and_one_pass_iterators_are_errors() {
+    let filtered: Vec<Result<i64>> = Dataset::range(0, 5)
+        .filter(|&x| {
+            if x == 2 {
+                panic!("filter broke")
+            } else {
+                x % 2 == 0
+            }
+        })
+        .iter_epoch(0)
+        .collect();
+    assert_eq!(
+        filtered.len(),
+        3,
+        "the example whose filter panicked is an error in place"
+    );
+    assert_eq!(
+        (
+            *filtered[0].as_ref().unwrap(),
+            *filtered[2].as_ref().unwrap()
+        ),
+        (0, 4)
+    );
+    let e = filtered[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("filter panicked on example 2: filter broke"),
+        "{e}"
+    );
+
+    let interleaved: Vec<Result<i64>> = Dataset::range(0, 3)
+        .interleave(2, 1, |x| {
+            if x == 1 {
+                panic!("cannot open input one");
+            }
+            Dataset::range(10 * x, 10 * x + 2)
+        })
+        .iter_epoch(0)
+        .collect();
+    let e = interleaved[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("interleave's function panicked") && e.contains("input one"),
+        "{e}"
+    );
+    let values: Vec<i64> = interleaved.into_iter().filter_map(|x| x.ok()).collect();
+    assert_eq!(values, vec![0, 20, 1, 21]);
+
+    let once =
+        Dataset::from_iter_once((0..5).map(|x| if x == 1 { panic!("once broke") } else { x }));
+    let items: Vec<Result<i64>> = once.iter_epoch(0).collect();
+    assert_eq!(items.len(), 2);
+    let e = items[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("from_iter_once) panicked at item 1") && e.contains("once broke"),
+        "{e}"
+    );
+}

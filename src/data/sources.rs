@@ -54,7 +54,8 @@ impl<T: Send + 'static> Dataset<T> {
 
     /// A dataset of one pass over `iter`. A second pass is an error (an
     /// iterator cannot restart); use [`from_generator`](Dataset::from_generator)
-    /// for a dataset iterated every epoch.
+    /// for a dataset iterated every epoch. A panic in the iterator becomes
+    /// an error, as in `from_generator`.
     pub fn from_iter_once<I>(iter: I) -> Dataset<T>
     where
         I: IntoIterator<Item = T>,
@@ -63,7 +64,7 @@ impl<T: Send + 'static> Dataset<T> {
         let slot = Arc::new(Mutex::new(Some(iter.into_iter())));
         Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
             match slot.lock().ok().and_then(|mut s| s.take()) {
-                Some(it) => Box::new(it.map(Ok)),
+                Some(it) => guarded(it, "the one-pass iterator (from_iter_once)"),
                 None => Box::new(std::iter::once(Err(Error::FailedPrecondition(
                     "data: this dataset came from a one-pass iterator (from_iter_once) and was \
                      already iterated; use Dataset::from_generator to restart it every epoch"
@@ -81,10 +82,20 @@ where
     I: IntoIterator<Item = T>,
     I::IntoIter: Send + 'static,
 {
-    let mut items = match catch_unwind(AssertUnwindSafe(|| make().into_iter())) {
-        Ok(items) => Some(items),
-        Err(p) => return Box::new(std::iter::once(Err(panicked("the generator panicked", p)))),
-    };
+    match catch_unwind(AssertUnwindSafe(|| make().into_iter())) {
+        Ok(items) => guarded(items, "the generator"),
+        Err(p) => Box::new(std::iter::once(Err(panicked("the generator panicked", p)))),
+    }
+}
+
+/// `items`, a panic in the iterator caught as an error item naming
+/// `whose` it is; the pass ends there (a panicked iterator may be in any
+/// state).
+fn guarded<T: Send + 'static>(
+    items: impl Iterator<Item = T> + Send + 'static,
+    whose: &'static str,
+) -> Elements<T> {
+    let mut items = Some(items);
     let mut index = 0u64;
     Box::new(std::iter::from_fn(move || {
         let next = catch_unwind(AssertUnwindSafe(|| items.as_mut()?.next()));
@@ -94,7 +105,7 @@ where
             Err(p) => {
                 items = None;
                 let what = format!(
-                    "the generator panicked at item {}, and this pass stops",
+                    "{whose} panicked at item {}, and this pass stops",
                     index - 1
                 );
                 Some(Err(panicked(&what, p)))

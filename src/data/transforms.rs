@@ -88,15 +88,21 @@ impl<T: Send + 'static> Dataset<T> {
         })
     }
 
-    /// Keeps the examples for which `keep` is true (errors pass through).
+    /// Keeps the examples for which `keep` is true (errors pass through;
+    /// a panic in `keep` becomes that example's `Err`, as in `map`).
     pub fn filter(&self, keep: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
-        let (inner, keep) = (self.clone(), Arc::new(keep));
+        let inner = self.clone();
+        let keep: Arc<dyn Fn(&T) -> bool + Send + Sync> = Arc::new(keep);
         Dataset::from_pass_fn(Cardinality::Unknown, move |pass| {
             let keep = keep.clone();
             Box::new(
                 inner
                     .iter_pass(pass)
-                    .filter(move |x| x.as_ref().map_or(true, |x| keep(x))),
+                    .zip(0u64..)
+                    .filter_map(move |(x, i)| match x {
+                        Ok(x) => kept(&*keep, i, x),
+                        Err(e) => Some(Err(e)),
+                    }),
             )
         })
     }
@@ -245,7 +251,8 @@ impl<T: Send + 'static> Dataset<T> {
     /// an exhausted one replaced by the next example's (`tf.data`'s
     /// `interleave`, deterministic). Reading several files at once is the
     /// usual use. Slots are made as inputs arrive, so a `cycle_length`
-    /// beyond the number of inputs costs nothing.
+    /// beyond the number of inputs costs nothing. A panic in `f` becomes
+    /// an error in that input's place, as in `map`.
     pub fn interleave<U: Send + 'static>(
         &self,
         cycle_length: usize,
@@ -285,6 +292,15 @@ impl<T: Send + 'static> Dataset<T> {
         Dataset::from_pass_fn(self.cardinality, move |pass| {
             prefetch(inner.iter_pass(pass), depth)
         })
+    }
+}
+
+/// Example `index` if `keep` keeps it; a panic in `keep` is its error.
+fn kept<T>(keep: &(dyn Fn(&T) -> bool + Send + Sync), index: u64, x: T) -> Option<Result<T>> {
+    match call_guarded("filter", index, &|x: &T| Ok(keep(x)), &x) {
+        Ok(true) => Some(Ok(x)),
+        Ok(false) => None,
+        Err(e) => Some(Err(e)),
     }
 }
 
@@ -332,8 +348,10 @@ impl<T: Send + 'static, U: Send + 'static> Interleave<T, U> {
         }
         match self.outer.next() {
             Some(Ok(x)) => {
-                let opened = (self.f)(x).iter_pass(self.pass.child(self.opened));
+                let (f, index) = (&*self.f, self.opened);
                 self.opened += 1;
+                let dataset = call_guarded("interleave's function", index, &|x| Ok(f(x)), x)?;
+                let opened = dataset.iter_pass(self.pass.child(index));
                 match self.slots.get_mut(self.slot) {
                     Some(slot) => *slot = Some(opened),
                     None => self.slots.push(Some(opened)),
