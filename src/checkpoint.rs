@@ -359,13 +359,20 @@ impl Checkpoint {
         self.file
             .read_exact_at(&mut bytes, self.data_start + start as u64)
             .map_err(|e| io_error("read", &self.path, e))?;
-        if dtype == DType::Bool {
-            // XLA's booleans are 0 or 1; a file may hold any byte.
-            for b in &mut bytes {
-                *b = u8::from(*b != 0);
-            }
-        }
+        normalize_bools(dtype, &mut bytes);
         Tensor::from_host_bytes(dtype, &dims, &bytes)
+    }
+}
+
+/// Makes every byte of a `bool` array's `bytes` 0 or 1 (nonzero is true):
+/// XLA's booleans are 0 or 1, a file may hold any byte, and XLA computes
+/// with the byte as it is (`logical_not` of a stored 2 would be true). Other
+/// dtypes are left alone. Every reader of files with booleans calls this.
+pub(crate) fn normalize_bools(dtype: DType, bytes: &mut [u8]) {
+    if dtype == DType::Bool {
+        for b in bytes {
+            *b = u8::from(*b != 0);
+        }
     }
 }
 
@@ -452,7 +459,7 @@ fn restore_from(
 }
 
 /// `'a', 'b', ... (N more)`: at most ten names.
-fn quoted(names: &[&str]) -> String {
+pub(crate) fn quoted(names: &[&str]) -> String {
     let shown: Vec<String> = names.iter().take(10).map(|n| format!("'{n}'")).collect();
     match names.len() {
         n if n > 10 => format!("{} ({} more)", shown.join(", "), n - 10),

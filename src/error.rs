@@ -343,6 +343,53 @@ impl Error {
         }
     }
 
+    /// The same error with `context` (what was being done) put before its
+    /// message, its class kept. Wrapping an error's text into a new
+    /// `Error::Value` instead would print the class twice
+    /// (`ValueError: ...: ValueError: ...`) and lose the original class.
+    pub(crate) fn context(self, context: &str) -> Error {
+        use Error::*;
+        let before = |m: String| format!("{context}: {m}");
+        match self {
+            InvalidArgument { op, message } => InvalidArgument {
+                op: before(op),
+                message,
+            },
+            Type(m) => Type(before(m)),
+            Value(m) => Value(before(m)),
+            FailedPrecondition(m) => FailedPrecondition(before(m)),
+            UnsupportedDType { dtype, reason } => UnsupportedDType {
+                dtype,
+                reason: before(reason),
+            },
+            OutOfScope(m) => OutOfScope(before(m)),
+            Recursion(m) => Recursion(before(m)),
+            Xla {
+                call,
+                code,
+                message,
+            } => Xla {
+                call,
+                code,
+                message: before(message),
+            },
+            Plugin(m) => Plugin(before(m)),
+            Distributed { code, message } => Distributed {
+                code,
+                message: before(message),
+            },
+            Io {
+                doing,
+                path,
+                source,
+            } => Io {
+                doing: before(doing),
+                path,
+                source,
+            },
+        }
+    }
+
     /// Shorthand for a multi-process coordination error with `code`.
     pub fn distributed(code: ErrorCode, message: impl Into<String>) -> Self {
         Error::Distributed {

@@ -477,3 +477,274 @@ fn device_placements_name_the_device_or_split_the_batch() {
         (0..8).collect::<Vec<_>>()
     );
 }
+
+/// A `.npy` file of a `bool` vector holding these bytes as they are.
+fn npy_bools(bytes: &[u8]) -> Vec<u8> {
+    let mut header = format!(
+        "{{'descr': '|b1', 'fortran_order': False, 'shape': ({},), }}",
+        bytes.len()
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut file = b"\x93NUMPY\x01\x00".to_vec();
+    file.extend((header.len() as u16).to_le_bytes());
+    file.extend(header.as_bytes());
+    file.extend(bytes);
+    file
+}
+
+#[test]
+fn bool_bytes_other_than_0_and_1_in_files_read_as_true() {
+    let dir = scratch::scratch_dir("data-bools");
+    let npy = dir.join("b.npy");
+    std::fs::write(&npy, npy_bools(&[0, 1, 2, 255])).unwrap();
+    let st = dir.join("b.safetensors");
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::BOOL, vec![4], &[0, 1, 2, 255])
+            .unwrap();
+    std::fs::write(&st, safetensors::serialize([("b", view)], None).unwrap()).unwrap();
+    let from_npy = Dataset::npy(&npy).unwrap().batch(4, false);
+    let from_st = Dataset::safetensors(&st, &[]).unwrap().batch(4, false);
+    let from_st = from_st.map(|mut parts| Ok(parts.remove(0)));
+    for ds in [from_npy, from_st] {
+        let batch = ds.collect_epoch(0).unwrap().remove(0);
+        assert_eq!(batch.bytes, vec![0, 1, 1, 1]);
+        let on_device = Tensor::from_host_bytes(batch.dtype, &batch.dims, &batch.bytes).unwrap();
+        let not = on_device.logical_not().unwrap().to_vec::<bool>().unwrap();
+        assert_eq!(not, vec![true, false, false, false]);
+    }
+}
+
+#[test]
+fn shard_cardinality_agrees_with_the_pass_for_any_arguments() {
+    for (n, shards, index) in [
+        (5, u64::MAX, 0),
+        (5, u64::MAX, 4),
+        (5, u64::MAX, 5),
+        (5, u64::MAX - 1, 3),
+        (10, 3, 0),
+        (10, 3, 1),
+        (10, 3, 2),
+        (2, 3, 2),
+        (0, 2, 1),
+    ] {
+        let ds = Dataset::range(0, n).shard(shards, index);
+        let items = ints(&ds, 0);
+        // tf.data: the elements at index, index + num_shards, ...
+        let want: Vec<i64> = (0..n).filter(|&i| i as u64 % shards == index).collect();
+        assert_eq!(items, want, "shard({shards}, {index}) of {n}");
+        assert_eq!(ds.cardinality(), Cardinality::Finite(want.len() as u64));
+    }
+}
+
+#[test]
+fn range_reports_its_exact_count_even_beyond_i64() {
+    assert_eq!(
+        Dataset::range(i64::MIN, i64::MAX).cardinality(),
+        Cardinality::Finite(u64::MAX)
+    );
+    assert_eq!(
+        Dataset::range(-1, i64::MAX).cardinality(),
+        Cardinality::Finite(1 << 63)
+    );
+    assert_eq!(Dataset::range(3, -3).cardinality(), Cardinality::Finite(0));
+    let tail = Dataset::range(i64::MAX - 2, i64::MAX);
+    assert_eq!(tail.cardinality(), Cardinality::Finite(2));
+    assert_eq!(ints(&tail, 0), vec![i64::MAX - 2, i64::MAX - 1]);
+}
+
+#[test]
+fn padded_batch_refuses_a_pad_value_its_part_cannot_hold() {
+    let seqs = |dtype: DType| {
+        Dataset::range(1, 3).map(move |n| {
+            let a = HostArray::from_vec(vec![1i64; n as usize], &[n]);
+            Ok(match dtype {
+                DType::U8 => HostArray::from_vec(vec![1u8; n as usize], &[n]),
+                DType::I32 => HostArray::from_vec(vec![1i32; n as usize], &[n]),
+                _ => a,
+            })
+        })
+    };
+    let refused = |dtype, value: Scalar| {
+        seqs(dtype)
+            .padded_batch(2, false, Pad::new().values(vec![value]))
+            .collect_epoch(0)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = refused(DType::U8, Scalar::I64(300));
+    assert!(
+        e.contains("300") && e.contains("u8") && e.contains("part 0"),
+        "{e}"
+    );
+    let e = refused(DType::I32, Scalar::F64(f64::NAN));
+    assert!(
+        e.contains("NaN") && e.contains("i32") && e.contains("part 0"),
+        "{e}"
+    );
+    assert!(refused(DType::U8, Scalar::I64(-1)).contains("-1"));
+    // A value the dtype holds pads as before.
+    let ok = seqs(DType::U8).padded_batch(2, false, Pad::new().values(vec![Scalar::I64(255)]));
+    let batch = ok.collect_epoch(0).unwrap().remove(0);
+    assert_eq!(batch.to_vec::<u8>().unwrap(), vec![1, 255, 1, 1]);
+}
+
+#[test]
+fn slicing_a_scalar_says_that_slicing_needs_rank_one() {
+    let scalar = HostArray::from_vec(vec![1f32], &[]);
+    let e = Dataset::from_tensor_slices((rows(2), scalar))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rank >= 1") && e.contains("part 1 is a scalar f32[]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn data_errors_say_their_class_once() {
+    let dir = scratch::scratch_dir("data-errors");
+    let bad_npy = dir.join("bad.npy");
+    std::fs::write(&bad_npy, b"not numpy").unwrap();
+    let failing_map = Dataset::range(0, 2).map(|x| match x {
+        1 => Err(Error::Value("one is odd".into())),
+        x => Ok(x),
+    });
+    let errors = [
+        Dataset::range(0, 3)
+            .shuffle(0, 1)
+            .collect_epoch(0)
+            .unwrap_err(),
+        Dataset::range(0, 3)
+            .shard(2, 5)
+            .collect_epoch(0)
+            .unwrap_err(),
+        Dataset::range(0, 3)
+            .interleave(0, 1, |_| Dataset::range(0, 1))
+            .collect_epoch(0)
+            .unwrap_err(),
+        Dataset::from_tensor_slices(rows(3))
+            .unwrap()
+            .batch(0, false)
+            .collect_epoch(0)
+            .unwrap_err(),
+        failing_map.collect_epoch(0).unwrap_err(),
+        Dataset::range(0, 2)
+            .map_parallel(2, |x| {
+                if x == 1 {
+                    Err(Error::Type("typed".into()))
+                } else {
+                    Ok(x)
+                }
+            })
+            .collect_epoch(0)
+            .unwrap_err(),
+        Dataset::npy(&bad_npy).unwrap_err(),
+    ];
+    for e in errors {
+        let text = e.to_string();
+        let classes = text.matches("Error:").count();
+        assert_eq!(classes, 1, "{text}");
+    }
+    let typed = Dataset::range(0, 2)
+        .map(|_| Err::<i64, _>(Error::Type("typed".into())))
+        .collect_epoch(0)
+        .unwrap_err();
+    assert!(
+        matches!(typed, Error::Type(_)),
+        "the class is kept: {typed}"
+    );
+}
+
+#[test]
+fn a_panicking_generator_is_an_error_naming_it_also_under_map_parallel() {
+    let broken = Dataset::from_generator(|| {
+        (0..5).map(|x| if x == 2 { panic!("generator broke") } else { x })
+    });
+    let items: Vec<Result<i64>> = broken.iter_epoch(0).collect();
+    assert_eq!(items.len(), 3, "the pass ends at the panic");
+    let e = items[2].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("generator panicked at item 2") && e.contains("generator broke"),
+        "{e}"
+    );
+    let mapped: Vec<Result<i64>> = broken
+        .map_parallel(2, |x| Ok(x * 10))
+        .iter_epoch(0)
+        .collect();
+    assert_eq!(mapped.len(), 3);
+    assert_eq!(*mapped[1].as_ref().unwrap(), 10);
+    assert!(
+        mapped[2]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("generator broke")
+    );
+    let unmade = Dataset::<i64>::from_generator(|| -> Vec<i64> { panic!("cannot start") });
+    let e = unmade.collect_epoch(0).unwrap_err().to_string();
+    assert!(
+        e.contains("generator panicked") && e.contains("cannot start"),
+        "{e}"
+    );
+}
+
+#[test]
+fn panics_in_filter_interleave_and_one_pass_iterators_are_errors() {
+    let filtered: Vec<Result<i64>> = Dataset::range(0, 5)
+        .filter(|&x| {
+            if x == 2 {
+                panic!("filter broke")
+            } else {
+                x % 2 == 0
+            }
+        })
+        .iter_epoch(0)
+        .collect();
+    assert_eq!(
+        filtered.len(),
+        3,
+        "the example whose filter panicked is an error in place"
+    );
+    assert_eq!(
+        (
+            *filtered[0].as_ref().unwrap(),
+            *filtered[2].as_ref().unwrap()
+        ),
+        (0, 4)
+    );
+    let e = filtered[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("filter panicked on example 2: filter broke"),
+        "{e}"
+    );
+
+    let interleaved: Vec<Result<i64>> = Dataset::range(0, 3)
+        .interleave(2, 1, |x| {
+            if x == 1 {
+                panic!("cannot open input one");
+            }
+            Dataset::range(10 * x, 10 * x + 2)
+        })
+        .iter_epoch(0)
+        .collect();
+    let e = interleaved[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("interleave's function panicked") && e.contains("input one"),
+        "{e}"
+    );
+    let values: Vec<i64> = interleaved.into_iter().filter_map(|x| x.ok()).collect();
+    assert_eq!(values, vec![0, 20, 1, 21]);
+
+    let once =
+        Dataset::from_iter_once((0..5).map(|x| if x == 1 { panic!("once broke") } else { x }));
+    let items: Vec<Result<i64>> = once.iter_epoch(0).collect();
+    assert_eq!(items.len(), 2);
+    let e = items[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("from_iter_once) panicked at item 1") && e.contains("once broke"),
+        "{e}"
+    );
+}

@@ -125,6 +125,30 @@ fn element_count(dims: &[i64]) -> Result<usize> {
         .ok_or_else(|| Error::Value(format!("data: shape {dims:?} is negative or too large")))
 }
 
+/// The bytes an array of `dtype` and `dims` would take, refused before
+/// anything is allocated unless it could exist: within
+/// [`check_array_size`](crate::dtype::check_array_size) (overflow-checked,
+/// XLA's bound) and within the memory a program may use
+/// ([`program_memory_bytes`](crate::dtype::program_memory_bytes), by
+/// default the machine's memory). A larger host array could never be
+/// allocated, let alone uploaded: asking for one would abort the process.
+/// `what` names the array in the error.
+pub(crate) fn array_bytes(dtype: DType, dims: &[i64], what: &str) -> Result<usize> {
+    crate::dtype::check_array_size(dtype, dims).map_err(|e| e.context(&format!("data: {what}")))?;
+    let bytes = element_count(dims)?
+        .checked_mul(dtype.size_in_bytes()?)
+        .ok_or_else(|| Error::Value(format!("data: {what} is too large")))?;
+    let memory = crate::dtype::program_memory_bytes();
+    if bytes as u64 > memory {
+        return Err(Error::Value(format!(
+            "data: {what}, a {dtype}{dims:?} array, would take {bytes} bytes, more than the \
+             {memory} bytes of memory a program may use (XLAFN_PROGRAM_MEMORY_BYTES, by default \
+             this machine's physical memory)"
+        )));
+    }
+    Ok(bytes)
+}
+
 /// Checks that an array's bytes are what its dtype and dims call for (the
 /// fields are public, so a hand-made array can disagree with itself).
 pub(crate) fn check_array(a: &HostArray, what: &str) -> Result<()> {
@@ -181,21 +205,22 @@ pub(crate) fn stack(part: usize, arrays: Vec<HostArray>) -> Result<HostArray> {
 }
 
 /// Copies `a` into a `dims`-shaped array filled with `fill` (one element's
-/// bytes), at the origin.
-pub(crate) fn pad_to(a: &HostArray, dims: &[i64], fill: &[u8]) -> HostArray {
+/// bytes), at the origin; `dims` is refused first, as [`array_bytes`]
+/// decides (`what` names the result).
+pub(crate) fn pad_to(a: &HostArray, dims: &[i64], fill: &[u8], what: &str) -> Result<HostArray> {
     let size = fill.len();
-    let total = dims.iter().product::<i64>() as usize;
+    let total = array_bytes(a.dtype, dims, what)? / size;
     let mut bytes = fill.repeat(total);
     if a.dims.is_empty() {
         bytes[..size].copy_from_slice(&a.bytes);
     } else if !a.bytes.is_empty() {
         copy_block(&a.bytes, &a.dims, &mut bytes, dims, size);
     }
-    HostArray {
+    Ok(HostArray {
         dtype: a.dtype,
         dims: dims.to_vec(),
         bytes,
-    }
+    })
 }
 
 /// Copies a row-major block of `src_dims` into the corner of a larger one.

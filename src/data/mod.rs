@@ -52,6 +52,17 @@
 //! being filled keeps the examples it has). Arguments out of range (a
 //! batch size of 0) are reported as the pass's first item.
 //!
+//! # Sizes
+//!
+//! Every size that comes from an argument or a file is checked for
+//! overflow and bounded before anything is allocated, so that hostile
+//! input is an error, never an allocation that aborts the process: a
+//! padded batch (`padded_batch`, `batch_with_mask`) must fit in the memory
+//! a program may use; a line of a text or CSV file is read up to
+//! [`DEFAULT_MAX_LINE_BYTES`] (configurable); buffers and threads asked
+//! for are capped ([`MAX_PREFETCH_DEPTH`], [`MAX_MAP_WORKERS`]); and error
+//! messages quote at most a short prefix of bad input.
+//!
 //! # A smaller last batch
 //!
 //! `batch(n, false)` keeps the remainder as a smaller last batch: a
@@ -71,11 +82,14 @@ mod ordered_map;
 mod place;
 mod random;
 mod sources;
+mod text;
 mod transforms;
 
 pub use example::Example;
+pub use ordered_map::{MAX_MAP_WORKERS, MAX_PREFETCH_DEPTH};
 pub use place::Placement;
 pub use sources::CsvOptions;
+pub use text::DEFAULT_MAX_LINE_BYTES;
 pub use transforms::Pad;
 
 use crate::error::{Error, Result};
@@ -190,9 +204,8 @@ impl<T: Send + 'static> Dataset<T> {
     /// A dataset whose one pass yields `error` (how arguments out of range
     /// are reported: lazily, as the pass's first item).
     pub(crate) fn failing(error: Error) -> Dataset<T> {
-        let message = error.to_string();
         Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
-            Box::new(std::iter::once(Err(Error::Value(message.clone()))))
+            Box::new(std::iter::once(Err(error.clone())))
         })
     }
 

@@ -27,15 +27,23 @@ pub(crate) fn call_guarded<T, U>(
     x: T,
 ) -> Result<U> {
     match catch_unwind(AssertUnwindSafe(|| f(x))) {
-        Ok(r) => {
-            r.map_err(|e| Error::Value(format!("data: {what} failed on example {index}: {e}")))
-        }
-        Err(p) => Err(Error::Value(format!(
-            "data: {what} panicked on example {index}: {}",
-            panic_message(p.as_ref())
-        ))),
+        Ok(r) => r.map_err(|e| e.context(&format!("data: {what} failed on example {index}"))),
+        Err(p) => Err(panicked(&format!("{what} panicked on example {index}"), p)),
     }
 }
+
+/// The error for a panic caught in user code; `what` says whose and where
+/// (`map panicked on example 3`).
+pub(crate) fn panicked(what: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
+    Error::Value(format!("data: {what}: {}", panic_message(payload.as_ref())))
+}
+
+/// The most worker threads one `map_parallel` starts; more asked for are
+/// this many. Each is an operating-system thread started on every pass,
+/// so a count taken as given (`map_parallel(1 << 40, ..)`) would start
+/// threads until the system refused; far more workers than cores only
+/// share the cores.
+pub const MAX_MAP_WORKERS: usize = 256;
 
 type Job<T> = (u64, T);
 
@@ -161,9 +169,18 @@ impl<T: Send + 'static, U: Send + 'static> Iterator for OrderedMap<T, U> {
     }
 }
 
-/// Runs `upstream` on its own thread, up to `depth` examples ahead.
+/// The deepest [`Dataset::prefetch`](super::Dataset::prefetch) buffer, in
+/// examples; a deeper one asked for is this deep. The channel allocates
+/// every slot when it is made, so a depth taken as given
+/// (`prefetch(1 << 30)`) would allocate tens of gigabytes (or abort the
+/// process) for a pass of five examples; and a buffer this deep already
+/// keeps any consumer fed (`tf.data`'s autotuned buffers stay far smaller).
+pub const MAX_PREFETCH_DEPTH: usize = 1024;
+
+/// Runs `upstream` on its own thread, up to `depth` examples ahead (at
+/// least 1, at most [`MAX_PREFETCH_DEPTH`]).
 pub(crate) fn prefetch<T: Send + 'static>(upstream: Elements<T>, depth: usize) -> Elements<T> {
-    let (tx, rx) = sync_channel(depth.max(1));
+    let (tx, rx) = sync_channel(depth.clamp(1, MAX_PREFETCH_DEPTH));
     let spawned = std::thread::Builder::new()
         .name("xlafn-data-prefetch".into())
         .spawn(move || produce(upstream, &tx));
@@ -183,10 +200,8 @@ fn produce<T>(mut upstream: Elements<T>, tx: &SyncSender<Result<T>>) {
             Err(p) => {
                 // An iterator that panicked may be in any state: report it
                 // and end the pass rather than pull from it again.
-                let _ = tx.send(Err(Error::Value(format!(
-                    "data: the pipeline panicked while prefetching, and this pass stops: {}",
-                    panic_message(p.as_ref())
-                ))));
+                let what = "the pipeline panicked while prefetching, and this pass stops";
+                let _ = tx.send(Err(panicked(what, p)));
                 return;
             }
         };

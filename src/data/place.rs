@@ -69,7 +69,8 @@ fn processes_along_batch(sharding: &NamedSharding, rank: usize) -> usize {
 
 impl<T: super::Example> super::Dataset<T> {
     /// Uploads each example to `placement` on a thread of its own, up to
-    /// `depth` examples ahead of the consumer: everything before it
+    /// `depth` examples ahead of the consumer (capped as
+    /// [`prefetch`](super::Dataset::prefetch) caps it): everything before it
     /// (reading, mapping, batching) and the host-to-device copy overlap
     /// the compiled step that consumes the batches.
     pub fn prefetch_to_device(

@@ -3,12 +3,14 @@
 //! Rust iterators.
 
 use super::example::{self, Example, flatten, row, unflatten};
-use super::{Cardinality, Dataset};
+use super::ordered_map::panicked;
+use super::text::{DEFAULT_MAX_LINE_BYTES, Line, RecordBound, excerpt, next_line};
+use super::{Cardinality, Dataset, Elements};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::runtime::HostArray;
 use crate::tensor::Tensor;
-use std::io::BufRead;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -25,9 +27,12 @@ impl<T: Clone + Send + Sync + 'static> Dataset<T> {
 }
 
 impl Dataset<i64> {
-    /// The integers `start..end` (`tf.data.Dataset.range`).
+    /// The integers `start..end` (`tf.data.Dataset.range`). Its
+    /// cardinality is the exact count, which a `u64` always holds
+    /// (`range(i64::MIN, i64::MAX)` has `2^64 - 1`; `tf.data`'s `int64`
+    /// count could not say it).
     pub fn range(start: i64, end: i64) -> Dataset<i64> {
-        let n = end.saturating_sub(start).max(0) as u64;
+        let n = if end > start { end.abs_diff(start) } else { 0 };
         Dataset::from_pass_fn(Cardinality::Finite(n), move |_| {
             Box::new((start..end).map(Ok))
         })
@@ -36,20 +41,21 @@ impl Dataset<i64> {
 
 impl<T: Send + 'static> Dataset<T> {
     /// A dataset whose every pass iterates what `make` returns
-    /// (`from_generator`): a Rust iterator, restarted per epoch.
+    /// (`from_generator`): a Rust iterator, restarted per epoch. A panic in
+    /// `make` or in the iterator becomes an error naming the generator,
+    /// and ends the pass (a panicked iterator may be in any state).
     pub fn from_generator<I>(make: impl Fn() -> I + Send + Sync + 'static) -> Dataset<T>
     where
         I: IntoIterator<Item = T>,
         I::IntoIter: Send + 'static,
     {
-        Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
-            Box::new(make().into_iter().map(Ok))
-        })
+        Dataset::from_pass_fn(Cardinality::Unknown, move |_| generated(&make))
     }
 
     /// A dataset of one pass over `iter`. A second pass is an error (an
     /// iterator cannot restart); use [`from_generator`](Dataset::from_generator)
-    /// for a dataset iterated every epoch.
+    /// for a dataset iterated every epoch. A panic in the iterator becomes
+    /// an error, as in `from_generator`.
     pub fn from_iter_once<I>(iter: I) -> Dataset<T>
     where
         I: IntoIterator<Item = T>,
@@ -58,7 +64,7 @@ impl<T: Send + 'static> Dataset<T> {
         let slot = Arc::new(Mutex::new(Some(iter.into_iter())));
         Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
             match slot.lock().ok().and_then(|mut s| s.take()) {
-                Some(it) => Box::new(it.map(Ok)),
+                Some(it) => guarded(it, "the one-pass iterator (from_iter_once)"),
                 None => Box::new(std::iter::once(Err(Error::FailedPrecondition(
                     "data: this dataset came from a one-pass iterator (from_iter_once) and was \
                      already iterated; use Dataset::from_generator to restart it every epoch"
@@ -67,6 +73,45 @@ impl<T: Send + 'static> Dataset<T> {
             }
         })
     }
+}
+
+/// One pass of a generator's items, a panic caught as an error item that
+/// ends the pass.
+fn generated<T: Send + 'static, I>(make: &dyn Fn() -> I) -> Elements<T>
+where
+    I: IntoIterator<Item = T>,
+    I::IntoIter: Send + 'static,
+{
+    match catch_unwind(AssertUnwindSafe(|| make().into_iter())) {
+        Ok(items) => guarded(items, "the generator"),
+        Err(p) => Box::new(std::iter::once(Err(panicked("the generator panicked", p)))),
+    }
+}
+
+/// `items`, a panic in the iterator caught as an error item naming
+/// `whose` it is; the pass ends there (a panicked iterator may be in any
+/// state).
+fn guarded<T: Send + 'static>(
+    items: impl Iterator<Item = T> + Send + 'static,
+    whose: &'static str,
+) -> Elements<T> {
+    let mut items = Some(items);
+    let mut index = 0u64;
+    Box::new(std::iter::from_fn(move || {
+        let next = catch_unwind(AssertUnwindSafe(|| items.as_mut()?.next()));
+        index += 1;
+        match next {
+            Ok(item) => item.map(Ok),
+            Err(p) => {
+                items = None;
+                let what = format!(
+                    "{whose} panicked at item {}, and this pass stops",
+                    index - 1
+                );
+                Some(Err(panicked(&what, p)))
+            }
+        }
+    }))
 }
 
 impl<T: Example> Dataset<T> {
@@ -108,7 +153,15 @@ fn check_slices(parts: &[HostArray]) -> Result<usize> {
     };
     for (p, a) in parts.iter().enumerate() {
         example::check_array(a, &format!("part {p}"))?;
-        if a.dims.first() != first.dims.first() || a.dims.is_empty() {
+        if a.dims.is_empty() {
+            return Err(Error::Value(format!(
+                "data: from_tensor_slices slices every part along its first axis, which needs \
+                 rank >= 1, but part {p} is a scalar {}[]; make it a vector of one element \
+                 (dims [1]) for one example",
+                a.dtype
+            )));
+        }
+        if a.dims.first() != first.dims.first() {
             return Err(Error::Value(format!(
                 "data: from_tensor_slices slices every part along its first axis, so each needs \
                  one of the same length: part 0 is {}{:?}, part {p} {}{:?}",
@@ -133,6 +186,10 @@ impl Dataset<Vec<HostArray>> {
     /// archive order, when `names` is empty).
     pub fn npz(path: impl AsRef<Path>, names: &[&str]) -> Result<Dataset<Vec<HostArray>>> {
         let arrays = crate::io::read_npz_host(&path, crate::io::DEFAULT_MAX_NPZ_BYTES)?;
+        let arrays = arrays
+            .into_iter()
+            .map(|(n, a)| (n, with_bools(a)))
+            .collect();
         Dataset::from_tensor_slices(pick(arrays, names, path.as_ref())?)
     }
 
@@ -157,39 +214,90 @@ impl Dataset<Vec<HostArray>> {
 impl Dataset<HostArray> {
     /// The rows of an `.npy` file's array.
     pub fn npy(path: impl AsRef<Path>) -> Result<Dataset<HostArray>> {
-        Dataset::from_tensor_slices(crate::io::read_npy_host(path)?)
+        Dataset::from_tensor_slices(with_bools(crate::io::read_npy_host(path)?))
     }
+}
+
+/// A file's array with its booleans made 0 or 1, as the checkpoint reader
+/// makes them (see `checkpoint::normalize_bools`): `.npy` and safetensors
+/// files may hold any byte in a `bool` array.
+fn with_bools(mut a: HostArray) -> HostArray {
+    crate::checkpoint::normalize_bools(a.dtype, &mut a.bytes);
+    a
 }
 
 impl Dataset<String> {
     /// The lines of text files, one file after another, without their
     /// line endings (`tf.data.TextLineDataset`); read lazily. A line that
-    /// is not UTF-8 is an error in its place.
+    /// is not UTF-8 is an error in its place. A line longer than
+    /// [`DEFAULT_MAX_LINE_BYTES`] is an error too, and the rest of its file
+    /// is not read: it is never held whole, and finding where it ends
+    /// could mean reading a file of any size.
     pub fn text_lines(paths: &[impl AsRef<Path>]) -> Dataset<String> {
+        Dataset::text_lines_with_limit(paths, DEFAULT_MAX_LINE_BYTES)
+    }
+
+    /// [`text_lines`](Dataset::text_lines) with lines of up to
+    /// `max_line_bytes` bytes (its `\n` not counted, a `\r` before it
+    /// counted).
+    pub fn text_lines_with_limit(
+        paths: &[impl AsRef<Path>],
+        max_line_bytes: usize,
+    ) -> Dataset<String> {
         let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
         Dataset::from_pass_fn(Cardinality::Unknown, move |_| {
             let files = paths.clone().into_iter();
-            Box::new(files.flat_map(lines_of))
+            Box::new(files.flat_map(move |path| lines_of(path, max_line_bytes)))
         })
     }
 }
 
-fn lines_of(path: PathBuf) -> Box<dyn Iterator<Item = Result<String>> + Send> {
+fn lines_of(path: PathBuf, max: usize) -> Elements<String> {
     // A regular file only: a FIFO or a device would block the pass.
-    match crate::export::open_regular_file(&path).map(|(f, _)| f) {
-        Ok(f) => Box::new(
-            std::io::BufReader::new(f)
-                .lines()
-                .enumerate()
-                .map(move |(i, l)| {
-                    l.map(|l| l.strip_suffix('\r').map(str::to_string).unwrap_or(l))
-                        .map_err(|e| {
-                            Error::io(format!("data: cannot read line {}", i + 1), &path, e)
-                        })
-                }),
-        ),
-        Err(e) => Box::new(std::iter::once(Err(e))),
+    let mut reader = match crate::export::open_regular_file(&path) {
+        Ok((f, _)) => Some(std::io::BufReader::new(f)),
+        Err(e) => return Box::new(std::iter::once(Err(e))),
+    };
+    let mut number = 0u64;
+    Box::new(std::iter::from_fn(move || {
+        number += 1;
+        match next_line(reader.as_mut()?, max) {
+            Ok(Some(Line::TooLong)) => {
+                reader = None;
+                Some(Err(too_long(number, max, &path)))
+            }
+            Ok(Some(Line::Bytes(bytes))) => Some(text_line(bytes, number, &path)),
+            Ok(None) => None,
+            Err(e) => {
+                reader = None; // a file that failed once is not read on
+                let doing = format!("data: cannot read line {number}");
+                Some(Err(Error::io(doing, &path, e)))
+            }
+        }
+    }))
+}
+
+fn too_long(number: u64, max: usize, path: &Path) -> Error {
+    Error::Value(format!(
+        "data: {} line {number} is longer than the {max} bytes a line may have \
+         (Dataset::text_lines_with_limit takes another bound); the rest of the file is not read",
+        path.display()
+    ))
+}
+
+/// Line `number` as text, without a `\r` before its `\n`.
+fn text_line(bytes: Vec<u8>, number: u64, path: &Path) -> Result<String> {
+    let mut text = String::from_utf8(bytes).map_err(|e| {
+        Error::Value(format!(
+            "data: {} line {number} is not UTF-8: {}",
+            path.display(),
+            e.utf8_error()
+        ))
+    })?;
+    if text.ends_with('\r') {
+        text.pop();
     }
+    Ok(text)
 }
 
 /// Picks named arrays, in `names`' order (all when empty).
@@ -207,8 +315,9 @@ fn pick(arrays: Vec<(String, HostArray)>, names: &[&str], path: &Path) -> Result
                 .ok_or_else(|| {
                     let have: Vec<&str> = arrays.iter().map(|(n, _)| n.as_str()).collect();
                     Error::Value(format!(
-                        "data: {} has no array '{name}'; it has {have:?}",
-                        path.display()
+                        "data: {} has no array '{name}'; it has {}",
+                        path.display(),
+                        crate::checkpoint::quoted(&have)
                     ))
                 })
         })
@@ -240,7 +349,7 @@ fn read_safetensors(path: &Path) -> Result<Vec<(String, HostArray)>> {
                 dims: view.shape().iter().map(|&d| d as i64).collect(),
                 bytes: view.data().to_vec(),
             };
-            Ok((name, array))
+            Ok((name, with_bools(array)))
         })
         .collect()
 }
@@ -252,6 +361,7 @@ pub struct CsvOptions {
     select: Option<Vec<usize>>,
     header: bool,
     delimiter: u8,
+    max_line_bytes: usize,
 }
 
 impl CsvOptions {
@@ -263,6 +373,7 @@ impl CsvOptions {
             select: None,
             header: false,
             delimiter: b',',
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
         }
     }
 
@@ -283,23 +394,54 @@ impl CsvOptions {
         self.select = Some(columns.to_vec());
         self
     }
+
+    /// The longest record read, in bytes, besides its line ending (two
+    /// bytes are allowed for `\r\n`); [`DEFAULT_MAX_LINE_BYTES`] unless
+    /// set. A record is a line, or the lines of a quoted field that spans
+    /// several. A longer one is an error, and the pass ends there: the
+    /// reader cannot find the next record without reading this one.
+    pub fn max_line_bytes(mut self, max_line_bytes: usize) -> CsvOptions {
+        self.max_line_bytes = max_line_bytes;
+        self
+    }
 }
 
-fn csv_rows(path: &Path, options: &CsvOptions) -> super::Elements<Vec<HostArray>> {
+fn csv_rows(path: &Path, options: &CsvOptions) -> Elements<Vec<HostArray>> {
     // A regular file only: a FIFO or a device would block the pass.
     let file = match crate::export::open_regular_file(path) {
         Ok((file, _)) => file,
         Err(e) => return Box::new(std::iter::once(Err(e))),
     };
-    let reader = csv::ReaderBuilder::new()
-        .has_headers(options.header)
+    // The header is skipped here rather than by the reader, which would
+    // read it and the first row as one record against the bound.
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
         .delimiter(options.delimiter)
         .flexible(true)
-        .from_reader(file);
+        .from_reader(RecordBound::new(file, options.max_line_bytes));
     let (options, path) = (options.clone(), path.to_path_buf());
-    Box::new(reader.into_records().map(move |record| {
-        let record = record.map_err(|e| Error::Value(format!("data: {}: {e}", path.display())))?;
-        parse_record(&record, &options, &path)
+    let mut record = csv::StringRecord::new();
+    let mut header = options.header;
+    Box::new(std::iter::from_fn(move || {
+        loop {
+            let line = reader.position().line();
+            let is_header = std::mem::take(&mut header);
+            let read = reader.read_record(&mut record);
+            let next_start = reader.position().byte();
+            reader.get_mut().record_starts_at(next_start);
+            return match read {
+                Ok(false) => None,
+                Ok(true) if is_header => continue,
+                Ok(true) => Some(parse_record(&record, &options, &path)),
+                Err(_) if reader.get_ref().exceeded() => Some(Err(Error::Value(format!(
+                    "data: {} line {line} starts a record longer than {} bytes \
+                     (CsvOptions::max_line_bytes); the rest of the file is not read",
+                    path.display(),
+                    options.max_line_bytes
+                )))),
+                Err(e) => Some(Err(Error::Value(format!("data: {}: {e}", path.display())))),
+            };
+        }
     }))
 }
 
@@ -333,8 +475,9 @@ fn parse_record(
             })?;
             parse_field(field.trim(), dtype).map_err(|why| {
                 Error::Value(format!(
-                    "data: {} line {line} column {c}: '{field}' is not a {dtype}: {why}",
-                    path.display()
+                    "data: {} line {line} column {c}: {} is not a {dtype}: {why}",
+                    path.display(),
+                    excerpt(field)
                 ))
             })
         })

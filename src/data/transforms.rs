@@ -5,6 +5,7 @@ use super::example::{self, Example, fill_bytes, flatten, pad_to, stack, unflatte
 use super::ordered_map::{OrderedMap, call_guarded, prefetch};
 use super::random::SplitMix64;
 use super::{Cardinality, Dataset, Elements, Pass};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ir::Scalar;
 use crate::runtime::HostArray;
@@ -33,7 +34,10 @@ impl Pad {
         self
     }
 
-    /// The padding value per part (converted to the part's dtype).
+    /// The padding value per part, which the part's dtype must hold (as
+    /// [`Scalar::fits`] decides): 300 for a `u8` part or NaN for an `i32`
+    /// one is an error, as in `tf.data`, rather than a wrapped or zeroed
+    /// value.
     pub fn values(mut self, values: Vec<Scalar>) -> Pad {
         self.values = values;
         self
@@ -60,9 +64,10 @@ impl<T: Send + 'static> Dataset<T> {
         })
     }
 
-    /// [`map`](Dataset::map) on `workers` threads (0: one per core),
-    /// keeping the input order (`num_parallel_calls` with
-    /// `deterministic=True`).
+    /// [`map`](Dataset::map) on `workers` threads (0: one per core; at
+    /// most [`MAX_MAP_WORKERS`](super::MAX_MAP_WORKERS), each a thread
+    /// started per pass), keeping the input order (`num_parallel_calls`
+    /// with `deterministic=True`).
     pub fn map_parallel<U: Send + 'static>(
         &self,
         workers: usize,
@@ -71,7 +76,7 @@ impl<T: Send + 'static> Dataset<T> {
         let workers = if workers == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
-            workers
+            workers.min(super::MAX_MAP_WORKERS)
         };
         let inner = self.clone();
         let f: Arc<dyn Fn(T) -> Result<U> + Send + Sync> = Arc::new(f);
@@ -83,15 +88,21 @@ impl<T: Send + 'static> Dataset<T> {
         })
     }
 
-    /// Keeps the examples for which `keep` is true (errors pass through).
+    /// Keeps the examples for which `keep` is true (errors pass through;
+    /// a panic in `keep` becomes that example's `Err`, as in `map`).
     pub fn filter(&self, keep: impl Fn(&T) -> bool + Send + Sync + 'static) -> Dataset<T> {
-        let (inner, keep) = (self.clone(), Arc::new(keep));
+        let inner = self.clone();
+        let keep: Arc<dyn Fn(&T) -> bool + Send + Sync> = Arc::new(keep);
         Dataset::from_pass_fn(Cardinality::Unknown, move |pass| {
             let keep = keep.clone();
             Box::new(
                 inner
                     .iter_pass(pass)
-                    .filter(move |x| x.as_ref().map_or(true, |x| keep(x))),
+                    .zip(0u64..)
+                    .filter_map(move |(x, i)| match x {
+                        Ok(x) => kept(&*keep, i, x),
+                        Err(e) => Some(Err(e)),
+                    }),
             )
         })
     }
@@ -196,9 +207,7 @@ impl<T: Send + 'static> Dataset<T> {
             )));
         }
         let inner = self.clone();
-        let cardinality = self
-            .cardinality
-            .map(|n| (n + num_shards - 1 - index) / num_shards);
+        let cardinality = self.cardinality.map(|n| shard_length(n, num_shards, index));
         Dataset::from_pass_fn(cardinality, move |pass| {
             Box::new(
                 inner
@@ -241,7 +250,9 @@ impl<T: Send + 'static> Dataset<T> {
     /// of them open at once, `block_length` examples from each in turn,
     /// an exhausted one replaced by the next example's (`tf.data`'s
     /// `interleave`, deterministic). Reading several files at once is the
-    /// usual use.
+    /// usual use. Slots are made as inputs arrive, so a `cycle_length`
+    /// beyond the number of inputs costs nothing. A panic in `f` becomes
+    /// an error in that input's place, as in `map`.
     pub fn interleave<U: Send + 'static>(
         &self,
         cycle_length: usize,
@@ -260,7 +271,8 @@ impl<T: Send + 'static> Dataset<T> {
                 outer: inner.iter_pass(pass),
                 outer_done: false,
                 f: f.clone(),
-                slots: (0..cycle_length).map(|_| None).collect(),
+                slots: Vec::new(),
+                cycle_length,
                 slot: 0,
                 in_block: 0,
                 block_length,
@@ -272,7 +284,9 @@ impl<T: Send + 'static> Dataset<T> {
 
     /// Runs this pipeline on its own thread, up to `depth` examples ahead
     /// of the consumer (`tf.data`'s `prefetch`): reading, mapping and
-    /// batching overlap the consumer's work.
+    /// batching overlap the consumer's work. The buffer is allocated
+    /// whole, so a depth above [`MAX_PREFETCH_DEPTH`](super::MAX_PREFETCH_DEPTH)
+    /// is that depth (and 0 is 1).
     pub fn prefetch(&self, depth: usize) -> Dataset<T> {
         let inner = self.clone();
         Dataset::from_pass_fn(self.cardinality, move |pass| {
@@ -281,11 +295,32 @@ impl<T: Send + 'static> Dataset<T> {
     }
 }
 
+/// Example `index` if `keep` keeps it; a panic in `keep` is its error.
+fn kept<T>(keep: &(dyn Fn(&T) -> bool + Send + Sync), index: u64, x: T) -> Option<Result<T>> {
+    match call_guarded("filter", index, &|x: &T| Ok(keep(x)), &x) {
+        Ok(true) => Some(Ok(x)),
+        Ok(false) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// How many of `n` elements shard `index` of `num_shards` takes: those at
+/// `index`, `index + num_shards`, ... below `n` (written so that no sum
+/// overflows, whatever the arguments).
+fn shard_length(n: u64, num_shards: u64, index: u64) -> u64 {
+    match n.checked_sub(index) {
+        Some(rest) if rest > 0 => (rest - 1) / num_shards + 1,
+        _ => 0,
+    }
+}
+
 struct Interleave<T, U> {
     outer: Elements<T>,
     outer_done: bool,
     f: Arc<dyn Fn(T) -> Dataset<U> + Send + Sync>,
+    /// The open datasets, at most `cycle_length`; `None` where one ran out.
     slots: Vec<Option<Elements<U>>>,
+    cycle_length: usize,
     slot: usize,
     in_block: usize,
     block_length: usize,
@@ -294,9 +329,38 @@ struct Interleave<T, U> {
 }
 
 impl<T: Send + 'static, U: Send + 'static> Interleave<T, U> {
+    /// Moves to the next slot: back to the first after `cycle_length`, or
+    /// after the last one made once the inputs are done (no more will be).
     fn advance(&mut self) {
-        self.slot = (self.slot + 1) % self.slots.len();
+        self.slot += 1;
+        if self.slot == self.cycle_length || (self.outer_done && self.slot >= self.slots.len()) {
+            self.slot = 0;
+        }
         self.in_block = 0;
+    }
+
+    /// Opens the next input's dataset in the current slot when it is empty
+    /// (or not made yet) and inputs remain; an input's error is returned.
+    fn refill(&mut self) -> Result<()> {
+        let empty = self.slots.get(self.slot).is_none_or(Option::is_none);
+        if !empty || self.outer_done {
+            return Ok(());
+        }
+        match self.outer.next() {
+            Some(Ok(x)) => {
+                let (f, index) = (&*self.f, self.opened);
+                self.opened += 1;
+                let dataset = call_guarded("interleave's function", index, &|x| Ok(f(x)), x)?;
+                let opened = dataset.iter_pass(self.pass.child(index));
+                match self.slots.get_mut(self.slot) {
+                    Some(slot) => *slot = Some(opened),
+                    None => self.slots.push(Some(opened)),
+                }
+            }
+            Some(Err(e)) => return Err(e),
+            None => self.outer_done = true,
+        }
+        Ok(())
     }
 }
 
@@ -308,19 +372,10 @@ impl<T: Send + 'static, U: Send + 'static> Iterator for Interleave<T, U> {
             if self.outer_done && self.slots.iter().all(Option::is_none) {
                 return None;
             }
-            if self.slots[self.slot].is_none() && !self.outer_done {
-                match self.outer.next() {
-                    Some(Ok(x)) => {
-                        let dataset = (self.f)(x);
-                        self.slots[self.slot] =
-                            Some(dataset.iter_pass(self.pass.child(self.opened)));
-                        self.opened += 1;
-                    }
-                    Some(Err(e)) => return Some(Err(e)),
-                    None => self.outer_done = true,
-                }
+            if let Err(e) = self.refill() {
+                return Some(Err(e));
             }
-            let Some(it) = self.slots[self.slot].as_mut() else {
+            let Some(Some(it)) = self.slots.get_mut(self.slot) else {
                 self.advance();
                 continue;
             };
@@ -359,6 +414,13 @@ impl<T: Example> Dataset<T> {
 
     /// Batches examples of different shapes, padding each part to a
     /// common shape first (`tf.data`'s `padded_batch`; see [`Pad`]).
+    ///
+    /// A padded batch that could not be allocated is an error in its
+    /// place, found before any of it is: one beyond what XLA holds
+    /// ([`check_array_size`](crate::dtype::check_array_size)) or larger
+    /// than the memory a program may use
+    /// ([`program_memory_bytes`](crate::dtype::program_memory_bytes): the
+    /// machine's memory unless `XLAFN_PROGRAM_MEMORY_BYTES` says otherwise).
     pub fn padded_batch(&self, batch_size: usize, drop_remainder: bool, pad: Pad) -> Dataset<T> {
         self.batch_with(batch_size, drop_remainder, move |parts| {
             parts
@@ -373,29 +435,22 @@ impl<T: Example> Dataset<T> {
     /// mask of its real rows: the last batch is padded with zero rows, so
     /// every batch has one type and a compiled step traces once (weight a
     /// loss by the mask to ignore the padding).
+    ///
+    /// A `batch_size` whose mask alone could not be allocated (see
+    /// [`Dataset::padded_batch`] for the bound) is an error at once, and so
+    /// is a padded batch that could not be.
     pub fn batch_with_mask(&self, batch_size: usize) -> Dataset<(T, HostArray)> {
+        let rows_per_batch = match mask_rows(batch_size) {
+            Ok(n) => n,
+            Err(e) => return Dataset::failing(e),
+        };
         let rows = self.batch(batch_size, false);
         let cardinality = rows.cardinality;
         Dataset::from_pass_fn(cardinality, move |pass| {
-            Box::new(rows.iter_pass(pass).map(move |b| {
-                let parts = flatten(b?);
-                let real = parts
-                    .first()
-                    .map_or(0, |a| a.dims.first().copied().unwrap_or(0));
-                let padded = parts
-                    .iter()
-                    .map(|a| {
-                        let mut dims = a.dims.clone();
-                        dims[0] = batch_size as i64;
-                        Ok(pad_to(a, &dims, &vec![0u8; a.dtype.size_in_bytes()?]))
-                    })
-                    .collect::<Result<Vec<HostArray>>>()?;
-                let mask: Vec<bool> = (0..batch_size as i64).map(|i| i < real).collect();
-                Ok((
-                    unflatten(padded)?,
-                    HostArray::from_vec(mask, &[batch_size as i64]),
-                ))
-            }))
+            Box::new(
+                rows.iter_pass(pass)
+                    .map(move |b| masked_batch(flatten(b?), rows_per_batch)),
+            )
         })
     }
 
@@ -439,6 +494,37 @@ impl<T: Example> Dataset<T> {
     }
 }
 
+/// `batch_with_mask`'s rows per batch, refused unless its mask could be
+/// allocated.
+fn mask_rows(batch_size: usize) -> Result<i64> {
+    let rows = i64::try_from(batch_size).map_err(|_| {
+        Error::Value(format!(
+            "data: batch_with_mask: batch_size {batch_size} is not below 2^63"
+        ))
+    })?;
+    example::array_bytes(DType::Bool, &[rows], "batch_with_mask's mask")?;
+    Ok(rows)
+}
+
+/// A batch's parts padded with zero rows to `rows`, and the mask of its
+/// real rows.
+fn masked_batch<T: Example>(parts: Vec<HostArray>, rows: i64) -> Result<(T, HostArray)> {
+    let real = parts
+        .first()
+        .map_or(0, |a| a.dims.first().copied().unwrap_or(0));
+    let padded = parts
+        .iter()
+        .map(|a| {
+            let mut dims = a.dims.clone();
+            dims[0] = rows;
+            let zero = vec![0u8; a.dtype.size_in_bytes()?];
+            pad_to(a, &dims, &zero, "batch_with_mask: a padded batch")
+        })
+        .collect::<Result<Vec<HostArray>>>()?;
+    let mask: Vec<bool> = (0..rows).map(|i| i < real).collect();
+    Ok((unflatten(padded)?, HostArray::from_vec(mask, &[rows])))
+}
+
 /// Transposes examples' arrays into parts and combines each part.
 fn batch_of<T: Example>(
     examples: Vec<Vec<HostArray>>,
@@ -480,17 +566,34 @@ fn pad_part(part: usize, arrays: Vec<HostArray>, pad: &Pad) -> Result<HostArray>
         None => longest,
         Some(shape) => fixed_shape(part, &shape, &longest)?,
     };
-    let value = pad.values.get(part).copied().unwrap_or(Scalar::I64(0));
-    let fill = fill_bytes(value, arrays[0].dtype)?;
+    let fill = pad_fill(part, pad, arrays[0].dtype)?;
+    // The padded examples together take what their stacked batch does.
+    let batch_dims: Vec<i64> = std::iter::once(arrays.len() as i64)
+        .chain(target.iter().copied())
+        .collect();
+    let what = format!("padded_batch: part {part}, a batch padded to {batch_dims:?}");
+    example::array_bytes(arrays[0].dtype, &batch_dims, &what)?;
     let padded = arrays
         .iter()
         .enumerate()
         .map(|(i, a)| {
             example::check_array(a, &format!("part {part} of example {i}"))?;
-            Ok(pad_to(a, &target, &fill))
+            pad_to(a, &target, &fill, &what)
         })
         .collect::<Result<Vec<HostArray>>>()?;
     stack(part, padded)
+}
+
+/// One element of part `part`'s padding, refused unless `dtype` holds the
+/// value asked for.
+fn pad_fill(part: usize, pad: &Pad, dtype: DType) -> Result<Vec<u8>> {
+    let value = pad.values.get(part).copied().unwrap_or(Scalar::I64(0));
+    let held = value.convert_exact(dtype).map_err(|e| {
+        e.context(&format!(
+            "data: padded_batch: the padding value {value} of part {part}, a {dtype} part"
+        ))
+    })?;
+    fill_bytes(held, dtype)
 }
 
 fn fixed_shape(part: usize, shape: &[i64], longest: &[i64]) -> Result<Vec<i64>> {

@@ -39,9 +39,9 @@ pub use npz::DEFAULT_MAX_BYTES as DEFAULT_MAX_NPZ_BYTES;
 /// Only the file's own size counts; a FIFO or device is refused anyway.
 const MAX_NPY_FILE_BYTES: u64 = MAX_ARRAY_BYTES + (1 << 17);
 
-/// An error that names the file it is about.
+/// An error that names the file it is about (its class kept, printed once).
 fn in_file(path: &Path, e: Error) -> Error {
-    Error::Value(format!("{}: {e}", path.display()))
+    e.context(&path.display().to_string())
 }
 
 fn tensor(a: &HostArray) -> Result<Tensor> {
