@@ -196,9 +196,11 @@ pub enum EventWhat {
 
 /// Reads every event of an event file, checking both CRCs of every record.
 ///
-/// A corrupt record is an `Error::Io` of kind `InvalidData`, a truncated
-/// one of kind `UnexpectedEof`; either names the record's index and byte
-/// offset. A file being written may end in a partial record: read it
+/// Only a regular file is read (a final symlink is followed; a FIFO or a
+/// device is an error, not a wait). A corrupt record (or one longer than
+/// [`MAX_RECORD_BYTES`](super::MAX_RECORD_BYTES)) is an `Error::Io` of
+/// kind `InvalidData`, a truncated one of kind `UnexpectedEof`; either
+/// names the record's index and byte offset. A file being written may end in a partial record: read it
 /// after the writer's [`flush`](EventWriter::flush).
 pub fn read_events(path: impl AsRef<Path>) -> Result<Vec<Event>> {
     let path = path.as_ref();

@@ -42,3 +42,4 @@ pub use curve::write_curve_svg;
 pub use event_file::{Event, EventWhat, EventWriter, read_events};
 pub use histogram::{Histogram, default_bucket_limits};
 pub use metrics_log::MetricsLog;
+pub use record::MAX_RECORD_BYTES;
