@@ -465,6 +465,11 @@ fn bench_times_an_export_and_writes_json_and_a_chart() {
     matmul_export(&dir);
     let out = temp_dir("bench-out");
     let (json, plot) = (out.join("bench.json"), out.join("bench.svg"));
+    // Links planted at both outputs are replaced, not written through.
+    let victim = out.join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, &json).unwrap();
+    std::os::unix::fs::symlink(&victim, &plot).unwrap();
     let text = ok(&[
         "bench",
         path(&dir),
@@ -485,6 +490,10 @@ fn bench_times_an_export_and_writes_json_and_a_chart() {
     assert!(row["gflops"].as_f64().unwrap() > 0.0, "{doc}");
     assert_eq!(doc[0]["flops"], 128.0);
     assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    for p in [&json, &plot] {
+        assert!(std::fs::symlink_metadata(p).unwrap().is_file(), "{p:?}");
+    }
 }
 
 #[test]

@@ -17,9 +17,12 @@
 //! `load` check it (see `xlafn::export`), text from its manifest is
 //! printed with control characters escaped so it cannot rewrite the
 //! terminal, and outputs are written only as new files unless
-//! `--overwrite` says otherwise. Exit status: 0 on success (also for
-//! `--help` and `--version`), 2 for a malformed command line (clap's
-//! convention), 1 for any other error, with a message naming it.
+//! `--overwrite` says otherwise (`bench`'s `--json` and `--plot` files
+//! replace what is there; a link there is replaced, never written
+//! through). Exit status: 0 on success (also for `--help` and
+//! `--version`), 2 for a malformed command line (clap's convention), 141
+//! when stdout is a pipe its reader closed (`| head`), 1 for any other
+//! error, with a message naming it.
 
 // Before the modules, so that theirs are these too.
 /// `std`'s `println!`, through [`write_stdout`]: a closed pipe ends the
@@ -356,8 +359,9 @@ fn bench(dir: &Path, quick: bool, json: Option<&Path>, plot: Option<&Path>) -> R
     println!("(first call: loading and compiling the export, then one call)");
     if let Some(path) = json {
         let doc = serde_json::Value::Array(comparisons.iter().map(Comparison::to_json).collect());
-        std::fs::write(path, doc.to_string())
-            .map_err(|e| Error::Value(format!("cannot write {}: {e}", path.display())))?;
+        // As every file the crate writes: a new file renamed over `path`
+        // (a link there is replaced, not written through).
+        xlafn::export::replace_file(path, doc.to_string().as_bytes())?;
     }
     if let Some(path) = plot {
         xlafn::bench::write_chart(&comparisons, path)?;
