@@ -594,3 +594,28 @@ fn an_unwritable_curve_fails_before_the_first_step() {
     assert!(std::fs::read_to_string(&path).unwrap().contains("</svg>"));
     assert_eq!(std::fs::read_dir(&*dir).unwrap().count(), 1);
 }
+
+#[test]
+fn checkpoints_beyond_the_resumed_step_are_the_first_to_go() {
+    let dir = scratch::scratch_dir("fit-branch");
+    Trainer::new(echo)
+        .callback(CheckpointEvery::new(2, dir.to_path_buf(), stand_in_weights).keep(3))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 6))
+        .unwrap();
+    // Resumed from step 2 of 2, 4, 6: 4 and 6 belong to the abandoned run
+    // and go first as the run writes 3, 4 (anew) and 5, then 2.
+    let position = TrainPosition::read(dir.join("ckpt-2.json")).unwrap();
+    Trainer::new(echo)
+        .resume_from(position)
+        .callback(CheckpointEvery::new(1, dir.to_path_buf(), stand_in_weights).keep(3))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 5))
+        .unwrap();
+    let json: Vec<String> = checkpoint_files(&dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    assert_eq!(json, ["ckpt-3.json", "ckpt-4.json", "ckpt-5.json"]);
+    assert_eq!(latest_checkpoint(&*dir).unwrap().unwrap().1.step, 5);
+}

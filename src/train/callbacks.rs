@@ -116,7 +116,9 @@ type SaveFn = Box<dyn FnMut(&Path) -> Result<()>>;
 ///
 /// The checkpoints already in `dir` when a run begins (a resumed run's)
 /// count toward `keep`, as `CheckpointManager` recovers its list, so a
-/// restarted run does not leave `keep` more behind each time. The
+/// restarted run does not leave `keep` more behind each time; any beyond
+/// the step the run starts at (it resumed from an older one) are the
+/// first to go. The
 /// position file is written as every file of the crate is (a new file
 /// renamed into place): a link planted at its name is replaced, never
 /// written through, and a crash leaves the old file or the new one.
@@ -151,10 +153,15 @@ impl CheckpointEvery {
         self
     }
 
-    /// The steps of the checkpoints in the folder, oldest first.
-    fn existing(&self) -> Result<Vec<u64>> {
+    /// The steps of the checkpoints in the folder, in the order they go
+    /// when `keep` is exceeded: any beyond `step` (the run resumes before
+    /// them, so they belong to a run it abandons) first, then the oldest.
+    fn existing(&self, step: u64) -> Result<Vec<u64>> {
         let mut steps = checkpoint_steps(&self.dir)?;
-        steps.sort_unstable();
+        steps.sort_unstable_by_key(|&s| (s <= step, s));
+        if let Some(&newer) = steps.first().filter(|&&s| s > step) {
+            tracing::warn!(target: "xlafn::train", "{} holds checkpoints beyond step {step}, where this run starts (ckpt-{newer}, ...): they are removed first as new ones are kept", self.dir.display());
+        }
         Ok(steps)
     }
 
@@ -186,8 +193,8 @@ impl CheckpointEvery {
 }
 
 impl Callback for CheckpointEvery {
-    fn on_train_begin(&mut self, _state: &TrainState) -> Result<()> {
-        self.saved = self.existing()?;
+    fn on_train_begin(&mut self, state: &TrainState) -> Result<()> {
+        self.saved = self.existing(state.step)?;
         Ok(())
     }
 
