@@ -118,10 +118,10 @@ type SaveFn = Box<dyn FnMut(&Path) -> Result<()>>;
 /// count toward `keep`, as `CheckpointManager` recovers its list, so a
 /// restarted run does not leave `keep` more behind each time; any beyond
 /// the step the run starts at (it resumed from an older one) are the
-/// first to go. The
-/// position file is written as every file of the crate is (a new file
-/// renamed into place): a link planted at its name is replaced, never
-/// written through, and a crash leaves the old file or the new one.
+/// first to go. The position file is written as every file of the crate
+/// is (a new file renamed into place): a link planted at its name is
+/// replaced, never written through, and a crash leaves the old file or
+/// the new one.
 pub struct CheckpointEvery {
     every: u64,
     dir: PathBuf,
@@ -207,11 +207,13 @@ impl Callback for CheckpointEvery {
 }
 
 /// The step of a checkpoint position file's name, `ckpt-<step>.json`,
-/// where `<step>` is ASCII digits only (`str::parse` would also take
-/// `+7`, a name the callback never writes).
+/// where `<step>` is ASCII digits without leading zeros, as the callback
+/// writes it (`str::parse` would also take `+7` or `007`, names whose
+/// step then points at another file).
 fn position_step(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("ckpt-")?.strip_suffix(".json")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let canonical = digits == "0" || !digits.starts_with('0');
+    if digits.is_empty() || !canonical || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse().ok()
@@ -322,5 +324,27 @@ impl Callback for EarlyStopping {
             return Ok(Control::Stop);
         }
         Ok(Control::Continue)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::position_step;
+
+    #[test]
+    fn position_names_are_canonical_digits() {
+        assert_eq!(position_step("ckpt-0.json"), Some(0));
+        assert_eq!(position_step("ckpt-12.json"), Some(12));
+        for stray in [
+            "ckpt-+7.json",
+            "ckpt-007.json",
+            "ckpt-.json",
+            "ckpt--1.json",
+            "ckpt- 7.json",
+            "ckpt-7.json.tmp",
+            "ckpt-99999999999999999999.json",
+        ] {
+            assert_eq!(position_step(stray), None, "{stray}");
+        }
     }
 }

@@ -319,7 +319,7 @@ impl<B: Send + 'static> Trainer<B> {
     /// is returned; what was logged so far is flushed first, and the
     /// history so far stays readable as [`history`](Trainer::history).
     ///
-    /// Metric names are checked at the first step: two metrics of one
+    /// Metric names are checked at every step: two metrics of one
     /// name (a step's and a [`log_scalar`](Trainer::log_scalar)'s, say)
     /// would be merged into one mean, so they are an error naming it, as
     /// are `epoch` and `step`, the names of the log's own columns (Keras'
