@@ -68,7 +68,9 @@ impl EventWriter {
     /// Creates `logdir` if missing and a new event file in it, named
     /// `events.out.tfevents.{unix seconds}.{host}.{pid}.{n}` (`n` counts
     /// the writers of this process, so two made in the same second do not
-    /// collide), and writes the file-version event.
+    /// collide), and writes the file-version event. The file is created
+    /// new (`O_CREAT | O_EXCL`): a file, link or FIFO planted under its
+    /// name is an error, never followed, truncated or waited on.
     pub fn create(logdir: impl AsRef<Path>) -> Result<EventWriter> {
         let logdir = logdir.as_ref();
         std::fs::create_dir_all(logdir)
