@@ -43,7 +43,8 @@ pub struct BenchOptions {
     pub warmup: Duration,
     /// Each timed block lasts at least this long.
     pub block: Duration,
-    /// Timed blocks; their per-call times make the statistics.
+    /// Timed blocks; their per-call times make the statistics (at least
+    /// 1, at most [`MAX_BLOCKS`]).
     pub blocks: usize,
 }
 
@@ -122,12 +123,22 @@ fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// The most timed blocks a measurement takes (100 000): statistics over
+/// more add nothing, and the count sizes an allocation made before the
+/// first call, so an absurd one (`usize::MAX`) is refused rather than
+/// aborting the process.
+pub const MAX_BLOCKS: usize = 100_000;
+
 /// Times `call` in its steady state: warm-up, calibration, then
-/// `options.blocks` blocks. `call` must finish its work before returning
-/// (await results: a call that only launches work times the launch).
+/// `options.blocks` blocks (1 to [`MAX_BLOCKS`]). `call` must finish its
+/// work before returning (await results: a call that only launches work
+/// times the launch).
 pub fn measure(options: &BenchOptions, mut call: impl FnMut() -> Result<()>) -> Result<Stats> {
-    if options.blocks == 0 {
-        return Err(Error::Value("bench: blocks must be at least 1".into()));
+    if !(1..=MAX_BLOCKS).contains(&options.blocks) {
+        return Err(Error::Value(format!(
+            "bench: blocks must be 1 to {MAX_BLOCKS}, got {}",
+            options.blocks
+        )));
     }
     let began = Instant::now();
     let mut warm_calls = 0u32;
@@ -210,12 +221,14 @@ impl Comparison {
         serde_json::to_value(self).expect("plain numbers and strings")
     }
 
-    /// Writes [`to_json`](Self::to_json), pretty-printed, to `path`.
+    /// Writes [`to_json`](Self::to_json), pretty-printed, to `path`, as
+    /// every file of the crate is written (a new file beside it, synced,
+    /// renamed over it: a link or FIFO at `path` is replaced, never
+    /// followed or waited on).
     pub fn write_json(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
         let path = path.as_ref();
         let text = serde_json::to_string_pretty(&self.to_json()).expect("valid JSON");
-        std::fs::write(path, text)
-            .map_err(|e| Error::Value(format!("cannot write {}: {e}", path.display())))
+        crate::export::replace_file(path, text.as_bytes())
     }
 }
 
@@ -317,26 +330,73 @@ impl Comparison {
     }
 }
 
+/// The span of times a chart's axis covers: from 1e-300 to 1e300 µs.
+/// Times beyond it (none a clock measures) are drawn at the frame: the
+/// axis and plotters' tick placement need finite ends.
+const CHART_LIMIT: (f64, f64) = (1e-300, 1e300);
+
 /// A bar chart of comparisons as SVG: per comparison, one bar per mode
 /// (its median µs per call, on a log scale, since eager and compiled
 /// runs differ by orders of magnitude), with the min-max spread drawn as
 /// a line through each bar.
+///
+/// Every time drawn must be finite and positive (a log scale has no place
+/// for 0, NaN or infinity): anything else is an `Error::Value` naming the
+/// comparison and mode, and nothing is written. The file is written as
+/// every file of the crate is (a new file beside `path`, synced, renamed
+/// over it: a link or FIFO there is replaced, never followed or waited
+/// on).
 pub fn write_chart(comparisons: &[Comparison], path: impl AsRef<std::path::Path>) -> Result<()> {
-    use plotters::prelude::*;
     let path = path.as_ref();
-    let fail = |e: &dyn fmt::Display| Error::Value(format!("cannot draw {}: {e}", path.display()));
     let rows = || comparisons.iter().flat_map(|c| c.rows.iter());
     if rows().next().is_none() {
         return Err(Error::Value("bench chart: nothing to draw".into()));
     }
-    let low = rows()
+    for c in comparisons {
+        for r in &c.rows {
+            let s = &r.steady;
+            for (what, v) in [
+                ("min", s.min_us),
+                ("median", s.median_us),
+                ("max", s.max_us),
+            ] {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(Error::Value(format!(
+                        "bench chart: {} ({}) has a {what} of {v} µs per call; a chart needs \
+                         finite positive times",
+                        c.name, r.mode
+                    )));
+                }
+            }
+        }
+    }
+    let (floor, ceiling) = CHART_LIMIT;
+    let low = (rows()
         .map(|r| r.steady.min_us)
         .fold(f64::INFINITY, f64::min)
-        / 2.0;
-    let high = rows().map(|r| r.steady.max_us).fold(0.0, f64::max) * 2.0;
+        / 2.0)
+        .clamp(floor, ceiling / 10.0);
+    let high =
+        (rows().map(|r| r.steady.max_us).fold(0.0, f64::max) * 2.0).clamp(low * 10.0, ceiling);
+    let mut svg = String::new();
+    draw_chart(&mut svg, comparisons, low, high)
+        .map_err(|e| Error::Value(format!("cannot draw {}: {e}", path.display())))?;
+    crate::export::replace_file(path, svg.as_bytes())
+}
+
+/// Draws [`write_chart`]'s picture into `svg`, its axis from `low` to
+/// `high` µs.
+fn draw_chart(
+    svg: &mut String,
+    comparisons: &[Comparison],
+    low: f64,
+    high: f64,
+) -> std::result::Result<(), String> {
+    use plotters::prelude::*;
+    let fail = |e: &dyn fmt::Display| e.to_string();
     let groups = comparisons.len() as f64;
-    let root =
-        SVGBackend::new(path, (260 + 220 * comparisons.len() as u32, 480)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (260 + 220 * comparisons.len() as u32, 480))
+        .into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let mut chart = ChartBuilder::on(&root)
         .caption("µs per call (median; line: min to max)", ("sans-serif", 20))

@@ -216,18 +216,85 @@ pub fn save_training(
 /// momentum the saved run had not) or has beyond them, or a dtype or
 /// shape that differs, is an error naming it, and then nothing is
 /// assigned (the slots built stay at their starting values).
+///
+/// A checkpoint of another optimizer (SGD's restored into Adam) is told
+/// apart by its slots: the file does not record the optimizer's kind, so
+/// the error names the kind its slot names suggest (`m` and `v`: Adam;
+/// `momentum` alone: SGD with momentum; none: plain SGD) beside this
+/// optimizer's.
 pub fn restore_training(
     model: &(impl Module + ?Sized),
     optimizer: &(impl Optimizer + ?Sized),
     path: impl AsRef<Path>,
 ) -> Result<()> {
     eager_only("restoring")?;
-    restore_from(
-        &training_variables(model, optimizer, true)?,
-        path.as_ref(),
-        false,
-    )
-    .map(|_| ())
+    let path = path.as_ref();
+    let variables = training_variables(model, optimizer, true)?;
+    match restore_from(&variables, path, false) {
+        Ok(_) => Ok(()),
+        Err(Error::InvalidArgument { op, message }) => {
+            // Header only: the file was readable a moment ago.
+            let Ok(file) = Checkpoint::open(path) else {
+                return Err(Error::InvalidArgument { op, message });
+            };
+            let saved = slot_names(file.names());
+            let wanted = slot_names(variables.iter().map(|(n, _)| n.as_str()));
+            if saved == wanted {
+                return Err(Error::InvalidArgument { op, message });
+            }
+            Err(Error::InvalidArgument {
+                op,
+                message: format!(
+                    "{message}. The file holds the state of {} (judged by its slot names: \
+                     checkpoints do not record the optimizer), this optimizer is {}: restore \
+                     with the optimizer (and options) that saved it",
+                    optimizer_kind(&saved),
+                    optimizer_kind(&wanted)
+                ),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The optimizer slots among checkpoint names: `<slot>` of each
+/// `optimizer.<slot>.<variable path>`.
+fn slot_names<'a>(names: impl IntoIterator<Item = &'a str>) -> std::collections::BTreeSet<&'a str> {
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let (slot, rest) = n.strip_prefix("optimizer.")?.split_once('.')?;
+            (!rest.is_empty()).then_some(slot)
+        })
+        .collect()
+}
+
+/// The optimizer a set of slot names suggests, for messages.
+fn optimizer_kind(slots: &std::collections::BTreeSet<&str>) -> String {
+    let has = |s: &str| slots.contains(s);
+    let kind = if has("m") && has("v") {
+        if has("v_max") {
+            "Adam (amsgrad)"
+        } else {
+            "Adam"
+        }
+    } else if has("mean_square") {
+        "RMSprop"
+    } else if has("accumulator") {
+        "Adagrad"
+    } else if slots.len() == 1 && has("momentum") {
+        "SGD with momentum"
+    } else if slots.is_empty() {
+        "an optimizer without slots (SGD without momentum)"
+    } else {
+        "an optimizer"
+    };
+    if slots.is_empty() {
+        kind.to_string()
+    } else {
+        let list: Vec<String> = slots.iter().map(|s| format!("'{s}'")).collect();
+        format!("{kind} (slots {})", list.join(", "))
+    }
 }
 
 /// Every tensor of a safetensors file, by name (for inspecting pretrained
@@ -249,6 +316,10 @@ const MAX_CHECKPOINT_BYTES: u64 = 1 << 40;
 /// a header of names, dtypes, shapes and offsets is kilobytes even for
 /// models of thousands of tensors.
 const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// The largest dimension a tensor of a file may have (`i64::MAX`, as
+/// xlafn's and XLA's dimensions are `i64`).
+const MAX_DIM: u64 = i64::MAX as u64;
 
 /// An open safetensors file whose header has been read and checked; the
 /// tensor data stays on disk until a tensor is asked for, so checking a
@@ -321,6 +392,16 @@ impl Checkpoint {
         }
         let mut names = metadata.offset_keys();
         names.sort_unstable();
+        // The crate checks that sizes add up, which a dimension of 2^64 - 1
+        // beside a 0 does: xlafn's dims are i64, so a dimension must fit.
+        for name in &names {
+            let info = metadata.info(name).expect("a name of the header");
+            if let Some(d) = info.shape.iter().find(|&&d| d as u64 > MAX_DIM) {
+                return Err(invalid(format!(
+                    "tensor '{name}' has dimension {d}, more than the {MAX_DIM} a dimension may be"
+                )));
+            }
+        }
         Ok(Checkpoint {
             path: path.to_path_buf(),
             file,

@@ -243,7 +243,9 @@ pub(crate) fn dropped_variable(function: &str) -> Error {
     Error::FailedPrecondition(format!(
         "Could not find a variable captured by function '{function}'. This could mean that the \
          variable has been deleted: a concrete function keeps only weak references to the \
-         variables it captured"
+         variables it captured. Variables made inside the function (an optimizer's or a \
+         layer's, say) are dropped when the trace that made them ends: create optimizers and \
+         layers outside the function and capture them, as in TensorFlow"
     ))
 }
 /// A mutable tensor-valued resource. Cheap to clone (clones share the

@@ -3,8 +3,13 @@
 //! modes, first calls apart from the steady state, the compiled program's
 //! flops from XLA's cost analysis turned into GFLOP/s, the JSON and the
 //! SVG chart.
+#[path = "common/bounded.rs"]
+mod bounded;
+
 use std::time::Duration;
-use xlafn::bench::{BenchOptions, Mode, compare, measure};
+use xlafn::bench::{
+    BenchOptions, Comparison, MAX_BLOCKS, Mode, Row, Stats, compare, measure, write_chart,
+};
 use xlafn::prelude::*;
 
 #[test]
@@ -129,4 +134,103 @@ fn a_comparison_has_every_mode_its_flops_and_json() {
     assert_eq!(json["name"], "matmul");
     assert_eq!(json["rows"][2]["mode"], "compiled");
     assert!(json["rows"][0]["steady"]["median_us"].as_f64().unwrap() > 0.0);
+}
+
+/// A comparison of made-up times: every mode's blocks all `us` µs.
+fn made_up(name: &str, us: f64) -> Comparison {
+    let stats = Stats {
+        calls_per_block: 1,
+        block_us: vec![us],
+        median_us: us,
+        min_us: us,
+        max_us: us,
+        mad_us: 0.0,
+        outliers: 0,
+    };
+    Comparison {
+        name: name.into(),
+        rows: [Mode::Eager, Mode::Unfused, Mode::Compiled]
+            .into_iter()
+            .map(|mode| Row {
+                mode,
+                first_call_ms: 1.0,
+                steady: stats.clone(),
+                gflops: None,
+                gbps: None,
+            })
+            .collect(),
+        flops: None,
+        bytes_accessed: None,
+    }
+}
+
+#[test]
+fn an_absurd_block_count_is_refused_before_any_call() {
+    let options = BenchOptions {
+        blocks: usize::MAX,
+        ..BenchOptions::quick()
+    };
+    let mut calls = 0;
+    let e = measure(&options, || {
+        calls += 1;
+        Ok(())
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains(&MAX_BLOCKS.to_string()), "{e}");
+    assert_eq!(calls, 0);
+}
+
+#[test]
+fn charts_refuse_nan_times_and_draw_extreme_ones_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("chart.svg");
+    for bad in [f64::NAN, f64::INFINITY, 0.0, -1.0] {
+        let c = made_up("bad", bad);
+        let e = c.write_chart(&chart).unwrap_err().to_string();
+        assert!(
+            e.contains("bad (eager)") && e.contains("finite positive"),
+            "{e}"
+        );
+    }
+    assert!(!chart.exists());
+    // Times of 1e308 µs (and 5e-324) made the axis' ends overflow.
+    for extreme in [1e308, f64::MAX, 5e-324] {
+        let c = made_up("extreme", extreme);
+        let path = chart.clone();
+        bounded::within(10, &format!("write_chart of {extreme} µs"), move || {
+            write_chart(&[c, made_up("ordinary", 10.0)], &path).unwrap()
+        });
+        assert!(std::fs::read_to_string(&chart).unwrap().contains("</svg>"));
+    }
+}
+
+#[test]
+fn bench_outputs_replace_a_planted_link_or_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let c = made_up("linked", 3.0);
+    for name in ["bench.json", "bench.svg"] {
+        let path = dir.path().join(name);
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+    }
+    c.write_json(dir.path().join("bench.json")).unwrap();
+    c.write_chart(dir.path().join("bench.svg")).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    for name in ["bench.json", "bench.svg"] {
+        assert!(
+            std::fs::symlink_metadata(dir.path().join(name))
+                .unwrap()
+                .is_file()
+        );
+    }
+    let fifo = dir.path().join("fifo.json");
+    if bounded::mkfifo(&fifo) {
+        let f = fifo.clone();
+        bounded::within(5, "write_json on a FIFO", move || c.write_json(&f).unwrap());
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&fifo).unwrap()).unwrap();
+        assert_eq!(json["name"], "linked");
+    }
 }

@@ -465,6 +465,11 @@ fn bench_times_an_export_and_writes_json_and_a_chart() {
     matmul_export(&dir);
     let out = temp_dir("bench-out");
     let (json, plot) = (out.join("bench.json"), out.join("bench.svg"));
+    // Links planted at both outputs are replaced, not written through.
+    let victim = out.join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, &json).unwrap();
+    std::os::unix::fs::symlink(&victim, &plot).unwrap();
     let text = ok(&[
         "bench",
         path(&dir),
@@ -485,4 +490,48 @@ fn bench_times_an_export_and_writes_json_and_a_chart() {
     assert!(row["gflops"].as_f64().unwrap() > 0.0, "{doc}");
     assert_eq!(doc[0]["flops"], 128.0);
     assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    for p in [&json, &plot] {
+        assert!(std::fs::symlink_metadata(p).unwrap().is_file(), "{p:?}");
+    }
+}
+
+#[test]
+fn a_closed_stdout_ends_run_quietly_instead_of_panicking() {
+    // `xlafn run ... | head -0`: the reader is gone before anything is
+    // printed. Rust ignores SIGPIPE, so the write fails with EPIPE, on
+    // which `println!` would panic; the tool exits with 141 (what a shell
+    // reports for SIGPIPE) and says nothing.
+    let dir = temp_dir("epipe");
+    affine_export(&dir);
+    let mut child = Command::new(tool::xlafn_tool())
+        .args([
+            "run",
+            path(&dir),
+            "--input-expr",
+            "a=[[1, 2], [3, 4]]",
+            "--input-expr",
+            "b=1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(120) {
+            child.kill().ok();
+            panic!("xlafn run with a closed stdout did not exit");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(141), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.is_empty(), "{err}");
 }

@@ -211,3 +211,28 @@ fn auc_matches_keras_thresholds_and_approaches_the_exact_auc() {
     let fine = fine.result().unwrap().item::<f32>().unwrap() as f64;
     assert!((fine - exact).abs() < 2e-3, "{fine} vs exact {exact}");
 }
+
+#[test]
+fn auc_clips_scores_outside_the_unit_interval_as_keras_3_does() {
+    // Keras 3 clips predictions to [0, 1] first. By hand, with thresholds
+    // [-1e-7, 0.5, 1 + 1e-7] and the scores clipped to [0, 1, 0.3, 1]:
+    // at -1e-7 all four are positive (tpr 1, fpr 1); at 0.5 the two
+    // positives (tpr 1, fpr 0); at 1 + 1e-7 none (0, 0). The trapezoids:
+    // (1 - 0) * (1 + 1) / 2 + (0 - 0) * (1 + 0) / 2 = 1. Unclipped, -5
+    // was negative even at -1e-7 and 5 positive even at 1 + 1e-7, and the
+    // area came out 0.5.
+    let y_true = Tensor::vector(&[0f32, 1., 0., 1.]).unwrap();
+    let y_pred = Tensor::vector(&[-5f32, 5., 0.3, 2.]).unwrap();
+    for thresholds in [3, 200] {
+        let auc = Auc::with_options(thresholds, Summation::Interpolation).unwrap();
+        auc.update_state(&y_true, &y_pred, None).unwrap();
+        assert_eq!(auc.result().unwrap().item::<f32>().unwrap(), 1.0);
+    }
+    // Scores below 0 clip to 0: a positive at -3 ties with a negative at
+    // 0 (both positive only at -1e-7): (1 - 0) * (1 + 0) / 2 = 0.5.
+    let auc = Auc::new().unwrap();
+    let tie_true = Tensor::vector(&[1f32, 0.]).unwrap();
+    let tie_pred = Tensor::vector(&[-3f32, 0.]).unwrap();
+    auc.update_state(&tie_true, &tie_pred, None).unwrap();
+    assert_eq!(auc.result().unwrap().item::<f32>().unwrap(), 0.5);
+}

@@ -567,6 +567,38 @@ fn the_applied_update_is_unscaled() {
     assert!(LossScaleOptimizer::with_options(Sgd::new(0.1), 8.0, 0).is_err());
 }
 
+#[test]
+fn scales_float32_cannot_hold_are_refused_and_growth_stays_finite() {
+    let _g = serial();
+    // 1e300 would be an infinite float32 scale (every step skipped for
+    // ever), 1e-50 a zero one (gradients divided by zero).
+    for bad in [1e300, 1e-50, 1e-40, f64::INFINITY, f64::NAN, -2.0] {
+        let Err(e) = LossScaleOptimizer::with_options(Sgd::new(0.1), bad, 10) else {
+            panic!("scale {bad} accepted");
+        };
+        let e = e.to_string();
+        assert!(e.contains("positive finite float32"), "{bad}: {e}");
+    }
+    // The largest power of two float32 holds: doubling it would overflow,
+    // so a finite step keeps it, and the next step is applied.
+    let top = 2f64.powi(127);
+    let w = Variable::new(Tensor::scalar(1.0f32));
+    let opt = LossScaleOptimizer::with_options(Sgd::new(0.5), top, 1).unwrap();
+    assert_eq!(opt.loss_scale().unwrap(), top);
+    let g = Tensor::scalar((top * 0.5) as f32); // the scaled gradient of 0.5
+    opt.apply_gradients(&[(Some(g.clone()), &w)]).unwrap();
+    assert_eq!(opt.loss_scale().unwrap(), top);
+    assert_eq!(w.read().item::<f32>().unwrap(), 0.75);
+    opt.apply_gradients(&[(Some(g), &w)]).unwrap();
+    assert_eq!(opt.loss_scale().unwrap(), top);
+    assert_eq!(w.read().item::<f32>().unwrap(), 0.5);
+    // Below that, growth still doubles.
+    let opt = LossScaleOptimizer::with_options(Sgd::new(0.5), 2f64.powi(125), 1).unwrap();
+    opt.apply_gradients(&[(Some(Tensor::scalar(0f32)), &w)])
+        .unwrap();
+    assert_eq!(opt.loss_scale().unwrap(), 2f64.powi(126));
+}
+
 /// `save_training` keeps the scale and the count of good steps beside
 /// the inner optimizer's state; a fresh optimizer restored from it has
 /// them.

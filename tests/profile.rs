@@ -2,6 +2,8 @@
 //! file in the Chrome trace event format (what Perfetto and
 //! chrome://tracing open) holding the spans of a run: trace, lower,
 //! compile, execute and the transfers, each with its details.
+#[path = "common/bounded.rs"]
+mod bounded;
 #[path = "common/child.rs"]
 mod child;
 
@@ -111,4 +113,48 @@ fn the_environment_variable_profiles_the_whole_process() {
     for span in ["trace", "lower", "compile", "execute"] {
         assert!(seen.contains(span), "no {span} span in {seen:?}");
     }
+}
+
+#[test]
+fn profiles_replace_a_planted_link_or_fifo_instead_of_following_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let link = dir.path().join("linked.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    xlafn::profile::Profile::start(&link).finish().unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+    events(&link);
+    // A FIFO with no reader: opening it to write would wait for ever.
+    let fifo = dir.path().join("fifo.json");
+    if bounded::mkfifo(&fifo) {
+        let f = fifo.clone();
+        bounded::within(5, "Profile::finish on a FIFO", move || {
+            xlafn::profile::Profile::start(&f).finish().unwrap()
+        });
+        events(&fifo);
+    }
+}
+
+#[test]
+fn the_environment_profile_replaces_a_planted_link() {
+    if child::is_child("the_environment_profile_replaces_a_planted_link") {
+        Tensor::vector(&[1f32]).unwrap().to_vec::<f32>().unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let link = dir.path().join("process.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let run = child::run_child(
+        "the_environment_profile_replaces_a_planted_link",
+        &[("XLAFN_PROFILE", link.to_str().unwrap())],
+        Duration::from_secs(120),
+    );
+    assert!(run.success, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+    events(&link);
 }

@@ -334,3 +334,22 @@ fn a_random_generator_restores_with_the_model() {
     assert_eq!(got, expected);
     assert_ne!(expected[0], expected[1], "each call draws anew");
 }
+
+#[test]
+fn restoring_another_optimizers_checkpoint_names_both_kinds() {
+    let dir = scratch::scratch_dir("resume-kinds");
+    let model = mlp(1);
+    let plain = dir.join("sgd.safetensors");
+    checkpoint::save_training(&model, &Sgd::new(0.1), &plain).unwrap();
+    let e = restore_error(&plain, &Adam::new(0.1));
+    assert!(
+        e.contains("holds the state of an optimizer without slots (SGD without momentum)"),
+        "{e}"
+    );
+    assert!(e.contains("this optimizer is Adam (slots 'm', 'v')"), "{e}");
+    assert!(e.contains("judged by its slot names"), "{e}");
+    let momentum = dir.join("momentum.safetensors");
+    checkpoint::save_training(&model, &Sgd::with_momentum(0.1, 0.9), &momentum).unwrap();
+    let e = restore_error(&momentum, &Adam::new(0.1));
+    assert!(e.contains("SGD with momentum (slots 'momentum')"), "{e}");
+}

@@ -7,8 +7,13 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+#[path = "common/bounded.rs"]
+mod bounded;
+
 use xlafn::Error;
-use xlafn::summary::{EventWhat, EventWriter, MetricsLog, read_events, write_curve_svg};
+use xlafn::summary::{
+    EventWhat, EventWriter, MAX_RECORD_BYTES, MetricsLog, read_events, write_curve_svg,
+};
 
 // ---- a reference TFRecord codec --------------------------------------
 
@@ -312,6 +317,93 @@ fn a_huge_length_with_a_valid_crc_is_refused_before_allocating() {
 }
 
 #[test]
+fn a_sparse_file_as_large_as_its_forged_length_is_refused_before_allocating() {
+    // The length (20 GiB) fits the file, which is sparse: only the bound
+    // on a record's length keeps the reader from allocating it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.out.tfevents.sparse");
+    let length = 20u64 << 30;
+    let len = length.to_le_bytes();
+    let mut bytes = len.to_vec();
+    bytes.extend(masked(crc32c_reference(&len)).to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(12 + length + 4).unwrap();
+    drop(file);
+    let err = bounded::within(5, "read_events on a sparse file", move || {
+        read_events(&path).unwrap_err()
+    });
+    assert_eq!(io_kind(&err), ErrorKind::InvalidData);
+    let message = err.to_string();
+    assert!(message.contains("record 0 at byte 0"), "{message}");
+    assert!(
+        message.contains(&format!("over the {MAX_RECORD_BYTES} bytes")),
+        "{message}"
+    );
+}
+
+#[test]
+fn fifos_are_refused_or_replaced_instead_of_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("events.out.tfevents.fifo");
+    if !bounded::mkfifo(&fifo) {
+        return;
+    }
+    // Reading: opening a FIFO without a writer would block for ever.
+    let f = fifo.clone();
+    let err = bounded::within(5, "read_events on a FIFO", move || {
+        read_events(&f).unwrap_err()
+    });
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    assert!(bounded::is_fifo(&fifo));
+    // Writing: opening a FIFO without a reader would block for ever; the
+    // writers replace it with the file they write instead.
+    let f = fifo.clone();
+    bounded::within(5, "MetricsLog::csv on a FIFO", move || {
+        let mut log = MetricsLog::csv(&f).unwrap();
+        log.log(1, &[("loss", 0.5)]).unwrap();
+        log.flush().unwrap();
+    });
+    assert_eq!(
+        std::fs::read_to_string(&fifo).unwrap(),
+        "step,loss\n1,0.5\n"
+    );
+    let svg = dir.path().join("curve.svg");
+    assert!(bounded::mkfifo(&svg));
+    let f = svg.clone();
+    bounded::within(5, "write_curve_svg on a FIFO", move || {
+        write_curve_svg(&f, "fifo", &[("loss", &[(0.0, 1.0), (1.0, 0.5)][..])]).unwrap()
+    });
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+}
+
+#[test]
+fn outputs_replace_a_planted_link_instead_of_writing_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let log = dir.path().join("log.jsonl");
+    let svg = dir.path().join("curve.svg");
+    std::os::unix::fs::symlink(&victim, &log).unwrap();
+    std::os::unix::fs::symlink(&victim, &svg).unwrap();
+    let mut metrics = MetricsLog::json_lines(&log).unwrap();
+    metrics.log(1, &[("loss", 0.5)]).unwrap();
+    metrics.flush().unwrap();
+    write_curve_svg(&svg, "link", &[("loss", &[(0.0, 1.0), (1.0, 0.5)][..])]).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    for path in [&log, &svg] {
+        assert!(
+            std::fs::symlink_metadata(path).unwrap().is_file(),
+            "{path:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "{\"step\":1,\"loss\":0.5}\n"
+    );
+}
+
+#[test]
 fn event_file_names_follow_tensorflow() {
     let dir = tempfile::tempdir().unwrap();
     let a = EventWriter::create(dir.path().join("run")).unwrap();
@@ -418,6 +510,32 @@ fn curve_with_nothing_finite_is_an_error() {
     for series in [&[][..], &[("a", &[][..])][..], &[("a", &nan[..])][..]] {
         let err = write_curve_svg(&path, "empty", series).unwrap_err();
         assert!(matches!(err, Error::Value(_)), "{err}");
+    }
+}
+
+#[test]
+fn curves_of_extreme_values_are_drawn_promptly() {
+    // Spans that overflow (±1e308, ±f64::MAX) or vanish beside their
+    // values (1e16 and 1e16 + 2) made plotters' tick placement loop for
+    // ever; the axes are clamped and widened instead.
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<Vec<(f64, f64)>> = vec![
+        vec![(0.0, -1e308), (1.0, 1e308)],
+        vec![(0.0, f64::MIN), (1.0, f64::MAX), (2.0, f64::INFINITY)],
+        vec![(-1e308, 0.0), (1e308, 1.0)],
+        vec![(0.0, 1e16), (1.0, 1e16 + 2.0)],
+        vec![(0.0, 5e-324), (1.0, 1e-323)],
+        vec![(0.0, 1e300)],
+    ];
+    for (i, points) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("extreme-{i}.svg"));
+        let p = path.clone();
+        let shown = format!("{points:?}");
+        bounded::within(10, &format!("write_curve_svg of {shown}"), move || {
+            write_curve_svg(&p, "extreme", &[("loss", &points)]).unwrap()
+        });
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.trim_end().ends_with("</svg>"), "{shown}");
     }
 }
 

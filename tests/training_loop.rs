@@ -2,6 +2,8 @@
 //! checkpoints and resumption (bit for bit), and its metrics out (JSON
 //! lines, TensorBoard event files read back, the loss curve).
 
+#[path = "common/bounded.rs"]
+mod bounded;
 #[path = "common/scratch.rs"]
 mod scratch;
 
@@ -353,4 +355,267 @@ fn a_failing_batch_stops_the_run_with_its_error() {
         err.contains("unreadable record") && err.contains("example 6"),
         "{err}"
     );
+}
+
+// ---- hardening: checkpoints, positions, names, NaN, outputs ------------
+
+/// A step whose loss is the batch's value.
+fn echo(i: i64) -> Result<Metrics> {
+    Ok(Metrics::loss(Tensor::scalar(i as f32)))
+}
+
+/// Writes a stand-in weights file (the checkpoint callback's own files
+/// are what these tests look at).
+fn stand_in_weights(path: &std::path::Path) -> Result<()> {
+    std::fs::write(path, b"weights").map_err(|e| Error::io("write", path, e))
+}
+
+/// The `.json` and `.safetensors` names in `dir`, sorted.
+fn checkpoint_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json") || n.ends_with(".safetensors"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn kept_checkpoints_stay_kept_across_a_resumed_run() {
+    let dir = scratch::scratch_dir("fit-keep");
+    Trainer::new(echo)
+        .callback(CheckpointEvery::new(1, dir.to_path_buf(), stand_in_weights).keep(2))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 6))
+        .unwrap();
+    let (_, position) = latest_checkpoint(&*dir).unwrap().unwrap();
+    assert_eq!(position.step, 6);
+    // The restarted run counts the first run's two checkpoints toward
+    // its `keep`, so two are left, not four.
+    Trainer::new(echo)
+        .epochs(2)
+        .resume_from(position)
+        .callback(CheckpointEvery::new(1, dir.to_path_buf(), stand_in_weights).keep(2))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 6))
+        .unwrap();
+    assert_eq!(
+        checkpoint_files(&dir),
+        [
+            "ckpt-11.json",
+            "ckpt-11.safetensors",
+            "ckpt-12.json",
+            "ckpt-12.safetensors"
+        ]
+    );
+}
+
+#[test]
+fn a_planted_position_link_is_replaced_not_written_through() {
+    let dir = scratch::scratch_dir("fit-link");
+    let outside = scratch::scratch_dir("fit-link-victim");
+    let victim = outside.join("victim.json");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("ckpt-2.json")).unwrap();
+    Trainer::new(echo)
+        .callback(CheckpointEvery::new(2, dir.to_path_buf(), stand_in_weights))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 3))
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let link = dir.join("ckpt-2.json");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+    assert_eq!(TrainPosition::read(&link).unwrap().step, 2);
+}
+
+#[test]
+fn latest_checkpoint_passes_over_a_damaged_newest_and_stray_names() {
+    let dir = scratch::scratch_dir("fit-fallback");
+    let position = |step: u64| format!("{{\"epoch\":0,\"step_in_epoch\":{step},\"step\":{step}}}");
+    for step in [3, 6, 7] {
+        std::fs::write(dir.join(format!("ckpt-{step}.safetensors")), b"w").unwrap();
+    }
+    std::fs::write(dir.join("ckpt-3.json"), position(3)).unwrap();
+    // The newest position cut short (a crash mid-copy), and a name that
+    // `str::parse` reads as 7 but the callback never writes.
+    std::fs::write(dir.join("ckpt-6.json"), &position(6)[..10]).unwrap();
+    std::fs::write(dir.join("ckpt-+7.json"), position(7)).unwrap();
+    let (path, found) = latest_checkpoint(&*dir).unwrap().unwrap();
+    assert_eq!(path, dir.join("ckpt-3.safetensors"));
+    assert_eq!(found.step, 3);
+}
+
+#[test]
+fn positions_beyond_any_run_are_refused_before_a_step() {
+    let dir = scratch::scratch_dir("fit-max");
+    let path = dir.join("ckpt-5.json");
+    std::fs::write(
+        &path,
+        format!("{{\"epoch\":0,\"step_in_epoch\":0,\"step\":{}}}", u64::MAX),
+    )
+    .unwrap();
+    let e = TrainPosition::read(&path).unwrap_err().to_string();
+    assert!(e.contains("above the largest count"), "{e}");
+    // Resuming at u64::MAX would wrap the step counter after one step.
+    let e = Trainer::new(echo)
+        .resume_from(TrainPosition {
+            epoch: 0,
+            step_in_epoch: 0,
+            step: u64::MAX,
+        })
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 3))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot resume"), "{e}");
+    // On endless data nothing bounds the skip but the documented limit:
+    // a forged position is refused at once instead of skipped for ever.
+    let e = bounded::within(5, "resuming far into endless data", || {
+        Trainer::new(echo)
+            .resume_from(TrainPosition {
+                epoch: 0,
+                step_in_epoch: 1 << 40,
+                step: 1 << 40,
+            })
+            .progress(Progress::Off)
+            .fit(&Dataset::range(0, 3).repeat(None))
+            .unwrap_err()
+            .to_string()
+    });
+    assert!(e.contains("length is not known"), "{e}");
+    assert!(
+        e.contains(&xlafn::train::MAX_UNBOUNDED_SKIP.to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn metric_names_are_unique_and_epoch_is_reserved() {
+    let twice = Trainer::new(|i: i64| {
+        Ok(Metrics::loss(Tensor::scalar(i as f32)).with("loss", Tensor::scalar(0f32)))
+    })
+    .progress(Progress::Off)
+    .fit(&Dataset::range(0, 2))
+    .unwrap_err()
+    .to_string();
+    assert!(twice.contains("two metrics are named 'loss'"), "{twice}");
+    let scalar = Trainer::new(echo)
+        .log_scalar("loss", |_| Ok(1.0))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 2))
+        .unwrap_err()
+        .to_string();
+    assert!(scalar.contains("named 'loss'"), "{scalar}");
+    let epoch = Trainer::new(|i: i64| {
+        Ok(Metrics::loss(Tensor::scalar(i as f32)).with("epoch", Tensor::scalar(0f32)))
+    })
+    .metrics_log(MetricsLog::json_lines(scratch::scratch_dir("fit-epoch").join("m.jsonl")).unwrap())
+    .progress(Progress::Off)
+    .fit(&Dataset::range(0, 2))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        epoch.contains("'epoch' is a reserved column name"),
+        "{epoch}"
+    );
+    // A training metric named as an evaluation one would be.
+    let val = Trainer::new(|i: i64| {
+        Ok(Metrics::loss(Tensor::scalar(i as f32)).with("val_loss", Tensor::scalar(0f32)))
+    })
+    .evaluate(Dataset::range(0, 2), echo)
+    .progress(Progress::Off)
+    .fit(&Dataset::range(0, 2))
+    .unwrap_err()
+    .to_string();
+    assert!(val.contains("'val_loss'"), "{val}");
+}
+
+#[test]
+fn a_nan_loss_stops_the_run_and_keeps_its_history() {
+    let dir = scratch::scratch_dir("fit-nan");
+    let nan_at_3 = |i: i64| {
+        let loss = if i == 2 { f32::NAN } else { i as f32 };
+        Ok(Metrics::loss(Tensor::scalar(loss)))
+    };
+    let mut trainer = Trainer::new(nan_at_3)
+        .epochs(3)
+        .callback(CheckpointEvery::new(1, dir.to_path_buf(), stand_in_weights))
+        .progress(Progress::Off);
+    let e = trainer.fit(&Dataset::range(0, 5)).unwrap_err().to_string();
+    assert!(e.contains("loss is NaN at step 3"), "{e}");
+    let history = trainer.history();
+    assert_eq!(history.steps.len(), 3);
+    assert_eq!(history.steps[1], (2, 1.0));
+    assert!(history.steps[2].1.is_nan());
+    // No checkpoint of the NaN step.
+    assert_eq!(latest_checkpoint(&*dir).unwrap().unwrap().1.step, 2);
+    // Opting out trains on, as Keras does without TerminateOnNaN.
+    let history = Trainer::new(nan_at_3)
+        .terminate_on_nan(false)
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 5))
+        .unwrap();
+    assert_eq!(history.steps.len(), 5);
+}
+
+#[test]
+fn an_unwritable_curve_fails_before_the_first_step() {
+    let dir = scratch::scratch_dir("fit-curve");
+    let steps = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = steps.clone();
+    let e = Trainer::new(move |i: i64| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        echo(i)
+    })
+    .loss_curve(dir.join("no-such-folder").join("loss.svg"))
+    .progress(Progress::Off)
+    .fit(&Dataset::range(0, 3))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("loss curve cannot be written"), "{e}");
+    assert_eq!(steps.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // Nothing is left behind beside a writable path by the check.
+    let path = dir.join("loss.svg");
+    let p = path.clone();
+    // Losses of ±1e308 made the chart's tick placement loop for ever.
+    let history = bounded::within(10, "fit with a curve of ±1e308", move || {
+        Trainer::new(|i: i64| {
+            let loss = if i % 2 == 0 { 1e308 } else { -1e308 };
+            Ok(Metrics::loss(Tensor::scalar(loss)))
+        })
+        .terminate_on_nan(false)
+        .loss_curve(p)
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 4))
+        .unwrap()
+    });
+    assert_eq!(history.steps.len(), 4);
+    assert!(std::fs::read_to_string(&path).unwrap().contains("</svg>"));
+    assert_eq!(std::fs::read_dir(&*dir).unwrap().count(), 1);
+}
+
+#[test]
+fn checkpoints_beyond_the_resumed_step_are_the_first_to_go() {
+    let dir = scratch::scratch_dir("fit-branch");
+    Trainer::new(echo)
+        .callback(CheckpointEvery::new(2, dir.to_path_buf(), stand_in_weights).keep(3))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 6))
+        .unwrap();
+    // Resumed from step 2 of 2, 4, 6: 4 and 6 belong to the abandoned run
+    // and go first as the run writes 3, 4 (anew) and 5, then 2.
+    let position = TrainPosition::read(dir.join("ckpt-2.json")).unwrap();
+    Trainer::new(echo)
+        .resume_from(position)
+        .callback(CheckpointEvery::new(1, dir.to_path_buf(), stand_in_weights).keep(3))
+        .progress(Progress::Off)
+        .fit(&Dataset::range(0, 5))
+        .unwrap();
+    let json: Vec<String> = checkpoint_files(&dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    assert_eq!(json, ["ckpt-3.json", "ckpt-4.json", "ckpt-5.json"]);
+    assert_eq!(latest_checkpoint(&*dir).unwrap().unwrap().1.step, 5);
 }

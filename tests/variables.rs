@@ -241,3 +241,30 @@ fn variable_arguments_are_typed_by_dtype_shape_and_aliasing() {
         "{sig}"
     );
 }
+
+#[test]
+fn an_optimizer_made_inside_the_step_is_told_to_move_outside() {
+    // The optimizer (and its step count and slots) lives only while the
+    // step is traced: the program then finds its variables gone, and the
+    // error says where optimizers and layers belong.
+    let w = Variable::new(Tensor::scalar(1.0f32));
+    let step = function({
+        let w = w.clone();
+        move || -> Result<Tensor> {
+            let sgd = xlafn::optimizers::Sgd::with_momentum(0.1, 0.9);
+            sgd.minimize(&[&w], || w.read().square())
+        }
+    });
+    // Whichever call first runs without them fails (here the first: the
+    // trace that made them has ended by the time its program runs).
+    let e = match step.call(()) {
+        Ok(_) => step.call(()).unwrap_err(),
+        Err(e) => e,
+    };
+    assert!(matches!(e, Error::FailedPrecondition(_)), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("create optimizers and layers outside the function"),
+        "{text}"
+    );
+}

@@ -636,4 +636,32 @@ fn layout_and_unbuilt_module_errors_say_what_to_do() {
         e.contains("no variables yet") && e.contains("first call"),
         "{e}"
     );
+
+fn a_dimension_beyond_i64_is_refused_not_reported_as_negative() {
+    // The sizes add up (a 0 beside it makes the tensor empty), so only a
+    // bound on each dimension keeps 2^64 - 1 from reading back as -1.
+    let dir = tempfile::tempdir().unwrap();
+    for huge in [u64::MAX, 1u64 << 63] {
+        let header =
+            format!(r#"{{"huge":{{"dtype":"F32","shape":[{huge},0],"data_offsets":[0,0]}}}}"#);
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend(header.as_bytes());
+        let path = dir.path().join(format!("huge-{huge}.safetensors"));
+        std::fs::write(&path, &file).unwrap();
+        let e = err_text(Weights::open(&path));
+        assert!(e.contains(&format!("dimension {huge}")), "{e}");
+        let e = err_text(xlafn::checkpoint::read(&path));
+        assert!(e.contains(&format!("dimension {huge}")), "{e}");
+    }
+    // The largest dimension an i64 holds is still read as itself.
+    let header = format!(
+        r#"{{"big":{{"dtype":"F32","shape":[{},0],"data_offsets":[0,0]}}}}"#,
+        i64::MAX
+    );
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend(header.as_bytes());
+    let path = dir.path().join("big.safetensors");
+    std::fs::write(&path, &file).unwrap();
+    let info = Weights::open(&path).unwrap().info("big").unwrap();
+    assert_eq!(info.dims, vec![i64::MAX, 0]);
 }

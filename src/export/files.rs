@@ -171,13 +171,7 @@ fn create_new(at: &Path, path: &Path) -> Result<File> {
 /// or to names that differ only in their extension) never share one, and
 /// nobody can plant a file under it in advance to make the write fail.
 pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::Value(format!("{}: not a file name", path.display())))?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".{}.tmp", unpredictable_suffix()));
-    let temp = path.with_file_name(temp_name);
+    let temp = temp_beside(path)?;
     // Errors name the file the caller asked for, not the temporary one.
     let mut file = create_new(&temp, path)?;
     let written = file
@@ -203,6 +197,45 @@ pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `dir/.<name>.<unpredictable suffix>.tmp` for `path = dir/name`: the
+/// temporary file [`replace`] and [`replace_streaming`] write first.
+fn temp_beside(path: &Path) -> Result<std::path::PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::Value(format!("{}: not a file name", path.display())))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.tmp", unpredictable_suffix()));
+    Ok(path.with_file_name(temp_name))
+}
+
+/// [`replace`] for a file written a piece at a time (a metrics log): a new
+/// file is created beside `path` (`create_new`, so nothing planted there
+/// is followed) and renamed over `path` at once, empty; the returned
+/// handle is that file, so every later write goes to the file this call
+/// made, never through a link or into a FIFO planted at `path` (a link,
+/// FIFO or file there is replaced, not opened).
+pub(crate) fn replace_streaming(path: &Path) -> Result<File> {
+    let temp = temp_beside(path)?;
+    let file = create_new(&temp, path)?;
+    if let Err(e) = std::fs::rename(&temp, path) {
+        // The temporary file is this call's own (`create_new` made it).
+        let _ = std::fs::remove_file(&temp);
+        return Err(io("cannot write", path, e));
+    }
+    Ok(file)
+}
+
+/// Checks that a file can be created beside `path` (its folder exists and
+/// is writable) by creating and removing an empty temporary file there:
+/// for outputs written at the end of a long run, so that a bad path fails
+/// before the run rather than after it. `path` itself is not touched.
+pub(crate) fn check_writable(path: &Path) -> Result<()> {
+    let temp = temp_beside(path)?;
+    create_new(&temp, path)?;
+    std::fs::remove_file(&temp).map_err(|e| io("cannot write", path, e))
 }
 
 /// `<pid>-<counter>-<16 hex digits>`: the hex digits come from std's

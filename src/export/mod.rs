@@ -103,6 +103,20 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
     files::replace(path, bytes)
 }
 
+/// Creates the file `path` for writing a piece at a time, replacing what
+/// is there as [`replace_file`] does (a new file beside it, renamed over
+/// it at once): the handle writes to that new file, never through a link
+/// or into a FIFO planted at `path`.
+pub(crate) fn replace_file_streaming(path: &Path) -> Result<std::fs::File> {
+    files::replace_streaming(path)
+}
+
+/// Errors unless a file can be created beside `path` (checked by making
+/// and removing a temporary one); `path` itself is left alone.
+pub(crate) fn check_writable(path: &Path) -> Result<()> {
+    files::check_writable(path)
+}
+
 fn spec_json(name: &str, spec: &TensorSpec) -> SpecJson {
     SpecJson {
         name: name.to_string(),

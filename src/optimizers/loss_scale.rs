@@ -31,7 +31,8 @@ use std::borrow::Borrow;
 /// `keras.optimizers.LossScaleOptimizer`).
 ///
 /// Defaults are Keras': initial scale `2^15`, doubled after 2000 finite
-/// steps in a row, halved at every step with a non-finite gradient (and
+/// steps in a row (unless doubling would overflow float32: the scale is
+/// then kept), halved at every step with a non-finite gradient (and
 /// never below 1, as `tf.keras`' floor keeps it).
 ///
 /// [`Optimizer::minimize`] scales the loss itself and returns the loss
@@ -67,19 +68,28 @@ impl<O: Optimizer> LossScaleOptimizer<O> {
         LossScaleOptimizer::with_options(inner, 32768.0, 2000)
     }
 
-    /// Scale starting at `initial_scale` (positive, finite), doubled after
+    /// Scale starting at `initial_scale`, doubled after
     /// `dynamic_growth_steps` (at least 1) finite steps in a row.
+    ///
+    /// The scale is kept as a float32 variable, so `initial_scale` must be
+    /// a positive normal float32 (about 1.2e-38 to 3.4e38) once converted:
+    /// `1e300` would become infinity (every step skipped for ever) and
+    /// `1e-50` zero (every gradient divided by zero).
     pub fn with_options(
         inner: O,
         initial_scale: f64,
         dynamic_growth_steps: i64,
     ) -> Result<LossScaleOptimizer<O>> {
-        if !(initial_scale.is_finite() && initial_scale > 0.0) || dynamic_growth_steps < 1 {
+        let scale32 = initial_scale as f32;
+        if !(scale32.is_normal() && scale32 > 0.0) || dynamic_growth_steps < 1 {
             return Err(Error::invalid(
                 "LossScaleOptimizer",
                 format!(
-                    "needs a positive finite initial scale and dynamic_growth_steps >= 1, got \
-                     {initial_scale} and {dynamic_growth_steps}"
+                    "needs an initial scale that is a positive finite float32 (from {:e} to \
+                     {:e}) and dynamic_growth_steps >= 1, got {initial_scale} (as float32: \
+                     {scale32}) and {dynamic_growth_steps}",
+                    f32::MIN_POSITIVE,
+                    f32::MAX
                 ),
             ));
         }
@@ -168,7 +178,11 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
         let grow = counter.eq_scalar(self.growth_steps - 1)?;
         let zero = counter.zeros_like()?;
         let halved = scale.mul_scalar(0.5)?.maximum_scalar(1.0)?;
-        let kept = grow.where_(&scale.mul_scalar(2.0)?, &scale)?;
+        // Doubling the largest scales overflows float32: the scale then
+        // stays (TensorFlow assigns a grown scale only when it is finite).
+        let doubled = scale.mul_scalar(2.0)?;
+        let doubled = doubled.is_finite()?.where_(&doubled, &scale)?;
+        let kept = grow.where_(&doubled, &scale)?;
         let next = grow.where_(&zero, &counter.add_scalar(1i64)?)?;
         self.scale.assign(&finite.where_(&kept, &halved)?)?;
         self.counter.assign(&finite.where_(&next, &zero)?)

@@ -1,5 +1,6 @@
 //! Layer: runtime, the bottom, so that every layer can note spans (it
-//! imports only `error`, and `libc` for the exit hook). Profiles: a
+//! imports only `error`, `libc` for the exit hook, and the crate's one
+//! file writer, `export::replace_file`, which itself needs only `error`). Profiles: a
 //! timeline of what xlafn did, written as a Chrome trace
 //! JSON file that Perfetto (ui.perfetto.dev) and `chrome://tracing` open.
 //!
@@ -160,6 +161,10 @@ pub fn span(name: &'static str) -> Span {
 /// [`finish`](Profile::finish) (or drop), then writes the spans recorded
 /// meanwhile, on every thread, to its file.
 ///
+/// The file (and `XLAFN_PROFILE`'s) is written as every file of the crate
+/// is: a new file beside the path, synced, renamed over it, so a link or
+/// FIFO at the path is replaced, never followed or waited on.
+///
 /// ```
 /// # use xlafn::prelude::*;
 /// let dir = std::env::temp_dir().join(format!("xlafn-doc-profile-{}", std::process::id()));
@@ -258,7 +263,7 @@ fn write_events(path: &std::path::Path, events: &[Event]) -> Result<()> {
         "traceEvents": trace_events,
         "displayTimeUnit": "ms",
     });
-    std::fs::write(path, document.to_string()).map_err(|e| {
+    crate::export::replace_file(path, document.to_string().as_bytes()).map_err(|e| {
         Error::Value(format!(
             "cannot write the profile to {}: {e}",
             path.display()

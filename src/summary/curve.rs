@@ -27,7 +27,15 @@ const COLORS: [RGBColor; 7] = [
 /// A point with a non-finite coordinate is skipped and breaks its line
 /// (a NaN loss shows as a gap, not as a line to somewhere). With no
 /// series, or no finite point in any, there is nothing to draw: an
-/// `Error::Value`.
+/// `Error::Value`. The axes span the finite points, clamped to
+/// ±[`AXIS_LIMIT`] and widened to at least a millionth of their
+/// magnitude: plotters' tick placement never ends on a range whose span
+/// overflows (±1e308) or vanishes next to its values (1e16 to 1e16 + 2),
+/// so a point beyond the limit is drawn at the frame instead.
+///
+/// The picture is drawn in memory and written as every file of the crate
+/// is (a new file beside `path`, synced, renamed over it): a link or a
+/// FIFO at `path` is replaced, never followed or waited on.
 ///
 /// ```
 /// let path = std::env::temp_dir().join(format!("xlafn-curve-doc-{}.svg", std::process::id()));
@@ -50,14 +58,33 @@ pub fn write_curve_svg(
             series.len()
         ))
     })?;
-    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    let mut svg = String::new();
+    draw(&mut svg, title, series, x_range, y_range).map_err(|e| fail(&e))?;
+    crate::export::replace_file(path, svg.as_bytes())
+}
+
+/// The largest magnitude an axis reaches (1e300): far beyond any metric,
+/// and small enough that a span between -1e300 and 1e300, padded, and
+/// plotters' powers of ten of it stay finite.
+pub const AXIS_LIMIT: f64 = 1e300;
+
+/// Draws the chart into `svg`.
+fn draw(
+    svg: &mut String,
+    title: &str,
+    series: &[(&str, &[(f64, f64)])],
+    x_range: Range<f64>,
+    y_range: Range<f64>,
+) -> std::result::Result<(), String> {
+    let fail = |e: &dyn fmt::Display| e.to_string();
+    let root = SVGBackend::with_string(svg, (800, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(64)
-        .build_cartesian_2d(x_range, y_range)
+        .build_cartesian_2d(x_range.clone(), y_range.clone())
         .map_err(|e| fail(&e))?;
     chart
         .configure_mesh()
@@ -67,7 +94,18 @@ pub fn write_curve_svg(
         .map_err(|e| fail(&e))?;
     for (i, (name, points)) in series.iter().enumerate() {
         let style = COLORS[i % COLORS.len()].stroke_width(2);
-        let runs = finite_runs(points);
+        // Points beyond the axes (beyond `AXIS_LIMIT`) sit on the frame:
+        // plotters' pixel arithmetic overflows far outside it.
+        let clamp = |(x, y): (f64, f64)| {
+            (
+                x.clamp(x_range.start, x_range.end),
+                y.clamp(y_range.start, y_range.end),
+            )
+        };
+        let runs: Vec<Vec<(f64, f64)>> = finite_runs(points)
+            .into_iter()
+            .map(|run| run.into_iter().map(clamp).collect())
+            .collect();
         let singles: Vec<(f64, f64)> = runs.iter().filter(|r| r.len() == 1).map(|r| r[0]).collect();
         chart
             .draw_series(runs.into_iter().map(|run| PathElement::new(run, style)))
@@ -116,25 +154,27 @@ fn ranges(series: &[(&str, &[(f64, f64)])]) -> Option<(Range<f64>, Range<f64>)> 
     Some((x, y))
 }
 
-/// `[min, max]` of `values` widened by 5% each side, or by 1 around a
-/// single value, since plotters cannot scale an empty range.
+/// `[min, max]` of `values` (clamped to ±[`AXIS_LIMIT`]) widened by 5%
+/// each side, and to at least a millionth of its magnitude (by half the
+/// magnitude, at least 1, around a single value), since plotters cannot scale an empty range nor one
+/// narrower than the precision of its ends.
 fn padded(values: impl Iterator<Item = f64>) -> Option<Range<f64>> {
-    let (lo, hi) = values.fold(None, |acc: Option<(f64, f64)>, v| match acc {
-        None => Some((v, v)),
-        Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
-    })?;
+    let (lo, hi) = values.map(|v| v.clamp(-AXIS_LIMIT, AXIS_LIMIT)).fold(
+        None,
+        |acc: Option<(f64, f64)>, v| match acc {
+            None => Some((v, v)),
+            Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+        },
+    )?;
+    let magnitude = lo.abs().max(hi.abs());
     let pad = if hi > lo {
-        (hi - lo) * 0.05
+        // 1e-200 keeps subnormal spans out of plotters' arithmetic.
+        let least = (magnitude * 1e-6).max(1e-200);
+        ((hi - lo) * 0.05).max((least - (hi - lo)) / 2.0)
     } else {
-        lo.abs().max(1.0) * 0.5
+        magnitude.max(1.0) * 0.5
     };
-    let range = lo - pad..hi + pad;
-    // Near f64::MAX the padding overflows: keep the bare range there.
-    Some(if range.start.is_finite() && range.end.is_finite() {
-        range
-    } else {
-        lo..hi
-    })
+    Some(lo - pad..hi + pad)
 }
 
 #[cfg(test)]

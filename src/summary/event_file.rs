@@ -68,7 +68,9 @@ impl EventWriter {
     /// Creates `logdir` if missing and a new event file in it, named
     /// `events.out.tfevents.{unix seconds}.{host}.{pid}.{n}` (`n` counts
     /// the writers of this process, so two made in the same second do not
-    /// collide), and writes the file-version event.
+    /// collide), and writes the file-version event. The file is created
+    /// new (`O_CREAT | O_EXCL`): a file, link or FIFO planted under its
+    /// name is an error, never followed, truncated or waited on.
     pub fn create(logdir: impl AsRef<Path>) -> Result<EventWriter> {
         let logdir = logdir.as_ref();
         std::fs::create_dir_all(logdir)
@@ -196,9 +198,11 @@ pub enum EventWhat {
 
 /// Reads every event of an event file, checking both CRCs of every record.
 ///
-/// A corrupt record is an `Error::Io` of kind `InvalidData`, a truncated
-/// one of kind `UnexpectedEof`; either names the record's index and byte
-/// offset. A file being written may end in a partial record: read it
+/// Only a regular file is read (a final symlink is followed; a FIFO or a
+/// device is an error, not a wait). A corrupt record (or one longer than
+/// [`MAX_RECORD_BYTES`](super::MAX_RECORD_BYTES)) is an `Error::Io` of
+/// kind `InvalidData`, a truncated one of kind `UnexpectedEof`; either
+/// names the record's index and byte offset. A file being written may end in a partial record: read it
 /// after the writer's [`flush`](EventWriter::flush).
 pub fn read_events(path: impl AsRef<Path>) -> Result<Vec<Event>> {
     let path = path.as_ref();

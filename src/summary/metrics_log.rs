@@ -27,6 +27,11 @@ enum Format {
 ///   a comma, a quote or a line break are quoted as RFC 4180 says.
 ///
 /// A name may not be `step` nor appear twice in one row.
+///
+/// The file is created as every file of the crate is written: a new file
+/// beside `path`, renamed over it at once, then written through the
+/// handle. Whatever was at `path` (a file, a symlink, a FIFO) is
+/// replaced, never followed, opened or waited on.
 /// Writes are buffered; [`flush`](MetricsLog::flush) writes them out, as
 /// does dropping the log (where an error can only be logged).
 ///
@@ -60,19 +65,18 @@ impl std::fmt::Debug for MetricsLog {
 }
 
 impl MetricsLog {
-    /// Creates (or truncates) `path` as a JSON-lines log.
+    /// Creates (or replaces) `path` as a JSON-lines log.
     pub fn json_lines(path: impl AsRef<Path>) -> Result<MetricsLog> {
         MetricsLog::create(path.as_ref(), Format::JsonLines)
     }
 
-    /// Creates (or truncates) `path` as a CSV log.
+    /// Creates (or replaces) `path` as a CSV log.
     pub fn csv(path: impl AsRef<Path>) -> Result<MetricsLog> {
         MetricsLog::create(path.as_ref(), Format::Csv)
     }
 
     fn create(path: &Path, format: Format) -> Result<MetricsLog> {
-        let file =
-            File::create(path).map_err(|e| Error::io("cannot create metrics log", path, e))?;
+        let file = crate::export::replace_file_streaming(path)?;
         Ok(MetricsLog {
             out: BufWriter::new(file),
             path: path.to_path_buf(),

@@ -38,7 +38,8 @@ mod metrics_log;
 mod proto;
 mod record;
 
-pub use curve::write_curve_svg;
+pub use curve::{AXIS_LIMIT, write_curve_svg};
 pub use event_file::{Event, EventWhat, EventWriter, read_events};
 pub use histogram::{Histogram, default_bucket_limits};
 pub use metrics_log::MetricsLog;
+pub use record::MAX_RECORD_BYTES;

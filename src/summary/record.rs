@@ -2,13 +2,15 @@
 //! is its length (u64, little-endian), the masked CRC-32C of those 8 bytes,
 //! the data, and the masked CRC-32C of the data.
 //!
-//! The reader trusts nothing in the file: both checksums of every record
-//! are checked, and a length is checked against what is left of the file
-//! before anything is allocated for it, so a corrupt or hostile file is an
-//! error naming the record and its byte offset, never a panic or an
-//! absurd allocation.
+//! The reader trusts nothing in the file: it opens only a regular file
+//! (a FIFO or device would block or never end), both checksums of every
+//! record are checked, and a length is checked against
+//! [`MAX_RECORD_BYTES`] and against what is left of the file before
+//! anything is allocated for it, so a corrupt or hostile file (a sparse
+//! one whose size is as large as its forged length, say) is an error
+//! naming the record and its byte offset, never a panic or an absurd
+//! allocation.
 
-use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
@@ -25,6 +27,11 @@ const HEADER_LEN: u64 = 12;
 
 /// Bytes after a record's data: the data's CRC.
 const FOOTER_LEN: u64 = 4;
+
+/// The largest record read (256 MiB). An event is a summary of a few
+/// values, a histogram or at most an image or a graph: far below this,
+/// and a length beyond it is damage, refused before any allocation.
+pub const MAX_RECORD_BYTES: u64 = 256 << 20;
 
 /// The masked CRC-32C of `bytes`. TFRecord masks (rotates and offsets)
 /// its checksums because a CRC of data that itself holds CRCs is weak.
@@ -47,11 +54,9 @@ pub(crate) fn encode_record(data: &[u8]) -> Vec<u8> {
 /// Reads every record of a TFRecord file, checked, as `(byte offset,
 /// data)` pairs; the offset lets a caller's own errors name the record.
 pub(crate) fn read_records(path: &Path) -> Result<Vec<(u64, Vec<u8>)>> {
-    let file = File::open(path).map_err(|e| Error::io("cannot open event file", path, e))?;
-    let size = file
-        .metadata()
-        .map_err(|e| Error::io("cannot read event file", path, e))?
-        .len();
+    // A user names this file: a final symlink is followed, but only a
+    // regular file is read (`O_NONBLOCK` open, then `fstat`).
+    let (file, size) = crate::export::open_regular_file(path)?;
     let mut reader = RecordReader {
         input: BufReader::new(file),
         size,
@@ -125,6 +130,12 @@ impl<R: Read> RecordReader<R> {
             return Err(truncated(format!(
                 "length {length} runs past the end of the file ({left} bytes left)"
             )));
+        }
+        if length > MAX_RECORD_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("length {length} is over the {MAX_RECORD_BYTES} bytes a record may have"),
+            ));
         }
         Ok(length)
     }

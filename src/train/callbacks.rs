@@ -53,19 +53,56 @@ pub struct TrainPosition {
     pub step: u64,
 }
 
+/// The largest step or epoch count a position may hold (2^53): steps are
+/// logged as `f64` (and TensorBoard steps as `i64`), which count exactly
+/// up to 2^53, and no run comes near it, so a larger number is a damaged
+/// or forged file, refused before the loop's counters could wrap.
+pub const MAX_POSITION: u64 = 1 << 53;
+
 impl TrainPosition {
     /// Reads a position file written beside a checkpoint. The file is
-    /// untrusted input: one that does not parse is an error naming it.
+    /// untrusted input: one that does not parse, or holds a count above
+    /// [`MAX_POSITION`] or more steps in the epoch than in the run, is an
+    /// error naming it.
     pub fn read(path: impl AsRef<Path>) -> Result<TrainPosition> {
         let path = path.as_ref();
         // A position is a few numbers: a larger file is not one.
         let bytes = crate::export::read_regular_file(path, 64 << 10)?;
-        serde_json::from_slice(&bytes).map_err(|e| {
+        let position: TrainPosition = serde_json::from_slice(&bytes).map_err(|e| {
             Error::Value(format!(
                 "train: {} is not a training position: {e}",
                 path.display()
             ))
-        })
+        })?;
+        position.check().map_err(|m| {
+            Error::Value(format!(
+                "train: {} is not a valid training position: {m}",
+                path.display()
+            ))
+        })?;
+        Ok(position)
+    }
+
+    /// Why this position cannot be one a run reached, if it cannot.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        for (name, value) in [
+            ("epoch", self.epoch),
+            ("step_in_epoch", self.step_in_epoch),
+            ("step", self.step),
+        ] {
+            if value > MAX_POSITION {
+                return Err(format!(
+                    "{name} {value} is above the largest count a run keeps ({MAX_POSITION})"
+                ));
+            }
+        }
+        if self.step_in_epoch > self.step {
+            return Err(format!(
+                "{} steps in the epoch, more than the run's {}",
+                self.step_in_epoch, self.step
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -76,6 +113,15 @@ type SaveFn = Box<dyn FnMut(&Path) -> Result<()>>;
 /// newest `keep` (`tf.train.CheckpointManager`'s `max_to_keep`). `save`
 /// writes the file: usually `checkpoint::save_training(&model,
 /// &optimizer, path)`.
+///
+/// The checkpoints already in `dir` when a run begins (a resumed run's)
+/// count toward `keep`, as `CheckpointManager` recovers its list, so a
+/// restarted run does not leave `keep` more behind each time; any beyond
+/// the step the run starts at (it resumed from an older one) are the
+/// first to go. The position file is written as every file of the crate
+/// is (a new file renamed into place): a link planted at its name is
+/// replaced, never written through, and a crash leaves the old file or
+/// the new one.
 pub struct CheckpointEvery {
     every: u64,
     dir: PathBuf,
@@ -107,6 +153,18 @@ impl CheckpointEvery {
         self
     }
 
+    /// The steps of the checkpoints in the folder, in the order they go
+    /// when `keep` is exceeded: any beyond `step` (the run resumes before
+    /// them, so they belong to a run it abandons) first, then the oldest.
+    fn existing(&self, step: u64) -> Result<Vec<u64>> {
+        let mut steps = checkpoint_steps(&self.dir)?;
+        steps.sort_unstable_by_key(|&s| (s <= step, s));
+        if let Some(&newer) = steps.first().filter(|&&s| s > step) {
+            tracing::warn!(target: "xlafn::train", "{} holds checkpoints beyond step {step}, where this run starts (ckpt-{newer}, ...): they are removed first as new ones are kept", self.dir.display());
+        }
+        Ok(steps)
+    }
+
     fn write(&mut self, state: &TrainState, next_epoch: bool) -> Result<()> {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| Error::io("train: cannot create", &self.dir, e))?;
@@ -121,7 +179,7 @@ impl CheckpointEvery {
         // The position is written last: a checkpoint without one is
         // incomplete and `latest_checkpoint` passes it over.
         let path = self.dir.join(format!("ckpt-{}.json", state.step));
-        std::fs::write(&path, json).map_err(|e| Error::io("train: cannot write", &path, e))?;
+        crate::export::replace_file(&path, &json)?;
         self.saved.retain(|s| *s != state.step);
         self.saved.push(state.step);
         while self.saved.len() > self.keep {
@@ -135,6 +193,11 @@ impl CheckpointEvery {
 }
 
 impl Callback for CheckpointEvery {
+    fn on_train_begin(&mut self, state: &TrainState) -> Result<()> {
+        self.saved = self.existing(state.step)?;
+        Ok(())
+    }
+
     fn on_step_end(&mut self, state: &TrainState, _metrics: &[(String, f64)]) -> Result<Control> {
         if state.step % self.every == 0 {
             self.write(state, false)?;
@@ -143,41 +206,72 @@ impl Callback for CheckpointEvery {
     }
 }
 
-/// The newest complete checkpoint in `dir` (its weights file and the
-/// position to resume from), if any. The position file is untrusted
-/// input: one that does not parse is an error naming it.
-pub fn latest_checkpoint(dir: impl AsRef<Path>) -> Result<Option<(PathBuf, TrainPosition)>> {
-    let dir = dir.as_ref();
+/// The step of a checkpoint position file's name, `ckpt-<step>.json`,
+/// where `<step>` is ASCII digits without leading zeros, as the callback
+/// writes it (`str::parse` would also take `+7` or `007`, names whose
+/// step then points at another file).
+fn position_step(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("ckpt-")?.strip_suffix(".json")?;
+    let canonical = digits == "0" || !digits.starts_with('0');
+    if digits.is_empty() || !canonical || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The steps of the position files in `dir` whose weights file is there
+/// too (none when `dir` does not exist).
+fn checkpoint_steps(dir: &Path) -> Result<Vec<u64>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io("train: cannot list", dir, e)),
     };
-    let newest = entries
+    Ok(entries
         .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("ckpt-")?
-                .strip_suffix(".json")?
-                .parse::<u64>()
-                .ok()
-        })
+        .filter_map(|e| position_step(e.file_name().to_str()?))
         .filter(|step| dir.join(format!("ckpt-{step}.safetensors")).is_file())
-        .max();
-    let Some(step) = newest else { return Ok(None) };
-    let path = dir.join(format!("ckpt-{step}.json"));
-    let position = TrainPosition::read(&path)?;
-    if position.step != step {
-        return Err(Error::Value(format!(
-            "train: {} says step {}, its name step {step}",
-            path.display(),
-            position.step
-        )));
+        .collect())
+}
+
+/// The newest complete checkpoint in `dir` (its weights file and the
+/// position to resume from), if any.
+///
+/// Position files are untrusted input, and the newest may be damaged (a
+/// crash mid-write on a filesystem without atomic renames, a truncated
+/// copy): one that does not parse, holds an impossible position or names
+/// a step other than its file name's is passed over with a warning, and
+/// the newest valid one is used, as an older checkpoint is still a good
+/// place to resume. Only when none is valid is the newest one's problem
+/// the error (starting afresh silently would hide the damage). Names
+/// other than `ckpt-<digits>.json` are ignored.
+pub fn latest_checkpoint(dir: impl AsRef<Path>) -> Result<Option<(PathBuf, TrainPosition)>> {
+    let dir = dir.as_ref();
+    let mut steps = checkpoint_steps(dir)?;
+    steps.sort_unstable_by(|a, b| b.cmp(a));
+    let mut newest_error = None;
+    for step in steps {
+        let path = dir.join(format!("ckpt-{step}.json"));
+        let problem = match TrainPosition::read(&path) {
+            Ok(position) if position.step == step => {
+                if let Some(e) = &newest_error {
+                    tracing::warn!(target: "xlafn::train", "resuming from the older checkpoint {}: {e}", path.display());
+                }
+                return Ok(Some((
+                    dir.join(format!("ckpt-{step}.safetensors")),
+                    position,
+                )));
+            }
+            Ok(position) => Error::Value(format!(
+                "train: {} says step {}, its name step {step}",
+                path.display(),
+                position.step
+            )),
+            Err(e) => e,
+        };
+        newest_error.get_or_insert(problem);
     }
-    Ok(Some((
-        dir.join(format!("ckpt-{step}.safetensors")),
-        position,
-    )))
+    newest_error.map_or(Ok(None), Err)
 }
 
 /// Stops when an epoch metric has not improved for `patience` epochs
@@ -230,5 +324,27 @@ impl Callback for EarlyStopping {
             return Ok(Control::Stop);
         }
         Ok(Control::Continue)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::position_step;
+
+    #[test]
+    fn position_names_are_canonical_digits() {
+        assert_eq!(position_step("ckpt-0.json"), Some(0));
+        assert_eq!(position_step("ckpt-12.json"), Some(12));
+        for stray in [
+            "ckpt-+7.json",
+            "ckpt-007.json",
+            "ckpt-.json",
+            "ckpt--1.json",
+            "ckpt- 7.json",
+            "ckpt-7.json.tmp",
+            "ckpt-99999999999999999999.json",
+        ] {
+            assert_eq!(position_step(stray), None, "{stray}");
+        }
     }
 }

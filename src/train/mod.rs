@@ -47,7 +47,8 @@ mod callbacks;
 mod progress;
 
 pub use callbacks::{
-    Callback, CheckpointEvery, Control, EarlyStopping, TrainPosition, latest_checkpoint,
+    Callback, CheckpointEvery, Control, EarlyStopping, MAX_POSITION, TrainPosition,
+    latest_checkpoint,
 };
 pub use progress::Progress;
 
@@ -173,6 +174,8 @@ pub struct Trainer<B> {
     curve: Option<PathBuf>,
     histograms: Vec<(String, crate::Variable)>,
     start: TrainPosition,
+    terminate_on_nan: bool,
+    last: History,
 }
 
 impl<B: Send + 'static> Trainer<B> {
@@ -190,6 +193,8 @@ impl<B: Send + 'static> Trainer<B> {
             curve: None,
             histograms: Vec::new(),
             start: TrainPosition::default(),
+            terminate_on_nan: true,
+            last: History::default(),
         }
     }
 
@@ -270,7 +275,11 @@ impl<B: Send + 'static> Trainer<B> {
     }
 
     /// Draws the loss curve (the first metric per step, and the epochs'
-    /// `val_` value of it) as an SVG picture at the end of the run.
+    /// `val_` value of it) as an SVG picture at the end of the run. The
+    /// picture is written as [`write_curve_svg`] writes (a new file renamed
+    /// over `path`; a link there is replaced, not followed), and `fit`
+    /// checks before the first step that a file can be created there, so
+    /// a bad path fails at once rather than after the last epoch.
     pub fn loss_curve(mut self, path: impl Into<PathBuf>) -> Self {
         self.curve = Some(path.into());
         self
@@ -285,20 +294,56 @@ impl<B: Send + 'static> Trainer<B> {
         self
     }
 
+    /// Whether a step whose first metric (the loss) is NaN or infinite
+    /// stops the run with an error (the default, as Keras'
+    /// `TerminateOnNaN` stops it: the steps after it would only train on
+    /// NaN weights). The step is still logged, but no callback runs after
+    /// it, so no checkpoint of the NaN weights is written. `false` trains
+    /// on, as Keras does without the callback.
+    pub fn terminate_on_nan(mut self, terminate: bool) -> Self {
+        self.terminate_on_nan = terminate;
+        self
+    }
+
+    /// What the last [`fit`](Trainer::fit) did, also when it failed (a
+    /// NaN loss, a callback's error): the epochs it completed and every
+    /// step's loss up to the failure.
+    pub fn history(&self) -> &History {
+        &self.last
+    }
+
     /// Runs the loop over `data`, one pass per epoch (see
     /// [`Dataset::iter_epoch`]). An error from the data, a step or a
-    /// callback stops the run and is returned; what was logged so far is
-    /// flushed first.
+    /// callback (or a NaN loss, see
+    /// [`terminate_on_nan`](Trainer::terminate_on_nan)) stops the run and
+    /// is returned; what was logged so far is flushed first, and the
+    /// history so far stays readable as [`history`](Trainer::history).
+    ///
+    /// Metric names are checked at every step: two metrics of one
+    /// name (a step's and a [`log_scalar`](Trainer::log_scalar)'s, say)
+    /// would be merged into one mean, so they are an error naming it, as
+    /// are `epoch` and `step`, the names of the log's own columns (Keras'
+    /// `History` keeps `epoch` apart from the metrics, too).
     pub fn fit(&mut self, data: &Dataset<B>) -> Result<History> {
+        self.last = History::default();
         if !self.histograms.is_empty() && self.events.is_none() {
             return Err(Error::FailedPrecondition(
                 "train: histograms go to TensorBoard files; add .tensorboard(dir)".into(),
             ));
         }
         check_position(&self.start, data.cardinality())?;
+        if let Some(path) = &self.curve {
+            crate::export::check_writable(path).map_err(|e| {
+                Error::Value(format!(
+                    "train: the loss curve cannot be written to {}: {e}",
+                    path.display()
+                ))
+            })?;
+        }
         let mut history = History::default();
         let result = self.run(data, &mut history);
         let flushed = self.finish(&history);
+        self.last = history.clone();
         result.and(flushed).map(|_| history)
     }
 
@@ -342,7 +387,12 @@ impl<B: Send + 'static> Trainer<B> {
         state.step_in_epoch = skip;
         for batch in data.iter_epoch(state.epoch).skip(skip as usize) {
             let metrics = (self.step)(batch?)?;
-            state.step += 1;
+            // Bounded by `MAX_POSITION` at the start; checked all the same,
+            // since a wrapped count would resume at a wrong place.
+            state.step = state
+                .step
+                .checked_add(1)
+                .ok_or_else(|| Error::Value("train: the step count overflows u64".to_string()))?;
             state.step_in_epoch += 1;
             // Read at once: a callback after step k (a checkpoint) must
             // see the model as step k left it.
@@ -379,12 +429,24 @@ impl<B: Send + 'static> Trainer<B> {
         for (name, f) in &mut self.scalars {
             values.push((name.clone(), f(state)?));
         }
+        check_metric_names(&values, "")?;
         if let Some((_, first)) = values.first() {
             history.steps.push((state.step, *first));
         }
         means.add(&values);
         bar.step(&means.means());
         self.report_step(state, &values)?;
+        if let Some((name, first)) = values.first()
+            && self.terminate_on_nan
+            && !first.is_finite()
+        {
+            return Err(Error::Value(format!(
+                "train: {name} is {first} at step {} (epoch {}); stopped, as Keras' \
+                 TerminateOnNaN stops (the history so far is Trainer::history; \
+                 .terminate_on_nan(false) trains on)",
+                state.step, state.epoch
+            )));
+        }
         let mut control = Control::Continue;
         for callback in &mut self.callbacks {
             if callback.on_step_end(state, &values)? == Control::Stop {
@@ -435,7 +497,18 @@ impl<B: Send + 'static> Trainer<B> {
         };
         let mut means = RunningMeans::default();
         for batch in data.iter_epoch(epoch) {
-            means.add(&step(batch?)?.read()?);
+            let values = step(batch?)?.read()?;
+            check_metric_names(&values, "evaluation ")?;
+            means.add(&values);
+        }
+        for (name, _) in means.means() {
+            let val = format!("val_{name}");
+            if logs.get(&val).is_some() {
+                return Err(Error::Value(format!(
+                    "train: the training step logs '{val}', which is also the name of the \
+                     evaluation's '{name}'; name one of them otherwise"
+                )));
+            }
         }
         logs.metrics.extend(
             means
@@ -463,23 +536,54 @@ impl<B: Send + 'static> Trainer<B> {
     }
 }
 
+/// The most steps a resumed run skips in an epoch of a dataset whose
+/// length is infinite or unknown (2^24): resuming skips the steps the
+/// epoch had run, one item at a time, and nothing else bounds a count
+/// read from a (forged or damaged) position file there. Longer epochs of
+/// such data resume from an epoch boundary, or give the data a length
+/// (`take`) so that the count is checked against it instead.
+pub const MAX_UNBOUNDED_SKIP: u64 = 1 << 24;
+
 /// A position to resume from must be one a run over `data` could reach
 /// (the position file is untrusted input: a bogus count must not make the
-/// loop skip forever).
+/// loop skip forever): no count above [`MAX_POSITION`], no more steps in
+/// the epoch than in the run nor than the epoch has (or than
+/// [`MAX_UNBOUNDED_SKIP`] where its length is not known).
 fn check_position(position: &TrainPosition, steps: crate::data::Cardinality) -> Result<()> {
-    let beyond = steps.finite().is_some_and(|n| position.step_in_epoch > n);
-    if position.step_in_epoch > position.step || beyond {
+    let problem = match (position.check(), steps.finite()) {
+        (Err(m), _) => Some(m),
+        (Ok(()), Some(n)) if position.step_in_epoch > n => Some(format!("an epoch has {n} steps")),
+        (Ok(()), None) if position.step_in_epoch > MAX_UNBOUNDED_SKIP => Some(format!(
+            "the data's length is not known, and a resumed run skips at most \
+             {MAX_UNBOUNDED_SKIP} steps of such data"
+        )),
+        _ => None,
+    };
+    if let Some(problem) = problem {
         return Err(Error::Value(format!(
-            "train: cannot resume at step {} of epoch {} (step {} of the run): {}",
-            position.step_in_epoch,
-            position.epoch,
-            position.step,
-            if beyond {
-                format!("an epoch has {} steps", steps.finite().unwrap_or(0))
-            } else {
-                "more steps in the epoch than in the run".to_string()
-            }
+            "train: cannot resume at step {} of epoch {} (step {} of the run): {problem}",
+            position.step_in_epoch, position.epoch, position.step,
         )));
+    }
+    Ok(())
+}
+
+/// Errors on a metric name given twice in one step (their values would be
+/// merged into one mean) and on `epoch` and `step`, the log's own columns.
+fn check_metric_names(values: &[(String, f64)], what: &str) -> Result<()> {
+    for (i, (name, _)) in values.iter().enumerate() {
+        if name == "epoch" || name == "step" {
+            return Err(Error::Value(format!(
+                "train: '{name}' is a reserved column name (the loop logs the {name} itself); \
+                 name the {what}metric otherwise"
+            )));
+        }
+        if values[..i].iter().any(|(n, _)| n == name) {
+            return Err(Error::Value(format!(
+                "train: two {what}metrics are named '{name}' (they would be merged into one \
+                 mean); name them apart"
+            )));
+        }
     }
     Ok(())
 }

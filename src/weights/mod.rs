@@ -189,6 +189,7 @@ impl Weights {
 
     /// Tensor `name`'s dtype and dims, from its header; an error if the
     /// file has no such tensor or a dtype xlafn lacks (the 8-bit floats).
+    /// Dims are exact: opening the file refused any above `i64::MAX`.
     pub fn info(&self, name: &str) -> Result<WeightInfo> {
         let file = self.file_of(name)?;
         let info = file.info(name).expect("listed in the header");

@@ -17,13 +17,53 @@
 //! `load` check it (see `xlafn::export`), text from its manifest is
 //! printed with control characters escaped so it cannot rewrite the
 //! terminal, and outputs are written only as new files unless
-//! `--overwrite` says otherwise. Exit status: 0 on success (also for
-//! `--help` and `--version`), 2 for a malformed command line (clap's
-//! convention), 1 for any other error, with a message naming it.
+//! `--overwrite` says otherwise (`bench`'s `--json` and `--plot` files
+//! replace what is there; a link there is replaced, never written
+//! through). Exit status: 0 on success (also for `--help` and
+//! `--version`), 2 for a malformed command line (clap's convention), 141
+//! when stdout is a pipe its reader closed (`| head`), 1 for any other
+//! error, with a message naming it.
+
+// Before the modules, so that theirs are these too.
+/// `std`'s `println!`, through [`write_stdout`]: a closed pipe ends the
+/// tool quietly instead of panicking.
+macro_rules! println {
+    ($($t:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// `std`'s `print!`, through [`write_stdout`].
+macro_rules! print {
+    ($($t:tt)*) => {
+        $crate::write_stdout(format_args!($($t)*))
+    };
+}
 
 mod expr;
 mod print;
 mod values;
+
+/// The exit status when stdout is a closed pipe (`xlafn run ... | head`):
+/// 141, what a shell reports for a tool that SIGPIPE ended (128 + 13),
+/// the way such a tool ends without Rust's ignored SIGPIPE.
+const CLOSED_PIPE_STATUS: i32 = 141;
+
+/// Writes to stdout. Rust ignores SIGPIPE, so a reader that went away
+/// (`head`) shows as an `EPIPE` error, on which `std`'s `println!`
+/// panics: here it ends the tool at once with [`CLOSED_PIPE_STATUS`] and
+/// no message (nothing is left to say to a reader that left); any other
+/// failure to write is an error message and status 1.
+fn write_stdout(args: std::fmt::Arguments) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(CLOSED_PIPE_STATUS);
+        }
+        eprintln!("xlafn: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
 
 use clap::{Args, Parser, Subcommand};
 use print::{array_json, array_text, p, printable};
@@ -319,8 +359,9 @@ fn bench(dir: &Path, quick: bool, json: Option<&Path>, plot: Option<&Path>) -> R
     println!("(first call: loading and compiling the export, then one call)");
     if let Some(path) = json {
         let doc = serde_json::Value::Array(comparisons.iter().map(Comparison::to_json).collect());
-        std::fs::write(path, doc.to_string())
-            .map_err(|e| Error::Value(format!("cannot write {}: {e}", path.display())))?;
+        // As every file the crate writes: a new file renamed over `path`
+        // (a link there is replaced, not written through).
+        xlafn::export::replace_file(path, doc.to_string().as_bytes())?;
     }
     if let Some(path) = plot {
         xlafn::bench::write_chart(&comparisons, path)?;

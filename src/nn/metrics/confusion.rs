@@ -4,10 +4,12 @@
 //!
 //! Labels are taken as booleans (nonzero is positive); a prediction is
 //! positive at a threshold when it is strictly above it. Predictions are
-//! compared in f32. Keras asserts that predictions lie in `[0, 1]`; here
-//! (a compiled program cannot raise on data) a prediction below 0 is
-//! negative at every threshold and one above 1 positive at every
-//! threshold of [`Auc`] but the last.
+//! compared in f32. Predictions should lie in `[0, 1]` (a compiled program
+//! cannot raise on data); [`Auc`] clips them into it first, as Keras 3's
+//! AUC does, so a score below 0 counts as 0 (positive only at the first
+//! threshold, `-1e-7`) and one above 1 as 1 (positive at every threshold
+//! but the last, `1 + 1e-7`). [`Precision`] and [`Recall`] compare the
+//! prediction itself with their one threshold, as Keras' do.
 //!
 //! Layer: part of `nn::metrics` (its helpers), over `tensor` ops and
 //! `variable`.
@@ -362,8 +364,13 @@ impl LabelMetric for Auc {
         let batch = Batch::new("Auc.update_state", y_true, y_pred, sample_weight)?;
         let t = self.thresholds.len() as i64;
         let thresholds = Tensor::from_vec(self.thresholds.clone(), &[1, t])?;
+        // Keras 3 clips to [0, 1] before bucketing: an unclipped score
+        // above `1 + 1e-7` would be positive at every threshold, and one
+        // below `-1e-7` at none, leaving the ROC curve without its ends.
         let positive = batch
             .pred
+            .maximum_scalar(0.0)?
+            .minimum_scalar(1.0)?
             .expand_dims(-1)?
             .gt(&thresholds)?
             .cast(DType::F32)?;
