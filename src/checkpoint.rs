@@ -522,6 +522,14 @@ fn restore_from(
         .filter(|n| !wanted.contains(n))
         .map(str::to_string)
         .collect();
+    if variables.is_empty() && !unused.is_empty() {
+        return fail(
+            "the module has no variables yet: a layer made lazily builds its weights on its \
+             first call; call the model once on an example input (or build its layers with their \
+             sizes) before restoring"
+                .to_string(),
+        );
+    }
     if !allow_unused && !unused.is_empty() {
         let names: Vec<&str> = unused.iter().map(String::as_str).collect();
         return fail(format!(

@@ -602,3 +602,33 @@ fn huge_files_are_judged_by_their_header() {
         },
     );
 }
+
+#[test]
+fn restoring_into_an_unbuilt_layer_says_to_build_it_first() {
+    let key = xlafn::random::key(3).unwrap();
+    let built = xlafn::nn::layers::Lstm::new(2, &key).unwrap();
+    use xlafn::nn::layers::Recurrent;
+    built
+        .run(&Tensor::zeros(&[1, 1, 3], DType::F32), None, None)
+        .unwrap();
+    let path = temp("unbuilt-lstm");
+    checkpoint::save(&built, &path).unwrap();
+    let fresh = xlafn::nn::layers::Lstm::new(2, &key).unwrap();
+    for e in [
+        checkpoint::restore(&fresh, &path).unwrap_err().to_string(),
+        checkpoint::restore_subset(&fresh, &path)
+            .unwrap_err()
+            .to_string(),
+    ] {
+        assert!(
+            e.contains("no variables yet") && e.contains("first call"),
+            "{e}"
+        );
+    }
+    // Built by a first call, it restores.
+    fresh
+        .run(&Tensor::zeros(&[1, 1, 3], DType::F32), None, None)
+        .unwrap();
+    checkpoint::restore(&fresh, &path).unwrap();
+    let _ = std::fs::remove_file(&path);
+}

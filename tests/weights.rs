@@ -636,7 +636,9 @@ fn layout_and_unbuilt_module_errors_say_what_to_do() {
         e.contains("no variables yet") && e.contains("first call"),
         "{e}"
     );
+}
 
+#[test]
 fn a_dimension_beyond_i64_is_refused_not_reported_as_negative() {
     // The sizes add up (a 0 beside it makes the tensor empty), so only a
     // bound on each dimension keeps 2^64 - 1 from reading back as -1.

@@ -1,6 +1,7 @@
 //! Layer: lowering. The precision every `dot_general` and `convolution`
-//! asks of the compiler, as `jax.default_matmul_precision` sets it.
-//! Imports `error`, `ir` and `dtype`.
+//! asks of the compiler, as `jax.default_matmul_precision` sets it, and
+//! the one product that ignores it (`blocked_column_sums`, a sum written
+//! as a product, which must stay exact). Imports `error`, `ir` and `dtype`.
 //!
 //! Why it exists: on the CPU plugin f32 products are always computed in
 //! f32, but XLA's CUDA backend computes an f32 product at the `DEFAULT`
@@ -68,6 +69,25 @@ impl MatmulPrecision {
             "precision_config",
             format!("[#stablehlo<precision {name}>, #stablehlo<precision {name}>]"),
         ))
+    }
+}
+
+impl super::Emitter {
+    /// The column sums of each block of `x` (`[blocks, rows, cols]` to
+    /// `[blocks, cols]`) as a batched product with ones, at full precision
+    /// whatever the program's matmul precision: a sum must not lose bits
+    /// to TF32.
+    pub fn blocked_column_sums(&mut self, x: &super::Val) -> super::Val {
+        let (blocks, rows, cols) = (x.ty.dims[0], x.ty.dims[1], x.ty.dims[2]);
+        let ones = self.constant(
+            crate::ir::Scalar::F64(1.0),
+            crate::dtype::ArraySpec::new(x.ty.dtype, &[blocks, rows]),
+        );
+        let saved = std::mem::replace(&mut self.matmul_precision, MatmulPrecision::Highest);
+        let out = crate::dtype::ArraySpec::new(x.ty.dtype, &[blocks, cols]);
+        let sums = self.dot_general(&ones, x, &[0], &[0], &[1], &[1], out);
+        self.matmul_precision = saved;
+        sums
     }
 }
 
