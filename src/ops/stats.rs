@@ -166,16 +166,24 @@ impl Tensor {
     /// gradient stopped, as TensorFlow does (the derivative of the
     /// variance with respect to the mean is zero there).
     #[track_caller]
+    ///
+    /// Unlike [`Tensor::reduce_variance`], the deviations are taken in the
+    /// input's dtype (their sums are still accumulated in float64): this
+    /// is BatchNorm's statistic, on every training step, where float64
+    /// deviations made W14's ResNet step 12% slower for a gain below one
+    /// ulp (a float32 variance within 1.1 ulp of the exact one on a `[32,
+    /// 16, 16, 16]` activation, where JAX's is within 1).
     pub fn moments(&self, axes: &[i64], keepdims: bool) -> Result<(Tensor, Tensor)> {
         float_only("moments", self)?;
-        let x = statistics_input(self)?;
-        let mean = x.reduce_mean(axes, true)?;
-        let variance = x
+        let mean = self.reduce_mean(axes, true)?;
+        let variance = self
             .sub(&mean.stop_gradient()?)?
             .square()?
             .reduce_mean(axes, true)?;
-        let narrow = |t: &Tensor| squeeze_axes(&t.cast(self.dtype())?, axes, keepdims);
-        Ok((narrow(&mean)?, narrow(&variance)?))
+        Ok((
+            squeeze_axes(&mean, axes, keepdims)?,
+            squeeze_axes(&variance, axes, keepdims)?,
+        ))
     }
 
     /// `tf.math.l2_normalize(x, axis, epsilon)`: `x / sqrt(max(sum(x²),
