@@ -384,7 +384,7 @@ fn plan(
                 v.dims(),
                 weights.info(name)?,
                 plan.info,
-                layout_hint(&plan.info.dims, &v.dims(), plan.info.dtype != v.dtype())
+                layout_hint(&plan.info.dims, v.dims(), plan.info.dtype != v.dtype())
             )));
         }
         if let Some((other, _)) = plans.get(&plan.name) {
