@@ -440,20 +440,8 @@ impl Checkpoint {
         self.file
             .read_exact_at(&mut bytes, self.data_start + start as u64)
             .map_err(|e| io_error("read", &self.path, e))?;
-        normalize_bools(dtype, &mut bytes);
+        crate::dtype::normalize_bools(dtype, &mut bytes);
         Tensor::from_host_bytes(dtype, &dims, &bytes)
-    }
-}
-
-/// Makes every byte of a `bool` array's `bytes` 0 or 1 (nonzero is true):
-/// XLA's booleans are 0 or 1, a file may hold any byte, and XLA computes
-/// with the byte as it is (`logical_not` of a stored 2 would be true). Other
-/// dtypes are left alone. Every reader of files with booleans calls this.
-pub(crate) fn normalize_bools(dtype: DType, bytes: &mut [u8]) {
-    if dtype == DType::Bool {
-        for b in bytes {
-            *b = u8::from(*b != 0);
-        }
     }
 }
 

@@ -475,6 +475,19 @@ impl fmt::Display for ArraySpec {
     }
 }
 
+/// Makes every byte of a `bool` array's `bytes` 0 or 1 (nonzero is true):
+/// XLA's booleans are 0 or 1, a file may hold any byte, and XLA computes
+/// with the byte as it is (`logical_not` of a stored 2 would be true). Other
+/// dtypes are left alone. Every reader of files with booleans calls this
+/// (checkpoints, safetensors and `.npy`/`.npz` decoding).
+pub(crate) fn normalize_bools(dtype: DType, bytes: &mut [u8]) {
+    if dtype == DType::Bool {
+        for b in bytes {
+            *b = u8::from(*b != 0);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

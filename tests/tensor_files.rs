@@ -506,3 +506,28 @@ fn a_missing_file_keeps_its_io_error_as_the_source() {
         "{e}"
     );
 }
+
+#[test]
+fn bool_bytes_other_than_0_and_1_read_as_true() {
+    // A hand-written .npy of bool bytes [0, 1, 2]: NumPy would write only
+    // 0 and 1, a forged file any byte. 2 must read as true, and stay true
+    // under logical_not (false), as the checkpoint reader makes it.
+    let mut header = "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }".to_string();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut file = b"\x93NUMPY\x01\x00".to_vec();
+    file.extend((header.len() as u16).to_le_bytes());
+    file.extend(header.as_bytes());
+    file.extend([0u8, 1, 2]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bools.npy");
+    std::fs::write(&path, &file).unwrap();
+    let t = xlafn::io::read_npy(&path).unwrap();
+    assert_eq!(t.to_vec::<bool>().unwrap(), vec![false, true, true]);
+    assert_eq!(
+        t.logical_not().unwrap().to_vec::<bool>().unwrap(),
+        vec![true, false, false]
+    );
+}

@@ -219,10 +219,10 @@ impl Dataset<HostArray> {
 }
 
 /// A file's array with its booleans made 0 or 1, as the checkpoint reader
-/// makes them (see `checkpoint::normalize_bools`): `.npy` and safetensors
-/// files may hold any byte in a `bool` array.
+/// makes them (see `dtype::normalize_bools`): safetensors files may hold
+/// any byte in a `bool` array (`.npy` decoding normalizes them itself).
 fn with_bools(mut a: HostArray) -> HostArray {
-    crate::checkpoint::normalize_bools(a.dtype, &mut a.bytes);
+    crate::dtype::normalize_bools(a.dtype, &mut a.bytes);
     a
 }
 

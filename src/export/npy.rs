@@ -362,6 +362,7 @@ pub fn decode(bytes: &[u8]) -> Result<HostArray> {
         let scalar = if dtype.is_complex() { width / 2 } else { width };
         bytes.chunks_exact_mut(scalar).for_each(<[u8]>::reverse);
     }
+    crate::dtype::normalize_bools(dtype, &mut bytes);
     Ok(HostArray { dtype, dims, bytes })
 }
 
