@@ -1,37 +1,29 @@
-//! Build script: locate (or fetch) the PJRT CPU plugin and generate the Rust
-//! bindings from the plugin's own `pjrt_c_api.h`.
+//! Build script: the PJRT bindings, and the cfgs that select the GPU
+//! tests. It needs no plugin, no Python and no network: the plugin is
+//! found (and fetched) at run time by `runtime::plugin_store`.
 //!
-//! The plugin checks every argument struct's size, so bindings must come from
-//! the header shipped with the plugin, never from a copy of another version.
-//! For the pinned wheel's header (PJRT C API 0.81) the bindings are shipped
-//! pre-generated (`third_party/pjrt_bindings_0_81.rs`) and used when the
-//! header's sha256 matches `third_party/pjrt_c_api_0_81.h.sha256`, so a
-//! build needs no libclang; any other header goes through bindgen, which
-//! only the `bindgen` cargo feature brings in.
-//! The plugin's path is baked into the crate as its default
-//! (`XLAFN_DEFAULT_PJRT_PLUGIN`); `XLAFN_PJRT_PLUGIN` overrides it at run time.
-//! A documentation build (`DOCS_RS` set, no network) fetches nothing and
-//! uses the pre-generated bindings; such a build cannot run programs.
-
-#[path = "build/plugin.rs"]
-mod plugin;
+//! The bindings for the pinned PJRT C API 0.81 header ship pre-generated
+//! (`third_party/pjrt_bindings_0_81.rs`; the header's sha256 is in
+//! `third_party/pjrt_c_api_0_81.h.sha256`). Only a build for another
+//! plugin's header generates its own: `XLAFN_PJRT_HEADER` names the header
+//! and the `bindgen` feature (which needs libclang) generates from it.
+//! The script watches only files of this package and the variables it
+//! reads, so a second build with nothing changed recompiles nothing.
 
 use std::path::PathBuf;
 
+const PREGENERATED: &str = "third_party/pjrt_bindings_0_81.rs";
+const PREGENERATED_HEADER_SHA256: &str = "third_party/pjrt_c_api_0_81.h.sha256";
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=build/plugin.rs");
-    println!("cargo:rerun-if-changed=third_party/xla-cpu-pjrt.sha256");
     println!("cargo:rerun-if-changed={PREGENERATED}");
     println!("cargo:rerun-if-changed={PREGENERATED_HEADER_SHA256}");
     for var in [
-        "XLAFN_PJRT_PLUGIN",
         "XLAFN_PJRT_HEADER",
-        "XDG_CACHE_HOME",
         "XLAFN_CUDA_PLUGIN",
         "XLAFN_DEVICE",
         "XLAFN_GPU_CHECK",
-        "DOCS_RS",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -58,31 +50,19 @@ fn main() {
         println!("cargo:rustc-cfg=xlafn_gpu_check");
     }
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    if std::env::var_os("DOCS_RS").is_some() {
-        println!("cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN=");
-        println!("cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN_SHA256=");
-        write_pregenerated(&manifest_dir);
-        return;
-    }
-    let located = plugin::locate(&manifest_dir).unwrap_or_else(|msg| fail(&msg));
-    println!("cargo:rerun-if-changed={}", located.header.display());
-    println!(
-        "cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN={}",
-        located.plugin.display()
-    );
-    println!(
-        "cargo:rustc-env=XLAFN_DEFAULT_PJRT_PLUGIN_SHA256={}",
-        located.wheel_sha256.as_deref().unwrap_or("")
-    );
-    if header_is_pinned(&manifest_dir, &located.header) {
-        write_pregenerated(&manifest_dir);
-    } else {
-        generate_bindings(&located.header);
+    match std::env::var_os("XLAFN_PJRT_HEADER").filter(|h| !h.is_empty()) {
+        Some(header) => {
+            let header = PathBuf::from(header);
+            println!("cargo:rerun-if-changed={}", header.display());
+            if header_is_pinned(&manifest_dir, &header) {
+                write_pregenerated(&manifest_dir);
+            } else {
+                generate_bindings(&header);
+            }
+        }
+        None => write_pregenerated(&manifest_dir),
     }
 }
-
-const PREGENERATED: &str = "third_party/pjrt_bindings_0_81.rs";
-const PREGENERATED_HEADER_SHA256: &str = "third_party/pjrt_c_api_0_81.h.sha256";
 
 fn out_file() -> PathBuf {
     PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("pjrt_bindings.rs")

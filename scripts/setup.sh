@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# One-time (idempotent) machine setup for building xlafn on Debian:
-# - python3 with pip, which build.rs uses to fetch the pinned XLA plugin wheel;
-# - libclang (libclang-dev), only when XLAFN_PJRT_PLUGIN names another plugin:
-#   bindgen (xlafn's `bindgen` feature) then reads that plugin's PJRT
-#   header. The pinned wheel's bindings ship pre-generated in third_party/
-#   and need no libclang.
-# The plugin itself is fetched, verified and cached by build.rs on first build.
+# One-time (idempotent) machine setup for xlafn's guided tour and test
+# suite on Debian. Building needs none of it (the PJRT bindings ship in
+# third_party/, the plugin is found at run time):
+# - python3 with pip, with which the first run fetches the pinned XLA CPU
+#   plugin wheel into xlafn's cache (runtime::plugin_store verifies and
+#   unpacks it), and which tests/plugin_fetch.rs drives against a
+#   loopback index;
+# - libclang (libclang-dev), only when XLAFN_PJRT_HEADER names another
+#   plugin's header: bindgen (xlafn's `bindgen` feature) then reads it.
 set -euo pipefail
 
 have_libclang() {
@@ -20,8 +22,8 @@ have_libclang() {
   return 1
 }
 
-if [ -n "${XLAFN_PJRT_PLUGIN:-}" ] && ! have_libclang; then
-  echo "xlafn setup: libclang not found (needed for XLAFN_PJRT_PLUGIN's header); installing Debian's libclang-dev" >&2
+if [ -n "${XLAFN_PJRT_HEADER:-}" ] && ! have_libclang; then
+  echo "xlafn setup: libclang not found (bindgen needs it for XLAFN_PJRT_HEADER); installing Debian's libclang-dev" >&2
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "xlafn setup: cannot install it here (needs root and apt-get)." >&2
     echo "  Install libclang-dev yourself, or set LIBCLANG_PATH to a folder with libclang.so." >&2
@@ -32,8 +34,9 @@ if [ -n "${XLAFN_PJRT_PLUGIN:-}" ] && ! have_libclang; then
   apt-get install -y -qq libclang-dev >/dev/null
 fi
 
-if [ -z "${XLAFN_PJRT_PLUGIN:-}" ] && ! python3 -m pip --version >/dev/null 2>&1; then
-  echo "xlafn setup: python3 -m pip is missing; build.rs needs it to fetch the XLA plugin." >&2
-  echo "  Install it (Debian: apt-get install python3-pip), or set XLAFN_PJRT_PLUGIN to a plugin .so." >&2
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  echo "xlafn setup: python3 -m pip is missing; the first run fetches the XLA plugin with it," >&2
+  echo "  and the test suite tests that fetch. Install it (Debian: apt-get install python3-pip)." >&2
+  echo "  Without pip, a program can still use a wheel you have: xlafn fetch --wheel FILE.whl" >&2
   exit 1
 fi

@@ -107,10 +107,11 @@ impl<K: Eq + Hash + Clone, V: Clone> BoundedCache<K, V> {
 /// A cache bound read from the environment variable `var` (a positive
 /// integer), else `default`. A value that is not a positive integer is
 /// ignored with a warning naming it.
-pub(crate) fn capacity_from_env(var: &str, default: usize) -> usize {
-    let Ok(raw) = std::env::var(var) else {
+pub(crate) fn capacity_from_env(var: &crate::environment::Variable, default: usize) -> usize {
+    let Some(raw) = var.get() else {
         return default;
     };
+    let var = var.name;
     match raw.trim().parse::<usize>() {
         Ok(n) if n > 0 => n,
         _ => {

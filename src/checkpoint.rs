@@ -106,10 +106,12 @@ fn file_error(what: &str, path: &Path, e: Error) -> Error {
         Error::Io {
             doing,
             path,
+            detail,
             source,
         } => Error::Io {
             doing: format!("checkpoint: {doing}"),
             path,
+            detail,
             source,
         },
         other => Error::Value(format!(

@@ -370,7 +370,7 @@ pub const PROGRAM_MEMORY_FACTOR: u64 = 16;
 pub fn program_memory_bytes() -> u64 {
     static BYTES: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
         let default = physical_memory().unwrap_or(DEFAULT_PROGRAM_MEMORY_BYTES);
-        let Ok(raw) = std::env::var("XLAFN_PROGRAM_MEMORY_BYTES") else {
+        let Some(raw) = crate::environment::PROGRAM_MEMORY_BYTES.get() else {
             return default;
         };
         match parse_byte_size(&raw) {

@@ -14,6 +14,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Status codes reported by PJRT (absl status codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorCode {
     /// absl `kCancelled` (1): the operation was cancelled, typically by the caller.
     Cancelled,
@@ -232,18 +233,27 @@ pub enum Error {
     /// `kind()` (retry on `Interrupted`, create on `NotFound`) instead of
     /// parsing text; the message starts with the TensorFlow class of that
     /// kind (`NotFoundError:`, `PermissionDeniedError:`), as TensorFlow's
-    /// file errors do.
+    /// file errors do. The operating system's text is not repeated in
+    /// the message: an error chain (`anyhow`, `eyre`, the `xlafn` tool,
+    /// [`Error::with_sources`]) prints it after the message, and would
+    /// print it twice. What xlafn itself says about the file (a corrupt
+    /// record's offset, why it writes only new files) is the `detail`,
+    /// which ends the message.
     #[error(
-        "{}: {doing} {}: {source}",
+        "{}: {doing} {}{}",
         ErrorCode::from_io_kind(source.kind()).error_class(),
-        path.display()
+        path.display(),
+        detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
     )]
     Io {
         /// What xlafn was doing with the file (`cannot read`, `cannot write`).
         doing: String,
         /// The file (or folder) involved.
         path: PathBuf,
-        /// The operating system's error.
+        /// What xlafn found wrong with it, beyond the kind of failure.
+        detail: Option<String>,
+        /// The operating system's error (or, for a failure xlafn found,
+        /// one of its kind).
         #[source]
         source: std::io::Error,
     },
@@ -314,10 +324,12 @@ impl Clone for Error {
             Io {
                 doing,
                 path,
+                detail,
                 source,
             } => Io {
                 doing: doing.clone(),
                 path: path.clone(),
+                detail: detail.clone(),
                 source: clone_io(source),
             },
         }
@@ -335,12 +347,43 @@ impl Error {
 
     /// The error for an I/O failure `doing` something (`cannot read`) with
     /// `path`, keeping `source` for callers to match.
+    ///
+    /// An `io::Error` xlafn made with a message of its own (`io::Error::new`)
+    /// gives that message as the `detail`, and leaves a source of its kind
+    /// alone, so that the message says it once.
     pub fn io(doing: impl Into<String>, path: &Path, source: std::io::Error) -> Self {
+        let (detail, source) = match source.get_ref() {
+            Some(inner) => (Some(inner.to_string()), std::io::Error::from(source.kind())),
+            None => (None, source),
+        };
         Error::Io {
             doing: doing.into(),
             path: path.to_path_buf(),
+            detail,
             source,
         }
+    }
+
+    /// The kind of the I/O failure behind an [`Error::Io`], to match on
+    /// (`NotFound`, `AlreadyExists`, ...); `None` for every other error.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            Error::Io { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+
+    /// The message followed by the messages of its sources, `: `-joined,
+    /// as an error chain prints it: for showing an error to a person.
+    pub fn with_sources(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(s) = source {
+            text.push_str(": ");
+            text.push_str(&s.to_string());
+            source = s.source();
+        }
+        text
     }
 
     /// The same error with `context` (what was being done) put before its
@@ -381,10 +424,12 @@ impl Error {
             Io {
                 doing,
                 path,
+                detail,
                 source,
             } => Io {
                 doing: before(doing),
                 path,
+                detail,
                 source,
             },
         }

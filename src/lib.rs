@@ -136,16 +136,21 @@ pub mod autodiff;
 /// Unstable internals, not part of the public API: The run-time side of `#[xlafn::function]`'s AutoGraph rewrite (called by generated code).
 #[doc(hidden)]
 pub mod autograph;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub(crate) mod bounded_cache;
 pub mod checkpoint;
 pub mod control;
+#[cfg(feature = "data")]
 pub mod data;
 pub mod debug;
+#[cfg(feature = "distributed")]
 pub mod distributed;
 pub mod dtype;
+pub mod environment;
 pub mod error;
 pub mod export;
+pub(crate) mod files;
 pub mod function;
 pub mod initializers;
 /// Unstable internals, not part of the public API: The graph IR: types, shapes, graphs.
@@ -167,11 +172,13 @@ pub mod random;
 pub mod runtime;
 pub mod sharding;
 pub(crate) mod single_flight;
+#[cfg(feature = "summary")]
 pub mod summary;
 pub mod tensor;
 /// Unstable internals, not part of the public API: The tracing context.
 #[doc(hidden)]
 pub mod trace;
+#[cfg(feature = "train")]
 pub mod train;
 pub mod variable;
 pub mod vmap;

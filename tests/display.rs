@@ -174,8 +174,18 @@ fn empty_tensors() -> Result<()> {
     Ok(())
 }
 
+/// `{:?}` names the type without reading the device (a large tensor in a
+/// log line or panic message is not copied back); `{}` shows the values.
 #[test]
-fn debug_matches_display() {
+fn debug_is_short_and_display_has_the_values() {
     let t = Tensor::scalar(7i64);
-    assert_eq!(format!("{t:?}"), format!("{t}"));
+    assert_eq!(format!("{t:?}"), "Tensor(shape=(), dtype=i64)");
+    assert_eq!(format!("{t}"), "tf.Tensor(7, shape=(), dtype=i64)");
+    let big = Tensor::zeros(&[1000, 1000], DType::F32);
+    assert_eq!(format!("{big:?}"), "Tensor(shape=(1000, 1000), dtype=f32)");
+    let f = xlafn::function(|x: Tensor| {
+        assert_eq!(format!("{x:?}"), "Tensor(\"f:0\", shape=(2,), dtype=f32)");
+        x
+    });
+    let _ = f.call((&Tensor::vector(&[1f32, 2.]).unwrap(),)).unwrap();
 }

@@ -252,7 +252,7 @@ fn damaged_exports_give_errors_not_crashes() {
     );
     std::fs::write(&manifest, text).unwrap();
     xlafn::export::testing::resign(&dir).unwrap();
-    let e = xlafn::load(&dir).err().expect("version 99 refused");
+    let e = xlafn::load(&dir).expect_err("version 99 refused");
     assert!(e.to_string().contains("version 99"), "{e}");
 }
 

@@ -106,7 +106,7 @@ fn conv_ref(
                         let p =
                             (opos[d] * w.strides[d] + kpos[d] * w.rhs_dil[d]) as i64 - w.pad[d].0;
                         if p >= 0
-                            && p as usize % w.lhs_dil[d] == 0
+                            && (p as usize).is_multiple_of(w.lhs_dil[d])
                             && (p as usize / w.lhs_dil[d]) < xs[d + 1]
                         {
                             ipos.push(p as usize / w.lhs_dil[d]);

@@ -46,7 +46,7 @@ fn pieces_match_ndarray_on_every_axis_eager_and_compiled() {
     let x = Tensor::from_ndarray(&a).unwrap();
     for axis in 0..3 {
         let n = a.shape()[axis];
-        let parts = if n % 2 == 0 { 2 } else { 1 };
+        let parts = if n.is_multiple_of(2) { 2 } else { 1 };
         let want = reference(&a, &vec![n / parts; parts], axis);
         let got = x.split(parts as i64, axis as i64).unwrap();
         assert_eq!(got.len(), want.len());

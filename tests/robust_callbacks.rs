@@ -160,9 +160,7 @@ fn crafted_callback_ids_cannot_reach_other_callbacks() -> Result<()> {
         let dir = temp_dir(&format!("crafted-{tag}"));
         cf.export(&dir, &[])?;
         craft(&dir, edit);
-        let e = xlafn::load(&dir)
-            .err()
-            .expect("a crafted export is refused");
+        let e = xlafn::load(&dir).expect_err("a crafted export is refused");
         assert!(matches!(e, Error::Value(_)), "{tag}: {e:?}");
         assert!(e.to_string().contains("callback"), "{tag}: {e}");
     }
@@ -208,13 +206,9 @@ fn user_callbacks_load_only_when_supplied_by_name() -> Result<()> {
     let dir = temp_dir("named");
     f.get_concrete_function((&x,))?.export(&dir, &[])?;
 
-    let e = xlafn::load(&dir)
-        .err()
-        .expect("the callback is not supplied");
+    let e = xlafn::load(&dir).expect_err("the callback is not supplied");
     assert!(e.to_string().contains("'scale'"), "{e}");
-    let e = xlafn::load_with_callbacks(&dir, &[("other", scaled(3.0))])
-        .err()
-        .expect("wrong name");
+    let e = xlafn::load_with_callbacks(&dir, &[("other", scaled(3.0))]).expect_err("wrong name");
     assert!(e.to_string().contains("'scale'"), "{e}");
 
     let supplied = scaled(100.0);

@@ -411,7 +411,7 @@ fn many_threads_with_intermittent_panics_leave_no_stale_state() {
             let f = FunctionOptions::new().name("flaky").build({
                 let calls = calls.clone();
                 move |x: Tensor| -> Result<Tensor> {
-                    if calls.fetch_add(1, Ordering::SeqCst) % 3 == 0 {
+                    if calls.fetch_add(1, Ordering::SeqCst).is_multiple_of(3) {
                         panic!("flaky trace");
                     }
                     x.add_scalar(1.0)

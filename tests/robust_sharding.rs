@@ -126,7 +126,7 @@ fn bad_mesh_shapes_are_refused() {
 #[test]
 fn a_device_of_another_client_is_refused() {
     let four = xlafn::devices().unwrap();
-    let plugin = xlafn::runtime::default_plugin_path();
+    let plugin = xlafn::runtime::default_plugin_path().unwrap();
     let other = xlafn::runtime::Client::from_plugin(&plugin, &[]).unwrap();
     let stranger = other.devices()[1];
     assert_eq!(

@@ -150,7 +150,7 @@ fn strings_are_rejected_clearly() {
 
 #[test]
 fn the_cpu_plugin_refuses_options_that_would_abort_it() {
-    let path = xlafn::runtime::default_plugin_path();
+    let path = xlafn::runtime::default_plugin_path().unwrap();
     let bool_count = [("cpu_device_count".to_string(), OptionValue::Bool(true))];
     assert!(matches!(
         Client::from_plugin(&path, &bool_count),

@@ -120,7 +120,7 @@ fn buffers_copy_between_devices() {
     assert_eq!(b.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
     let c = b.copy_to_device(d[3]).unwrap();
     assert_eq!(c.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
-    let other = Client::from_plugin(&xlafn::runtime::default_plugin_path(), &[]).unwrap();
+    let other = Client::from_plugin(&xlafn::runtime::default_plugin_path().unwrap(), &[]).unwrap();
     let e = a
         .copy_to_device(other.devices()[1])
         .unwrap_err()

@@ -103,10 +103,8 @@ fn tensorflow_bucket_limits() -> Vec<f64> {
 }
 
 fn io_kind(e: &Error) -> ErrorKind {
-    match e {
-        Error::Io { source, .. } => source.kind(),
-        other => panic!("expected an Io error, got {other}"),
-    }
+    e.io_kind()
+        .unwrap_or_else(|| panic!("expected an Io error, got {e}"))
 }
 
 // ---- event files -----------------------------------------------------

@@ -513,7 +513,7 @@ fn bool_bytes_other_than_0_and_1_read_as_true() {
     // 0 and 1, a forged file any byte. 2 must read as true, and stay true
     // under logical_not (false), as the checkpoint reader makes it.
     let mut header = "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }".to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

@@ -154,6 +154,19 @@ pub struct GradientTape {
     used: Cell<bool>,
 }
 
+/// `GradientTape(persistent: false, used: false)`: what decides whether
+/// another `gradient` call is allowed.
+impl std::fmt::Debug for GradientTape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GradientTape(persistent: {}, used: {})",
+            self.persistent,
+            self.used.get()
+        )
+    }
+}
+
 impl Default for GradientTape {
     fn default() -> Self {
         Self::new()

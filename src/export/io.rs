@@ -26,9 +26,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use super::{files, npy, npz};
+use super::{npy, npz};
 use crate::dtype::MAX_ARRAY_BYTES;
 use crate::error::{Error, Result};
+use crate::files;
 use crate::runtime::HostArray;
 use crate::tensor::Tensor;
 use std::path::Path;

@@ -11,10 +11,10 @@
 //! who can write the folder can re-sign it (`testing::resign`), which is
 //! why the loader still checks everything as if the folder were hostile.
 
-use super::files::{self, check_name};
 use super::program_check::MAX_PROGRAM_BYTES;
 use crate::dtype::{DType, MAX_ARRAY_BYTES, check_array_size};
 use crate::error::{Error, Result};
+use crate::files::{self, check_name};
 use crate::ir::Shape;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -39,7 +39,6 @@
 //! README).
 
 mod callbacks;
-mod files;
 mod inspect;
 pub mod io;
 mod manifest;
@@ -57,6 +56,7 @@ pub use inspect::{ExportInfo, ProgramInfo, VariableInfo, inspect, printable};
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
+use crate::files;
 use crate::function::trace_type::{TensorSpec, TraceType};
 use crate::function::{ArgList, ConcreteFunction, Output, program_traits};
 use crate::ir::Shape;
@@ -107,12 +107,14 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
 /// is there as [`replace_file`] does (a new file beside it, renamed over
 /// it at once): the handle writes to that new file, never through a link
 /// or into a FIFO planted at `path`.
+#[cfg_attr(not(feature = "summary"), allow(dead_code))]
 pub(crate) fn replace_file_streaming(path: &Path) -> Result<std::fs::File> {
     files::replace_streaming(path)
 }
 
 /// Errors unless a file can be created beside `path` (checked by making
 /// and removing a temporary one); `path` itself is left alone.
+#[cfg_attr(not(feature = "summary"), allow(dead_code))]
 pub(crate) fn check_writable(path: &Path) -> Result<()> {
     files::check_writable(path)
 }
@@ -356,6 +358,21 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
             written.push(path);
         }
         Ok(())
+    }
+}
+
+/// `LoadedFunction("name", 2 inputs, 1 outputs, 3 variables, 1 programs)`.
+impl std::fmt::Debug for LoadedFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "LoadedFunction({:?}, {} inputs, {} outputs, {} variables, {} programs)",
+            self.name,
+            self.inputs.len(),
+            self.outputs.len(),
+            self.variables.len(),
+            self.programs.len()
+        )
     }
 }
 

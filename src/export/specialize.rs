@@ -35,7 +35,7 @@ pub const DEFAULT_SHAPE_CACHE_ENTRIES: usize = 64;
 fn capacity() -> usize {
     static CAPACITY: LazyLock<usize> = LazyLock::new(|| {
         capacity_from_env(
-            "XLAFN_EXPORT_SHAPE_CACHE_ENTRIES",
+            &crate::environment::EXPORT_SHAPE_CACHE_ENTRIES,
             DEFAULT_SHAPE_CACHE_ENTRIES,
         )
     });

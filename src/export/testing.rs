@@ -7,9 +7,9 @@
 //! Not part of the API: it writes into the folder it is given without the
 //! care `export` takes, and exists only to make hostile folders.
 
-use super::files::{check_name, io};
 use super::manifest::{DIGEST, MANIFEST, digest_line, sha256_hex};
 use crate::error::{Error, Result};
+use crate::files::{check_name, io};
 use std::path::{Path, PathBuf};
 
 /// Signs `dir` again after its files were changed: the size and sha256 of

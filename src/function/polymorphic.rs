@@ -274,6 +274,19 @@ pub struct Function<Args, Out> {
     _args: PhantomData<fn(Args) -> Out>,
 }
 
+/// `Function("name", 2 traces)`: the name and how many concrete functions
+/// it holds, without their graphs (print a concrete function for those).
+impl<Args, Out> std::fmt::Debug for Function<Args, Out> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Function({:?}, {} traces)",
+            self.inner.name,
+            self.inner.traces.load(Ordering::Relaxed)
+        )
+    }
+}
+
 impl<Args, Out> Clone for Function<Args, Out> {
     fn clone(&self) -> Self {
         Function {

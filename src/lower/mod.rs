@@ -117,8 +117,11 @@ pub fn lower_with_slots(
 #[cfg(debug_assertions)]
 fn check_vocabulary_in_own_tests(text: &str) {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON
-        .get_or_init(|| std::env::var_os("XLAFN_CHECK_LOWERED_PROGRAMS").is_some_and(|v| v == "1"));
+    let on = *ON.get_or_init(|| {
+        crate::environment::CHECK_LOWERED_PROGRAMS
+            .get_os()
+            .is_some_and(|v| v == "1")
+    });
     if !on {
         return;
     }

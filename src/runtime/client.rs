@@ -170,10 +170,11 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// A CPU client from the default plugin (the pinned wheel or
-    /// `XLAFN_PJRT_PLUGIN`).
+    /// A CPU client from the default plugin (`XLAFN_PJRT_PLUGIN`, one
+    /// beside the executable, or the pinned wheel in the user cache,
+    /// fetched on first use).
     pub fn cpu() -> Result<Arc<Client>> {
-        let choice = PluginChoice::cpu();
+        let choice = PluginChoice::cpu()?;
         Self::from_plugin(&choice.path, &[]).map_err(|e| choice.explain(e))
     }
 
@@ -581,7 +582,7 @@ pub fn cpu_device_count() -> Result<Option<usize>> {
     if let Some(n) = *CPU_DEVICE_COUNT.lock().unwrap_or_else(|e| e.into_inner()) {
         return Ok(Some(n));
     }
-    let Ok(raw) = std::env::var("XLAFN_CPU_DEVICES") else {
+    let Some(raw) = crate::environment::CPU_DEVICES.get() else {
         return Ok(None);
     };
     match raw.trim().parse::<usize>() {
@@ -596,13 +597,10 @@ pub fn cpu_device_count() -> Result<Option<usize>> {
 /// cache, if it is there: the CUDA 13 one, else the CUDA 12 one
 /// (`--cuda 12`).
 fn fetched_cuda_plugin() -> Option<std::path::PathBuf> {
-    let cache = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(x) => std::path::PathBuf::from(x),
-        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache"),
-    };
+    let cache = crate::environment::cache_root()?;
     ["13", "12"].iter().find_map(|v| {
         let plugin = cache.join(format!(
-            "xlafn/xla-cuda{v}-pjrt-0.0.1/xla_plugins/xla_cuda{v}_pjrt/xla_gpu_pjrt.so"
+            "xla-cuda{v}-pjrt-0.0.1/xla_plugins/xla_cuda{v}_pjrt/xla_gpu_pjrt.so"
         ));
         plugin.is_file().then_some(plugin)
     })
@@ -613,7 +611,10 @@ fn fetched_cuda_plugin() -> Option<std::path::PathBuf> {
 /// and that `XLAFN_DEVICE=cpu` runs on the CPU instead.
 fn cuda_plugin_choice() -> Result<PluginChoice> {
     const CPU: &str = "or set XLAFN_DEVICE=cpu (or unset it) to run on the CPU";
-    if let Some(p) = std::env::var_os("XLAFN_CUDA_PLUGIN").filter(|p| !p.is_empty()) {
+    if let Some(p) = crate::environment::CUDA_PLUGIN
+        .get_os()
+        .filter(|p| !p.is_empty())
+    {
         return Ok(PluginChoice {
             path: p.into(),
             fix: format!(
@@ -650,6 +651,7 @@ static RUN: std::sync::Mutex<Option<Run>> = std::sync::Mutex::new(None);
 /// it was made for this process alone, and would go on running every
 /// program here without the others (JAX asks for `jax.distributed.
 /// initialize` before any computation, too).
+#[cfg_attr(not(feature = "distributed"), allow(dead_code))]
 pub(crate) fn check_can_join_run(num_nodes: usize) -> Result<()> {
     match DEFAULT_CLIENT.get() {
         Some(_) if num_nodes > 1 => Err(Error::FailedPrecondition(
@@ -664,6 +666,7 @@ pub(crate) fn check_can_join_run(num_nodes: usize) -> Result<()> {
 /// Makes the default client, when it is first needed, a client for
 /// process `node_id` of `num_nodes` whose plugin exchanges what its
 /// collectives need through `store` (see [`Client::distributed`]).
+#[cfg_attr(not(feature = "distributed"), allow(dead_code))]
 pub(crate) fn join_run(
     node_id: usize,
     num_nodes: usize,
@@ -675,6 +678,7 @@ pub(crate) fn join_run(
 }
 
 /// Forgets the run (a default client made for it stays).
+#[cfg_attr(not(feature = "distributed"), allow(dead_code))]
 pub(crate) fn leave_run() {
     RUN.lock().unwrap_or_else(|e| e.into_inner()).take();
 }
@@ -693,7 +697,7 @@ pub(crate) fn check_addressable(device: Device) -> Result<()> {
 }
 
 fn make_default_client() -> Result<Arc<Client>> {
-    let device = std::env::var("XLAFN_DEVICE").unwrap_or_default();
+    let device = crate::environment::DEVICE.get().unwrap_or_default();
     let run = RUN
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -706,7 +710,7 @@ fn make_default_client() -> Result<Arc<Client>> {
                 .map(|n| ("cpu_device_count".to_string(), OptionValue::Int(n as i64)))
                 .into_iter()
                 .collect();
-            let choice = PluginChoice::cpu();
+            let choice = PluginChoice::cpu()?;
             Client::from_plugin(&choice.path, &options).map_err(|e| choice.explain(e))
         }
         "cuda" | "gpu" => {

@@ -100,8 +100,9 @@ fn distrust(why: &str) {
 
 /// `Ok(None)` when the cache is switched off; `Err` when it is refused.
 fn open_cache_dir() -> Result<Option<CacheDir>, String> {
-    if std::env::var("XLAFN_COMPILE_CACHE")
-        .is_ok_and(|v| matches!(v.as_str(), "off" | "0" | "false"))
+    if crate::environment::COMPILE_CACHE
+        .get()
+        .is_some_and(|v| matches!(v.as_str(), "off" | "0" | "false"))
     {
         return Ok(None);
     }
@@ -109,18 +110,12 @@ fn open_cache_dir() -> Result<Option<CacheDir>, String> {
     if max_bytes == 0 {
         return Ok(None);
     }
-    let path = match std::env::var_os("XLAFN_COMPILE_CACHE_DIR") {
+    let path = match crate::environment::COMPILE_CACHE_DIR.get_os() {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => {
-            let base = std::env::var_os("XDG_CACHE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-            let Some(base) = base else {
-                return Ok(None);
-            };
-            base.join("xlafn/executables")
-        }
+        _ => match crate::environment::cache_root() {
+            Some(root) => root.join("executables"),
+            None => return Ok(None),
+        },
     };
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -160,7 +155,7 @@ fn check_owner_only(path: &Path, meta: &std::fs::Metadata) -> Result<(), String>
 /// `XLAFN_COMPILE_CACHE_MAX_BYTES`: bytes, with an optional `K`, `M` or
 /// `G` suffix (powers of 1024).
 fn max_bytes_from_env() -> Result<u64, String> {
-    let Ok(raw) = std::env::var("XLAFN_COMPILE_CACHE_MAX_BYTES") else {
+    let Some(raw) = crate::environment::COMPILE_CACHE_MAX_BYTES.get() else {
         return Ok(DEFAULT_MAX_BYTES);
     };
     parse_size(&raw).ok_or_else(|| {
@@ -173,9 +168,10 @@ fn max_bytes_from_env() -> Result<u64, String> {
 
 use crate::dtype::parse_byte_size as parse_size;
 
-/// The plugin build's identity: the pinned wheel's sha256 for the plugin
-/// built in (with the file's size, so a replaced file is a miss), else a
-/// sha256 of the plugin file, computed once per path.
+/// The plugin build's identity: the pinned wheel's sha256 for a plugin
+/// the plugin store checked in this process (with the file's size, so a
+/// replaced file is a miss), else a sha256 of the plugin file, computed
+/// once per path.
 fn plugin_identity(path: &Path) -> Option<String> {
     static IDS: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
     let mut ids = IDS
@@ -185,10 +181,8 @@ fn plugin_identity(path: &Path) -> Option<String> {
     if let Some(id) = ids.get(path) {
         return Some(id.clone());
     }
-    let size = std::fs::metadata(path).ok()?.len();
-    let pinned = env!("XLAFN_DEFAULT_PJRT_PLUGIN_SHA256");
-    let id = if !pinned.is_empty() && path == Path::new(env!("XLAFN_DEFAULT_PJRT_PLUGIN")) {
-        format!("wheel-sha256:{pinned}:{size}")
+    let id = if let Some(id) = super::plugin_store::identity(path) {
+        id
     } else {
         let mut hasher = Sha256::new();
         std::io::copy(&mut File::open(path).ok()?, &mut hasher).ok()?;

@@ -1,5 +1,7 @@
-//! Layer: runtime. PJRT plugin loading, clients, devices, buffers, compile
-//! and execute. Imports only `dtype` and `error`; never sees a graph. This is
+//! Layer: runtime. PJRT plugin loading (and, in `plugin_store`, finding,
+//! fetching and verifying the plugin at run time), clients, devices,
+//! buffers, compile and execute. Imports only `dtype`, `error` and the
+//! safe file layer `files`; never sees a graph. This is
 //! the only module of the crate with `unsafe` code; every block carries a
 //! `// SAFETY:` comment.
 //!
@@ -24,6 +26,7 @@ mod in_flight;
 mod kv_callbacks;
 mod options;
 mod plugin;
+pub mod plugin_store;
 pub mod profile;
 mod program_limits;
 pub mod recycle;
@@ -33,11 +36,13 @@ mod wait;
 pub use crate::dtype::ArraySpec;
 pub use buffer::{Buffer, DeviceMemory, live_buffer_count, live_memory};
 pub use call_scope::{CallScope, current_call_scope, with_call_scope};
+pub(crate) use client::check_addressable;
 pub use client::{
     CPU_MULTI_PROCESS_MESSAGE, Client, Device, MAX_CPU_DEVICES, OptionValue, Platform,
     cpu_device_count, set_cpu_device_count,
 };
-pub(crate) use client::{check_addressable, check_can_join_run, join_run, leave_run};
+#[cfg(feature = "distributed")]
+pub(crate) use client::{check_can_join_run, join_run, leave_run};
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
 pub use executable::{CostAnalysis, Executable, MemoryStats};
@@ -50,4 +55,5 @@ pub use hlo::{OpSharding, OptimizedProgram};
 pub use kv_callbacks::KeyValueStore;
 pub use options::{CompileOptions, Partitioner, ProgramTraits};
 pub use plugin::{Plugin, default_plugin_path};
+pub use plugin_store::{fetch_cpu_plugin, install_cpu_plugin, plugin_cache_dir, verify_cpu_plugin};
 pub use program_limits::{CUDA_MAX_CONV_SPATIAL_DIMS, max_conv_spatial_dims};

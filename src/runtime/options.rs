@@ -254,7 +254,8 @@ fn user_flags() -> Vec<(&'static str, &'static str)> {
     static FLAGS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
     FLAGS
         .get_or_init(|| {
-            std::env::var("XLAFN_XLA_FLAGS")
+            crate::environment::XLA_FLAGS
+                .get()
                 .unwrap_or_default()
                 .split([' ', ','])
                 .filter(|f| !f.is_empty())

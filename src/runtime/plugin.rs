@@ -64,10 +64,11 @@ fn missing_library_hint(error: &str) -> &'static str {
     }
 }
 
-/// The plugin built in at compile time (the pinned CPU wheel), unless
-/// `XLAFN_PJRT_PLUGIN` names another one at run time.
-pub fn default_plugin_path() -> PathBuf {
-    PluginChoice::cpu().path
+/// The CPU plugin's path, found at run time (`XLAFN_PJRT_PLUGIN`, beside
+/// the executable, the user cache: see [`super::plugin_store`]), fetched
+/// into the cache first when none is there.
+pub fn default_plugin_path() -> Result<PathBuf> {
+    Ok(PluginChoice::cpu()?.path)
 }
 
 /// A plugin path and the setting that chose it. Loading errors say only
@@ -84,22 +85,13 @@ pub(crate) struct PluginChoice {
 }
 
 impl PluginChoice {
-    /// The CPU plugin: `XLAFN_PJRT_PLUGIN`, else the one built in.
-    pub(crate) fn cpu() -> PluginChoice {
-        match std::env::var_os("XLAFN_PJRT_PLUGIN") {
-            Some(p) if !p.is_empty() => PluginChoice {
-                path: PathBuf::from(p),
-                fix: "XLAFN_PJRT_PLUGIN names this file: set it to a PJRT plugin .so, or unset \
-                      it to use the CPU plugin xlafn was built with"
-                    .into(),
-            },
-            _ => PluginChoice {
-                path: PathBuf::from(env!("XLAFN_DEFAULT_PJRT_PLUGIN")),
-                fix: "this is the CPU plugin xlafn was built with: rebuild so build.rs fetches \
-                      the pinned wheel again, or set XLAFN_PJRT_PLUGIN to a PJRT plugin .so"
-                    .into(),
-            },
-        }
+    /// The CPU plugin, in the plugin store's order.
+    pub(crate) fn cpu() -> Result<PluginChoice> {
+        let found = super::plugin_store::cpu_plugin()?;
+        Ok(PluginChoice {
+            path: found.path,
+            fix: found.fix,
+        })
     }
 
     /// `e`, a failure to load or start the chosen plugin, with the setting
@@ -123,7 +115,6 @@ impl Plugin {
         if let Some(p) = loaded.get(path) {
             return Ok(p);
         }
-        quiet_plugin_logs();
         let plugin: &'static Plugin = Box::leak(Box::new(Self::open(path)?));
         plugin.initialize()?;
         loaded.insert(path.to_path_buf(), plugin);
@@ -379,20 +370,6 @@ fn clean_message(raw: &str) -> String {
         .join("\n")
         .trim()
         .to_string()
-}
-
-/// Silences the plugin's INFO log lines (e.g. `cpu_device_count set via
-/// create_options`) unless the user chose a log level. Must run before the
-/// plugin is loaded, while the process may still be single-threaded enough
-/// for `set_var`; it runs under the loader's lock.
-fn quiet_plugin_logs() {
-    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
-        // SAFETY: `set_var` is unsound only if another thread reads the
-        // environment concurrently. This runs once, under the plugin loader's
-        // mutex, before any plugin thread exists; xlafn itself reads no
-        // environment variable concurrently with it.
-        unsafe { std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1") };
-    }
 }
 
 #[cfg(test)]

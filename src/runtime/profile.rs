@@ -79,7 +79,10 @@ pub fn recording() -> bool {
 fn from_environment() {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {
-        let Some(path) = std::env::var_os("XLAFN_PROFILE").filter(|p| !p.is_empty()) else {
+        let Some(path) = crate::environment::PROFILE
+            .get_os()
+            .filter(|p| !p.is_empty())
+        else {
             return;
         };
         begin();

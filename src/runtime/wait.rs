@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 fn poll_budget() -> Duration {
     static BUDGET: OnceLock<Duration> = OnceLock::new();
     *BUDGET.get_or_init(|| {
-        let micros = std::env::var("XLAFN_SPIN_WAIT_US")
-            .ok()
+        let micros = crate::environment::SPIN_WAIT_US
+            .get()
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(200);
         Duration::from_micros(micros)

@@ -277,7 +277,7 @@ fn event_file_name() -> String {
 fn hostname() -> String {
     let candidates = [
         std::fs::read_to_string("/etc/hostname").ok(),
-        std::env::var("HOSTNAME").ok(),
+        crate::environment::HOSTNAME.get(),
     ];
     let name = candidates
         .into_iter()

@@ -52,9 +52,23 @@ impl fmt::Display for Tensor {
     }
 }
 
+/// Short, and never reads the device: `Tensor(shape=(2, 2), dtype=f32)`
+/// (a graph tensor adds its name). `{}` (Display) prints the values, as
+/// TensorFlow's `print` does; a `{:?}` in a log line or a panic message
+/// should not copy a large array back to the host.
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
+        match self.symbol() {
+            Some(sym) => write!(
+                f,
+                "Tensor(\"{}:{}\", shape={}, dtype={})",
+                sym.function,
+                sym.value.0,
+                self.shape(),
+                self.dtype()
+            ),
+            None => write!(f, "Tensor(shape={}, dtype={})", self.shape(), self.dtype()),
+        }
     }
 }
 

@@ -46,7 +46,10 @@ pub const DEFAULT_EAGER_CACHE_ENTRIES: usize = 1024;
 /// is ignored with a warning.
 fn capacity() -> usize {
     static CAPACITY: LazyLock<usize> = LazyLock::new(|| {
-        capacity_from_env("XLAFN_EAGER_CACHE_ENTRIES", DEFAULT_EAGER_CACHE_ENTRIES)
+        capacity_from_env(
+            &crate::environment::EAGER_CACHE_ENTRIES,
+            DEFAULT_EAGER_CACHE_ENTRIES,
+        )
     });
     *CAPACITY
 }

@@ -14,6 +14,7 @@ mod host;
 pub(crate) use device::{client_device, gather_on, place};
 pub use device::{default_device, devices, local_devices, with_device};
 pub(crate) use display::render_array;
+#[cfg(feature = "data")]
 pub(crate) use host::scalar_bytes;
 pub(crate) mod eager;
 mod operators;

@@ -199,7 +199,7 @@ impl Callback for CheckpointEvery {
     }
 
     fn on_step_end(&mut self, state: &TrainState, _metrics: &[(String, f64)]) -> Result<Control> {
-        if state.step % self.every == 0 {
+        if state.step.is_multiple_of(self.every) {
             self.write(state, false)?;
         }
         Ok(Control::Continue)

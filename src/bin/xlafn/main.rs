@@ -8,6 +8,8 @@
 //!               [--input-expr NAME=EXPR]... [--output-dir OUT [--overwrite]] [--json]
 //! xlafn stablehlo DIR [--program N]
 //! xlafn bench DIR [--quick] [--json FILE] [--plot FILE.svg]
+//! xlafn fetch [--wheel FILE.whl|FOLDER] [--verify]
+//! xlafn env [--markdown]
 //! ```
 //!
 //! Imports clap (the command line), `xlafn::export` (`inspect`, which
@@ -123,6 +125,26 @@ enum Command {
         /// Print only program N (as `show` numbers them); default: all.
         #[arg(long, value_name = "N")]
         program: Option<usize>,
+    },
+    /// Print every environment variable xlafn reads, with its current
+    /// value, default and meaning.
+    Env {
+        /// Print the README's Markdown table instead.
+        #[arg(long)]
+        markdown: bool,
+    },
+    /// Put the pinned XLA CPU plugin into xlafn's cache (fetched with pip,
+    /// or from a wheel file you have) and print its path; for CI,
+    /// containers and machines that later run offline.
+    Fetch {
+        /// Install from this wheel file, or a folder holding it, instead of
+        /// fetching (needs no Python and no network).
+        #[arg(long, value_name = "PATH")]
+        wheel: Option<PathBuf>,
+        /// Rehash every cached file against the wheel's RECORD (not just
+        /// sizes and times), repairing what differs.
+        #[arg(long, conflicts_with = "wheel")]
+        verify: bool,
     },
 }
 
@@ -694,12 +716,48 @@ fn execute(cli: &Cli) -> Result<()> {
         } => bench(dir, *quick, json.as_deref(), plot.as_deref()),
         Command::Run(args) => run(args),
         Command::Stablehlo { dir, program } => stablehlo(dir, *program),
+        Command::Fetch { wheel, verify } => fetch(wheel.as_deref(), *verify),
+        Command::Env { markdown } => {
+            environment(*markdown);
+            Ok(())
+        }
     }
 }
 
 fn fail(e: &Error) -> ExitCode {
-    eprintln!("xlafn: {}", printable(&e.to_string(), true));
+    eprintln!("xlafn: {}", printable(&e.with_sources(), true));
     ExitCode::FAILURE
+}
+
+/// `xlafn env`: the registry of variables (`xlafn::environment`) with
+/// each one's value here and now.
+fn environment(markdown: bool) {
+    if markdown {
+        print!("{}", xlafn::environment::markdown_table());
+        return;
+    }
+    for (var, value) in xlafn::environment::report() {
+        let value = match value {
+            Some(v) => format!("= {}", printable(&v, false)),
+            None => format!("unset (default: {})", var.default),
+        };
+        let at = match var.read_at {
+            xlafn::environment::ReadAt::Run => "",
+            xlafn::environment::ReadAt::Build => " [build time]",
+        };
+        println!("{} {value}{at}\n    {}", var.name, var.doc);
+    }
+}
+
+/// `xlafn fetch`: the plugin store's three entry points, one per flag.
+fn fetch(wheel: Option<&Path>, verify: bool) -> Result<()> {
+    let path = match (wheel, verify) {
+        (Some(wheel), _) => xlafn::runtime::install_cpu_plugin(wheel)?,
+        (None, true) => xlafn::runtime::verify_cpu_plugin()?,
+        (None, false) => xlafn::runtime::fetch_cpu_plugin()?,
+    };
+    println!("{}", path.display());
+    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 /// The environment variable read once per process (JAX's
 /// `JAX_DEFAULT_MATMUL_PRECISION`).
-pub const MATMUL_PRECISION_VAR: &str = "XLAFN_DEFAULT_MATMUL_PRECISION";
+pub const MATMUL_PRECISION_VAR: &str = crate::environment::DEFAULT_MATMUL_PRECISION.name;
 
 /// StableHLO's `Precision` for both operands of a product.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,10 +50,12 @@ impl MatmulPrecision {
     pub fn from_env() -> Result<MatmulPrecision> {
         static FROM_ENV: OnceLock<Result<MatmulPrecision>> = OnceLock::new();
         FROM_ENV
-            .get_or_init(|| match std::env::var_os(MATMUL_PRECISION_VAR) {
-                None => Ok(MatmulPrecision::Default),
-                Some(v) => MatmulPrecision::parse(&v.to_string_lossy()),
-            })
+            .get_or_init(
+                || match crate::environment::DEFAULT_MATMUL_PRECISION.get_os() {
+                    None => Ok(MatmulPrecision::Default),
+                    Some(v) => MatmulPrecision::parse(&v.to_string_lossy()),
+                },
+            )
             .clone()
     }
 

@@ -1,6 +1,8 @@
-//! Layer: export (file access). Every byte an export is read from or
-//! written to goes through here, so the rules that keep a hostile folder
-//! from reaching outside itself live in one place:
+//! Layer: base (file access); imports only `error` and libc's flag
+//! constants. Every byte an export, a checkpoint, the compile cache or the
+//! plugin store reads or writes goes through here (export re-exports the
+//! writers as `export::replace_file` and friends), so the rules that keep
+//! a hostile folder from reaching outside itself live in one place:
 //!
 //! - names are plain file names of the shapes export writes (no `/`, no
 //!   `..`, no hidden files), so a manifest cannot point at `/etc/passwd`;
@@ -217,6 +219,7 @@ fn temp_beside(path: &Path) -> Result<std::path::PathBuf> {
 /// handle is that file, so every later write goes to the file this call
 /// made, never through a link or into a FIFO planted at `path` (a link,
 /// FIFO or file there is replaced, not opened).
+#[cfg_attr(not(feature = "summary"), allow(dead_code))]
 pub(crate) fn replace_streaming(path: &Path) -> Result<File> {
     let temp = temp_beside(path)?;
     let file = create_new(&temp, path)?;
@@ -232,6 +235,7 @@ pub(crate) fn replace_streaming(path: &Path) -> Result<File> {
 /// is writable) by creating and removing an empty temporary file there:
 /// for outputs written at the end of a long run, so that a bad path fails
 /// before the run rather than after it. `path` itself is not touched.
+#[cfg_attr(not(feature = "summary"), allow(dead_code))]
 pub(crate) fn check_writable(path: &Path) -> Result<()> {
     let temp = temp_beside(path)?;
     create_new(&temp, path)?;
@@ -241,7 +245,7 @@ pub(crate) fn check_writable(path: &Path) -> Result<()> {
 /// `<pid>-<counter>-<16 hex digits>`: the hex digits come from std's
 /// randomly keyed SipHash (`RandomState`, seeded from the OS), so they
 /// cannot be guessed, with no dependency for it.
-fn unpredictable_suffix() -> String {
+pub(crate) fn unpredictable_suffix() -> String {
     use std::hash::{BuildHasher, Hasher};
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
