@@ -3,7 +3,7 @@
 measured on this machine: each workload's training step in JAX
 (`jax.jit`) and in TensorFlow (`tf.function`, and with
 `jit_compile=True`), from the same numpy-drawn parameters and data as the
-Rust side (examples/common/w13_gpt.rs, w14_resnet.rs, w15_gru.rs), so
+Rust side (examples/common/gpt_step.rs, resnet_step.rs, bigru_step.rs), so
 that the first losses agree before anything is timed.
 
     python3 bench/peers_models.py OUT.json [--only=W13,W14,W15] [--quick]
@@ -81,18 +81,18 @@ MIN_BLOCK = 0.2
 EPS = 1e-7
 
 # W13: vocabulary, sequence, batch, width, heads, MLP width, blocks.
-V13, T13, B13, D13, NH13, F13, L13 = 256, 64, 8, 128, 4, 512, 2
+V13, T13, BATCH13, D13, NH13, F13, L13 = 256, 64, 8, 128, 4, 512, 2
 DH13 = D13 // NH13
 LN_EPS13 = 1e-5
 INIT13, PEAK13, WARMUP13, DECAY13 = 3e-4, 3e-3, 10, 1000
 B1_13, B2_13, WD13, CLIP13, DROP13 = 0.9, 0.95, 0.1, 1.0, 0.1
 # W14: batch, image side, input channels, classes, stage widths.
-B14, S14, CIN14, C14 = 16, 32, 3, 10
+BATCH14, S14, CIN14, C14 = 16, 32, 3, 10
 WIDTHS14 = (16, 32, 64)
 LR14, MOM14, BN_MOM14, BN_EPS14 = 0.05, 0.9, 0.99, 1e-3
 # W15: batch, time, inputs, units per direction, classes; Adam.
 B, T, I, H, C = 16, 50, 32, 64, 10
-LR, B1, B2 = 1e-3, 0.9, 0.999
+LR, BETA1, BETA2 = 1e-3, 0.9, 0.999
 
 
 def w13_decayed():
@@ -142,7 +142,7 @@ def np_models(name):
             params += [normal(D13, F13), np.zeros(F13, f32)]
             params += [normal(F13, D13), np.zeros(D13, f32)]
         params += [np.ones(D13, f32), np.zeros(D13, f32)]
-        tokens = rs.randint(0, V13, size=(B13, T13 + 1)).astype(np.int32)
+        tokens = rs.randint(0, V13, size=(BATCH13, T13 + 1)).astype(np.int32)
         return params, (tokens[:, :-1].copy(), tokens[:, 1:].copy())
     if name == "W14":
         # RandomState(14): each convolution's kernel [kh, kw, cin, cout]
@@ -160,8 +160,8 @@ def np_models(name):
         width = WIDTHS14[-1]
         params.append((rs.randn(width, C14) * math.sqrt(1.0 / width)).astype(f32))
         params.append(np.zeros(C14, f32))
-        x = rs.randn(B14, S14, S14, CIN14).astype(f32)
-        labels = rs.randint(0, C14, size=B14).astype(np.int32)
+        x = rs.randn(BATCH14, S14, S14, CIN14).astype(f32)
+        labels = rs.randint(0, C14, size=BATCH14).astype(np.int32)
         return params, (x, labels)
     if name != "W15":
         raise KeyError(name)
@@ -229,7 +229,7 @@ def jax_w13(params, rate):
         return c * jax.lax.rsqrt(jnp.mean(c * c, -1, keepdims=True) + LN_EPS13) * g + b
 
     def heads(x):
-        return x.reshape(B13, T13, NH13, DH13).transpose(0, 2, 1, 3)
+        return x.reshape(BATCH13, T13, NH13, DH13).transpose(0, 2, 1, 3)
 
     def drop(x, key):
         if rate == 0.0:
@@ -246,7 +246,7 @@ def jax_w13(params, rate):
             q = heads(a @ wq + bq) * (1.0 / math.sqrt(DH13))
             k, v = heads(a @ wk + bk), heads(a @ wv + bv)
             s = jnp.where(causal, q @ k.transpose(0, 1, 3, 2), -1e30)
-            o = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(B13, T13, D13)
+            o = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(BATCH13, T13, D13)
             h = h + drop(o @ wo + bo, jax.random.fold_in(key, 2 * l))
             m = jax.nn.gelu(ln(h, g2, b2) @ w1 + c1, approximate=True) @ w2 + c2
             h = h + drop(m, jax.random.fold_in(key, 2 * l + 1))
@@ -364,9 +364,9 @@ def jax_w15(params):
         p, m, v, t = state
         value, g = jax.value_and_grad(loss)(p, *data)
         t = t + 1.0
-        c1, c2 = 1.0 - B1 ** t, 1.0 - B2 ** t
-        m = tuple(B1 * mi + (1.0 - B1) * gi for mi, gi in zip(m, g))
-        v = tuple(B2 * vi + (1.0 - B2) * gi * gi for vi, gi in zip(v, g))
+        c1, c2 = 1.0 - BETA1 ** t, 1.0 - BETA2 ** t
+        m = tuple(BETA1 * mi + (1.0 - BETA1) * gi for mi, gi in zip(m, g))
+        v = tuple(BETA2 * vi + (1.0 - BETA2) * gi * gi for vi, gi in zip(v, g))
         p = tuple(pi - LR * (mi / c1) / (jnp.sqrt(vi / c2) + EPS) for pi, mi, vi in zip(p, m, v))
         return (p, m, v, t), value
 
@@ -441,7 +441,7 @@ def tf_w13(params, rate):
         return tf.matmul(x, w) + b                 # x [B*T, in]
 
     def heads(x):
-        return tf.transpose(tf.reshape(x, [B13, T13, NH13, DH13]), [0, 2, 1, 3])
+        return tf.transpose(tf.reshape(x, [BATCH13, T13, NH13, DH13]), [0, 2, 1, 3])
 
     def drop(x, seed):
         if rate == 0.0:
@@ -451,7 +451,7 @@ def tf_w13(params, rate):
     def loss(x, y, step):
         p = variables
         wte = p[0]
-        h = tf.reshape(tf.gather(wte, x) + p[1], [B13 * T13, D13])
+        h = tf.reshape(tf.gather(wte, x) + p[1], [BATCH13 * T13, D13])
         for l in range(L13):
             g1, b1, wq, bq, wk, bk, wv, bv, wo, bo, g2, b2, w1, c1, w2, c2 = p[2 + 16 * l: 18 + 16 * l]
             a = ln(h, g1, b1)
@@ -459,7 +459,7 @@ def tf_w13(params, rate):
             k, v = heads(dense(a, wk, bk)), heads(dense(a, wv, bv))
             s = tf.where(causal, tf.matmul(q, k, transpose_b=True), -1e30)
             o = tf.reshape(tf.transpose(tf.matmul(tf.nn.softmax(s, -1), v), [0, 2, 1, 3]),
-                           [B13 * T13, D13])
+                           [BATCH13 * T13, D13])
             h = h + drop(dense(o, wo, bo), tf.stack([step, 2 * l]))
             m = dense(tf.nn.gelu(dense(ln(h, g2, b2), w1, c1), approximate=True), w2, c2)
             h = h + drop(m, tf.stack([step, 2 * l + 1]))
@@ -574,10 +574,10 @@ def tf_w15(params):
             value = loss(x, mask, labels)
         grads = tape.gradient(value, variables)
         t.assign_add(1.0)
-        c1, c2 = 1.0 - tf.pow(B1, t), 1.0 - tf.pow(B2, t)
+        c1, c2 = 1.0 - tf.pow(BETA1, t), 1.0 - tf.pow(BETA2, t)
         for p, m, v, g in zip(variables, ms, vs, grads):
-            m.assign(B1 * m + (1.0 - B1) * g)
-            v.assign(B2 * v + (1.0 - B2) * g * g)
+            m.assign(BETA1 * m + (1.0 - BETA1) * g)
+            v.assign(BETA2 * v + (1.0 - BETA2) * g * g)
             p.assign_sub(LR * (m / c1) / (tf.sqrt(v / c2) + EPS))
         return value
     return step

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The 2x2 of #29 for the model workloads: each side's program (xlafn's
+"""The 2x2 for the model workloads: each side's program (xlafn's
 StableHLO, jax.jit's) compiled by each side's compiler (the pinned PJRT
 plugin, jaxlib's CPU client), same inputs, timed interleaved.
 

@@ -7,13 +7,13 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use xlafn::prelude::*;
 
-#[path = "../examples/common/w3.rs"]
+#[path = "../examples/common/mlp_step.rs"]
 #[allow(dead_code)]
-mod w3;
+mod mlp_step;
 
 fn loss_of(params: &[Variable], x: &Tensor, y: &Tensor) -> Result<Tensor> {
-    let onehot = y.one_hot(w3::CLASSES, 1.0, 0.0, DType::F32)?;
-    let log_p = w3::Mlp::logits(params, x)?.log_softmax(-1)?;
+    let onehot = y.one_hot(mlp_step::CLASSES, 1.0, 0.0, DType::F32)?;
+    let log_p = mlp_step::Mlp::logits(params, x)?.log_softmax(-1)?;
     onehot
         .mul(&log_p)?
         .reduce_sum(&[1], false)?
@@ -56,11 +56,11 @@ fn small_ops(c: &mut Criterion) {
 }
 
 fn mlp(c: &mut Criterion) {
-    let mlp = w3::Mlp::new().unwrap();
-    let x = Tensor::random_normal(&[w3::BATCH, w3::INPUTS], 1, DType::F32).unwrap();
-    let y = Tensor::random_uniform(&[w3::BATCH], 2, DType::F32)
+    let mlp = mlp_step::Mlp::new().unwrap();
+    let x = Tensor::random_normal(&[mlp_step::BATCH, mlp_step::INPUTS], 1, DType::F32).unwrap();
+    let y = Tensor::random_uniform(&[mlp_step::BATCH], 2, DType::F32)
         .unwrap()
-        .mul_scalar(w3::CLASSES as f64)
+        .mul_scalar(mlp_step::CLASSES as f64)
         .unwrap()
         .cast(DType::I32)
         .unwrap();

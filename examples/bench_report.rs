@@ -1,9 +1,9 @@
-//! The benchmark report (see the project's BENCHMARKS.md): runs every
+//! The benchmark report (see book/src/reference/benchmarks.md): runs every
 //! workload that exists so far and writes one JSON object with fixed keys.
 //!
 //! `cargo run --release --example bench_report -- --json PATH [--peers FILE]`
 //!
-//! The targets are ratios of the peers' figures: BENCHMARKS.md's reference
+//! The targets are ratios of the peers' figures: the benchmarks page's reference
 //! table, or what `peers.py` measured on this machine (`--peers FILE`, see
 //! `common/peers.rs`).
 //!
@@ -36,11 +36,17 @@
 //!   `bench/two_by_two.py` time such files on either compiler.
 
 // The report uses the trainer, not the weight read-back.
+#[path = "common/bigru_step.rs"]
+mod bigru_step;
 #[allow(dead_code)]
 #[path = "common/data_parallel.rs"]
 mod data_parallel;
 #[path = "common/data_report.rs"]
 mod data_report;
+#[path = "common/gpt_step.rs"]
+mod gpt_step;
+#[path = "common/mlp_step.rs"]
+mod mlp_step;
 #[path = "common/model_report.rs"]
 mod model_report;
 #[path = "common/peers.rs"]
@@ -49,16 +55,10 @@ mod peers;
 mod real_models;
 #[path = "common/real_report.rs"]
 mod real_report;
-#[path = "common/w13_gpt.rs"]
-mod w13_gpt;
-#[path = "common/w14_resnet.rs"]
-mod w14_resnet;
-#[path = "common/w15_gru.rs"]
-mod w15_gru;
-#[path = "common/w3.rs"]
-mod w3;
-#[path = "common/w9_layers.rs"]
-mod w9_layers;
+#[path = "common/resnet_step.rs"]
+mod resnet_step;
+#[path = "common/transformer_with_layers.rs"]
+mod transformer_with_layers;
 
 use std::fmt::Write as _;
 use std::process::Command;
@@ -291,8 +291,8 @@ fn w5_child(workload: &str) -> xlafn::Result<()> {
             start.elapsed().as_secs_f64() * 1e3
         }
         "w3" => {
-            let model = w3::Mlp::new()?;
-            let (x, y) = w3::synthetic_batch(0)?;
+            let model = mlp_step::Mlp::new()?;
+            let (x, y) = mlp_step::synthetic_batch(0)?;
             x.block_until_ready()?;
             let start = Instant::now();
             let step = model.train_step(0.1);
@@ -308,9 +308,9 @@ fn w5_child(workload: &str) -> xlafn::Result<()> {
 /// W3: one compiled training step of the MLP (forward, backward, in-place
 /// SGD update), per call.
 fn w3() -> xlafn::Result<f64> {
-    let model = w3::Mlp::new()?;
+    let model = mlp_step::Mlp::new()?;
     let step = model.train_step(0.1);
-    let (x, y) = w3::synthetic_batch(0)?;
+    let (x, y) = mlp_step::synthetic_batch(0)?;
     let first = step.call((&x, &y))?.item::<f32>()?;
     let address = model.params[0].device_address()?;
     let t = median_us(|| {

@@ -1,4 +1,4 @@
-//! Eager against compiled, with the numbers and pictures to show it (#30):
+//! Eager against compiled, with the numbers and pictures to show it:
 //! the guide's comparison of its convolution layer run eagerly and as a
 //! function (W12 of the bench report), and W2's 150 small elementwise ops,
 //! each timed eagerly, as a `jit_compile(false)` function and compiled

@@ -8,8 +8,8 @@
 // The benchmark's data (its SGD model stays the benchmark's; this example
 // builds its own from the toolkit).
 #[allow(dead_code)]
-#[path = "common/w3.rs"]
-mod w3;
+#[path = "common/mlp_step.rs"]
+mod mlp_step;
 
 #[path = "common/logging.rs"]
 mod logging;
@@ -53,8 +53,8 @@ impl Mlp {
     fn new(seed: u64) -> Result<Mlp> {
         let keys = random::split(&random::key(seed)?, 2)?;
         Ok(Mlp {
-            hidden: Dense::new(&random::nth(&keys, 0)?, w3::INPUTS, w3::HIDDEN)?,
-            output: Dense::new(&random::nth(&keys, 1)?, w3::HIDDEN, w3::CLASSES)?,
+            hidden: Dense::new(&random::nth(&keys, 0)?, mlp_step::INPUTS, mlp_step::HIDDEN)?,
+            output: Dense::new(&random::nth(&keys, 1)?, mlp_step::HIDDEN, mlp_step::CLASSES)?,
         })
     }
 
@@ -98,7 +98,9 @@ fn main() -> Result<()> {
         })
     };
 
-    let batches: Vec<(Tensor, Tensor)> = (0..8).map(w3::synthetic_batch).collect::<Result<_>>()?;
+    let batches: Vec<(Tensor, Tensor)> = (0..8)
+        .map(mlp_step::synthetic_batch)
+        .collect::<Result<_>>()?;
     let started = std::time::Instant::now();
     for i in 0..STEPS {
         let (x, y) = &batches[i % batches.len()];
@@ -115,7 +117,7 @@ fn main() -> Result<()> {
         adam.iterations()?
     );
 
-    let (x, y) = w3::synthetic_batch(1234)?;
+    let (x, y) = mlp_step::synthetic_batch(1234)?;
     let accuracy = model.accuracy(&x, &y)?;
     println!("accuracy on a fresh batch: {:.1}%", 100.0 * accuracy);
 

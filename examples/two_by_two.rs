@@ -1,5 +1,5 @@
 //! Times StableHLO files with the pinned plugin: one half of the "2x2"
-//! of #29 (each side's program compiled by each side's compiler).
+//! (each side's program compiled by each side's compiler).
 //! `bench_report --hlo DIR` writes xlafn's training steps,
 //! `bench/two_by_two.py lower DIR` writes jax.jit's, and
 //! `bench/two_by_two.py time` times files with jaxlib's CPU client.
@@ -20,7 +20,7 @@
 //!
 //! The files go to the plugin as they are, for programs you made
 //! yourself: jax.jit's text is outside what xlafn's own program check
-//! (`export::program_check`, for exports, which are untrusted) accepts,
+//! (`lower::program_check`, for exports, which are untrusted) accepts,
 //! from its `module` header on, and XLA may abort the process on a
 //! program it rejects.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on a CUDA GPU (#18 item 6): the default client
+# Runs the whole test suite on a CUDA GPU: the default client
 # is the CUDA plugin, and the tests that need the CPU plugin (host
 # callbacks, its 4 devices) are reported as ignored with their reason.
 #

@@ -1,4 +1,4 @@
-//! Check-numerics mode (B17): find the first op whose result contains NaN
+//! Check-numerics mode: find the first op whose result contains NaN
 //! or Inf, like `tf.debugging.enable_check_numerics`.
 //!
 //! While enabled, every op with a floating-point result is followed by a
@@ -26,6 +26,10 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// Turns check-numerics on for ops run or traced from now on (process-wide).
 pub fn enable_check_numerics() {
+    crate::tensor::hooks::register_numerics_check(crate::tensor::hooks::NumericsCheck {
+        active: enabled,
+        check: check_results,
+    });
     ENABLED.store(true, Ordering::SeqCst);
 }
 
@@ -129,8 +133,8 @@ fn host_values(a: &HostArray) -> Vec<f64> {
     }
 }
 
-/// Checks the floating-point results of `op` (called by `tensor::apply`
-/// when the mode is on).
+/// Checks the floating-point results of `op` (called by `tensor::apply`,
+/// through `tensor::hooks`, when the mode is on).
 pub(crate) fn check_results(
     op: &str,
     results: &[Tensor],

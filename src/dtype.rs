@@ -417,7 +417,7 @@ fn physical_memory() -> Option<u64> {
 /// arrays grow without end meets it. This is the one memory rule: every
 /// lowered program (traced functions, eager ops, programs specialized from
 /// a loaded export's graph) is checked by `lower` before it reaches XLA,
-/// and an export's listed programs by `export::program_check`.
+/// and an export's listed programs by `lower::program_check`.
 pub fn check_program_memory(largest: u64, total: u64) -> Result<()> {
     let memory = program_memory_bytes();
     let limit = memory.saturating_mul(PROGRAM_MEMORY_FACTOR);

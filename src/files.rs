@@ -1,5 +1,5 @@
-//! Layer: base (file access); imports only `error` and libc's flag
-//! constants. Every byte an export, a checkpoint, the compile cache or the
+//! Layer: base (file access); imports only `error`, libc's flag constants
+//! and sha2. Every byte an export, a checkpoint, the compile cache or the
 //! plugin store reads or writes goes through here (export re-exports the
 //! writers as `export::replace_file` and friends), so the rules that keep
 //! a hostile folder from reaching outside itself live in one place:
@@ -14,8 +14,13 @@
 //!   notice a longer file), so a damaged size cannot exhaust memory;
 //! - writes create new files (`create_new`), so a symlink planted where an
 //!   output will go cannot redirect the write onto a victim file.
+//!
+//! The hex digests that name and check those files (`sha256_hex`, `hex`)
+//! are here too, so an export's manifest, the compile cache and the plugin
+//! store spell a digest the same way.
 
 use crate::error::{Error, Result};
+use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -139,6 +144,12 @@ pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
         .map_err(|e| io("cannot write", path, e))
 }
 
+/// Creates the new file `path` (an existing file or symlink there is an
+/// error, never opened): for writers that stream into the file themselves.
+pub(crate) fn create_new_file(path: &Path) -> Result<File> {
+    create_new(path, path)
+}
+
 /// Creates the new file `at` (an existing file or symlink there is an
 /// error), reporting a failure as one to write `path`.
 fn create_new(at: &Path, path: &Path) -> Result<File> {
@@ -257,6 +268,16 @@ pub(crate) fn unpredictable_suffix() -> String {
             .map_or(0, |d| d.as_nanos()),
     );
     format!("{}-{n}-{:016x}", std::process::id(), h.finish())
+}
+
+/// Lowercase hex of `bytes` (a digest, or a prefix of one).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Lowercase hex sha256 of `bytes`.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 #[cfg(test)]

@@ -7,9 +7,13 @@
 //!
 //! # Install
 //!
-//! Add `xlafn` to `Cargo.toml`; the repository's `scripts/setup.sh`
-//! fetches the pinned XLA CPU plugin (and libclang where a build needs
-//! it). `XLAFN_DEVICE=cuda` picks a CUDA plugin (see the README).
+//! xlafn is not on a package registry yet: depend on a checkout
+//! (`xlafn = { path = "../xlafn" }`) or on its git repository pinned to a
+//! commit. Building needs no plugin; the first program that runs finds
+//! the pinned XLA CPU plugin, or fetches it once into `~/.cache/xlafn`.
+//! `XLAFN_DEVICE=cuda` picks a CUDA plugin. The book, in the repository's
+//! `book/` folder (`book/src/SUMMARY.md`), is the guide: getting started,
+//! tracing, training, export, devices, CUDA, and the reference pages.
 //!
 //! # Eager ops
 //!
@@ -122,22 +126,28 @@
 //! | `safetensors.torch.load_file` | [`weights::Weights`] |
 //! | `jax.export`, `torch.export` | [`ConcreteFunction::export`] |
 //!
-//! The crate is layered bottom-up: `runtime` (PJRT) ← `lower` (StableHLO
-//! text) ← `ir` (graphs) ← `ops` (the op catalog) ← `tensor` (the user's
-//! values) ← `function`, `autodiff`, `control` ← `nn`, `optimizers`,
-//! `checkpoint`, `export`.
+//! The crate is layered bottom-up: `runtime` (PJRT, and all of the
+//! crate's `unsafe`) ← the knot of `ir` (graphs), `ops` (the op catalog),
+//! `lower` (StableHLO text), `tensor` (the user's values), `trace` and
+//! `variable`, which import each other because gradient and batching
+//! rules are written with tensors ← `function` ← `control`, `vmap`,
+//! `autodiff`, `debug` ← the composites (linear algebra written with
+//! tensors and loops) ← `sharding`, `distributed` ← `nn`, `optimizers`,
+//! `export`, `checkpoint`, `weights`, `data`, `train`. `tensor` reaches
+//! the tapes, check-numerics and sharded execution above it only through
+//! what they register (`tensor::hooks`). `tests/layering.rs` holds the
+//! order and the few back edges left, and fails on a new one; the book's
+//! internals chapter explains both.
 
 #![warn(missing_docs)]
 
-// `tensor` is declared first (and `ops::constant` first among the ops) so
-// that rustdoc lists `Tensor`'s constructors before its op methods: it
-// shows a type's inherent impl blocks in declaration order.
 pub mod autodiff;
 /// Unstable internals, not part of the public API: The run-time side of `#[xlafn::function]`'s AutoGraph rewrite (called by generated code).
 #[doc(hidden)]
 pub mod autograph;
 #[cfg(feature = "bench")]
 pub mod bench;
+mod composite;
 pub(crate) mod bounded_cache;
 pub mod checkpoint;
 pub mod control;
@@ -185,6 +195,7 @@ pub mod vmap;
 pub mod weights;
 
 pub use autodiff::{GradientTape, Source, recompute_grad};
+pub use composite::tridiagonal::tridiagonal_solve;
 pub use control::{TensorArray, cond, for_range, while_loop};
 pub use debug::{disable_check_numerics, enable_check_numerics};
 pub use dtype::{ArraySpec, DType};
@@ -222,7 +233,6 @@ pub use ops::fft::{FftNorm, FftType, fft_op};
 pub use ops::pad::PadMode;
 pub use ops::products::multi_dot;
 pub use ops::stats::{NormOrd, clip_by_global_norm};
-pub use ops::tridiagonal::tridiagonal_solve;
 pub use ops::window::{WindowDims, WindowKind};
 pub use runtime::profile;
 pub use runtime::{Device, MemoryStats, set_cpu_device_count};

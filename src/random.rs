@@ -1,4 +1,4 @@
-//! Random numbers as values (#15 item 9): a key is a `u64[2]` tensor (the
+//! Random numbers as values: a key is a `u64[2]` tensor (the
 //! Threefry state StableHLO's `rng_bit_generator` takes), so a compiled
 //! step that takes a new key each call is one trace and one program, as
 //! with `jax.random`. Keys are split and folded with random bits drawn

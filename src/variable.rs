@@ -1,5 +1,4 @@
-//! `Variable`: mutable state shared by eager code and traced functions
-//! (B20, B21).
+//! `Variable`: mutable state shared by eager code and traced functions.
 //!
 //! A variable is a shared resource with a unique id, a dtype and a fixed
 //! shape, holding one device buffer. Eagerly, `read` returns a tensor of the
@@ -12,14 +11,13 @@
 //!
 //! Concrete functions hold only weak references to the variables they
 //! captured: calling one after its variable is dropped fails with a
-//! FailedPrecondition error (B21). Calls that touch variables lock them (in
+//! FailedPrecondition error. Calls that touch variables lock them (in
 //! id order) from reading their buffers to writing the results back, so
 //! concurrent `assign_add`s never lose updates.
 
 use crate::dtype::DType;
 use crate::error::{Error, OrPanic, Result};
-pub use crate::function::trace_type::VariableSpec;
-use crate::ir::TensorType;
+use crate::ir::{Shape, TensorType};
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::trace;
@@ -184,7 +182,7 @@ impl VariableInner {
 }
 
 /// How a concrete function refers to a variable: captured by its closure
-/// (weakly, B21), or passed as the call's `slot`-th distinct variable
+/// (weakly), or passed as the call's `slot`-th distinct variable
 /// argument (`proxy` is the stand-in used while tracing).
 #[derive(Clone)]
 pub(crate) enum VarRef {
@@ -464,8 +462,8 @@ impl Variable {
             self.check_not_stand_in()?;
             self.inner.lock_for_call()?.clone()
         };
-        if crate::autodiff::recording() {
-            crate::autodiff::record_variable_read(self.inner.id, &value);
+        if let Some(recorder) = crate::tensor::hooks::recorder() {
+            (recorder.record_variable_read)(self.inner.id, &value);
         }
         Ok(value)
     }
@@ -583,4 +581,31 @@ fn placed_like(current: &Tensor, value: &Tensor) -> Result<Tensor> {
         return value.to_device(current.device()?);
     }
     Ok(value.clone())
+}
+
+/// The trace type of a `Variable` argument: dtype, shape, and its
+/// aliasing pattern (`alias` is the index of the first argument that is the
+/// same variable), so `f(a, a)` and `f(b, b)` share a trace and `f(a, b)`
+/// does not.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VariableSpec {
+    /// The variable's element type.
+    pub dtype: DType,
+    /// The variable's dimensions (always fully known).
+    pub dims: Vec<i64>,
+    /// The index of the first argument that is this same variable
+    /// (TensorFlow's `alias_id`).
+    pub alias: usize,
+}
+
+impl std::fmt::Display for VariableSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "VariableSpec(shape={}, dtype={}, alias_id={})",
+            Shape::known(&self.dims),
+            self.dtype,
+            self.alias
+        )
+    }
 }

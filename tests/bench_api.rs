@@ -1,4 +1,4 @@
-//! #30 item 2: `xlafn::bench`. Its statistics are checked on calls of a
+//! `xlafn::bench`. Its statistics are checked on calls of a
 //! known length (a sleep), its comparison on a small function: three
 //! modes, first calls apart from the steady state, the compiled program's
 //! flops from XLA's cost analysis turned into GFLOP/s, the JSON and the

@@ -1,4 +1,4 @@
-//! #15's CNN on the UCI digits: it trains to at least 95% held-out
+//! The CNN example's model on the UCI digits: it trains to at least 95% held-out
 //! accuracy with one trace and one compile of the step, and its forward
 //! pass and gradients agree with a direct loop reference on fixed weights.
 

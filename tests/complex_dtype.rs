@@ -1,4 +1,4 @@
-//! Complex dtypes (c64, c128; #15 item 11): host round trips, printing
+//! Complex dtypes (c64, c128): host round trips, printing
 //! (the strings NumPy 2.x prints for the same arrays), `.npy` files and
 //! exports, `complex`/`real`/`imag`/`conj`/`angle`, arithmetic and
 //! elementwise functions against `num-complex` (a reference independent of

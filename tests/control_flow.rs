@@ -399,7 +399,7 @@ proptest! {
     }
 }
 
-/// #28 item 9: loop bounds in the integer types Rust code has at hand
+/// Loop bounds in the integer types Rust code has at hand
 /// (`i32`, `usize` lengths, `u32`) and `f32` factors convert as `i64` and
 /// `f64` do; a `u64` that no int64 holds is an error, not a wrap.
 #[test]

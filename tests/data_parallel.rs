@@ -1,4 +1,4 @@
-//! #18 acceptance: the data-parallel example's training (batch split over
+//! The data-parallel example's training (batch split over
 //! 4 CPU devices, weights replicated) gives the losses and weights of one
 //! device, and its compiled step holds the all-reduce XLA inserted.
 

@@ -1,4 +1,4 @@
-//! Devices (#18 item 1): the device list, `Tensor::device`, `to_device`,
+//! Devices: the device list, `Tensor::device`, `to_device`,
 //! the scoped default device, the placement rule of eager ops and
 //! functions (one compile per device), the mixed-device error and the
 //! configurable CPU device count.

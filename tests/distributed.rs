@@ -1,4 +1,4 @@
-//! Multi-process runs (#18 item 5): processes of this test binary join
+//! Multi-process runs: processes of this test binary join
 //! over loopback, exchange values and pass barriers; the coordination
 //! service survives hostile peers; mistakes give the documented errors;
 //! and the CPU plugin is refused for multi-process clients.
@@ -23,7 +23,7 @@ use xlafn::{Error, ErrorCode};
 const LIMIT: Duration = Duration::from_secs(120);
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The CPU plugin's refusal, as the module docs and the README quote it.
+/// The CPU plugin's refusal, as the module docs and the book's multi-process chapter quote it.
 const CPU_REFUSAL: &str = "UnimplementedError: multi-process execution needs a plugin with \
     cross-process collectives (the CUDA plugin); the CPU plugin has only in-process collectives \
     and ignores node_id/num_nodes and the key-value store";

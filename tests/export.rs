@@ -185,7 +185,7 @@ fn unknown_dims_export_one_program_per_requested_shape() {
         .to_vec::<f32>()
         .unwrap();
     assert_eq!(v, vec![1., 4., 9.]);
-    // A shape not listed is compiled from the saved graph (B27).
+    // A shape not listed is compiled from the saved graph.
     let v = loaded
         .call(&[&Tensor::vector(&[2f32; 5]).unwrap()])
         .unwrap()[0]

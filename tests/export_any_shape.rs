@@ -1,4 +1,4 @@
-//! Exports serve every shape their specs allow (B27): a function exported
+//! Exports serve every shape their specs allow: a function exported
 //! with input signature `(None, 16)` and programs for batches 1, 8 and 32
 //! runs batch 5 after loading, in this process and in `xlafn run`, by
 //! compiling the saved graph once for the new shape; and a saved graph

@@ -1,10 +1,11 @@
-//! docs/EXPORT.md's calling convention, followed by hand: an export's
-//! program is read from the folder, its parameters are assembled from the
-//! manifest (inputs, then captures in order from their `.npy` files), and
-//! it is compiled and run through the PJRT runtime API alone, without
-//! `xlafn::load`. Its results (the outputs, then the variable updates)
-//! match values worked out by hand, and feeding an update back as the
-//! variable's parameter gives the next call's values.
+//! The calling convention of book/src/reference/export-format.md,
+//! followed by hand: an export's program is read from the folder, its
+//! parameters are assembled from the manifest (inputs, then captures in
+//! order from their `.npy` files), and it is compiled and run through the
+//! PJRT runtime API alone, without `xlafn::load`. Its results (the
+//! outputs, then the variable updates) match values worked out by hand,
+//! and feeding an update back as the variable's parameter gives the next
+//! call's values.
 
 #[path = "common/scratch.rs"]
 mod scratch;

@@ -1,7 +1,7 @@
 //! Functions shared between threads: concurrent first calls of one type
 //! trace once (single-flight tracing), `Function` is `Send + Sync`, and a
 //! function that keeps retracing says so through the `tracing` crate,
-//! naming the argument whose type changed (B9, DESIGN.md section 2).
+//! naming the argument whose type changed.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};

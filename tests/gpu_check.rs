@@ -162,32 +162,32 @@ mod resumable_training;
 mod weights;
 
 // The bench report's models against their peers' losses, and the
-// program rewrites made for them (#29).
+// program rewrites made for them.
 #[path = "loop_hoisting.rs"]
 mod loop_hoisting;
 #[path = "slice_gradients.rs"]
 mod slice_gradients;
 
-// Inspection (#30): stages with XLA's analyses, the bench API, profiles,
+// Inspection: stages with XLA's analyses, the bench API, profiles,
 // live memory.
 #[path = "bench_api.rs"]
 mod bench_api;
+#[path = "bigru_step_matches_peers.rs"]
+mod bigru_step_matches_peers;
+#[path = "gpt_step_matches_peers.rs"]
+mod gpt_step_matches_peers;
 #[path = "live_memory.rs"]
 mod live_memory;
+#[path = "products_see_updated_weights.rs"]
+mod products_see_updated_weights;
 #[path = "profile.rs"]
 mod profile;
+#[path = "resnet_step_matches_peers.rs"]
+mod resnet_step_matches_peers;
 #[path = "stages.rs"]
 mod stages;
-#[path = "w13_gpt.rs"]
-mod w13_gpt;
-#[path = "w14_resnet.rs"]
-mod w14_resnet;
-#[path = "w15_gru.rs"]
-mod w15_gru;
-#[path = "w9_layers.rs"]
-mod w9_layers;
-#[path = "xnn_captured_weights.rs"]
-mod xnn_captured_weights;
+#[path = "transformer_with_layers_matches_peers.rs"]
+mod transformer_with_layers_matches_peers;
 
 // Exports (loaded here and run by the `xlafn` tool), the compile cache,
 // concurrency, buffers and hostile input.

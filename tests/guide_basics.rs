@@ -1,7 +1,7 @@
 //! The guide's "Basics" section ("Better performance with tf.function"): a
-//! `Function` is callable like an op (B2), usable inside another `Function`
+//! `Function` is callable like an op, usable inside another `Function`
 //! (its graph is inlined), with any arity and nested structures as inputs
-//! and outputs (B26), `Result` outputs and `()` outputs.
+//! and outputs, `Result` outputs and `()` outputs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -199,7 +199,7 @@ fn functions_of_zero_to_eight_parameters() -> Result<()> {
     assert_eq!(c0.tracing_count(), 1);
 
     // f_n(a1, ..., an) = 1*a1 + 2*a2 + ... + n*an; with ai = i the result
-    // is 1 + 4 + ... + n^2. Host numbers become i32 tensors (B29).
+    // is 1 + 4 + ... + n^2. Host numbers become i32 tensors.
     let s = |i: i32| Tensor::scalar(i);
     let f1 = function(|a: Tensor| a.mul_scalar(1));
     assert_eq!(f1.call((s(1),))?.item::<i32>()?, 1);

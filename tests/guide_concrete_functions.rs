@@ -2,7 +2,7 @@
 //! functions": `get_concrete_function` from values and from `TensorSpec`s,
 //! the printed signature of a concrete function, literal parameters that
 //! stay part of it (`Literal[2]`), calls with incompatible inputs, the
-//! function type, and the low-overhead flat call (B11, B13).
+//! function type, and the low-overhead flat call.
 
 use xlafn::prelude::*;
 
@@ -252,7 +252,7 @@ fn call_flat_matches_call() -> Result<()> {
     Ok(())
 }
 
-/// B11: a concrete function called with arguments it was not traced for
+/// A concrete function called with arguments it was not traced for
 /// says which argument, what it got and what it expected, in TensorFlow's
 /// words, for tensors (dtype and shape) and literals alike.
 #[test]

@@ -1,8 +1,8 @@
-//! The guide's "Controlling retracing" section: `input_signature` (B6),
-//! unknown dimensions that trace once and compile per shape (B7),
-//! `reduce_retracing` (B8), tensors instead of host literals (B9, B29), the
+//! The guide's "Controlling retracing" section: `input_signature`,
+//! unknown dimensions that trace once and compile per shape,
+//! `reduce_retracing`, tensors instead of host literals, the
 //! tracing protocol for user types, and dispatch of explicitly made
-//! concrete functions by subtyping (B5).
+//! concrete functions by subtyping.
 
 use std::sync::{Arc, Mutex};
 use xlafn::function::{Arg, CustomTraceType, TraceType};
@@ -290,7 +290,7 @@ fn pass_tensors_instead_of_host_literals() -> Result<()> {
         train_tensor.call((Tensor::scalar(20i32),))?.item::<i32>()?,
         190
     );
-    // Host numbers given for a Tensor parameter become tensors (B29): an
+    // Host numbers given for a Tensor parameter become tensors: an
     // i64 that fits is an i32 scalar, the same type as above.
     assert_eq!(train_tensor.call((30i64,))?.item::<i32>()?, 435);
     assert_eq!(train_tensor.call((4i64,))?.item::<i32>()?, 6);
@@ -673,7 +673,7 @@ fn retracing_with_fewer_arg_names_than_parameters_does_not_panic() {
     }
 }
 
-/// B2/B6: a function with an input_signature, called while another function
+/// A function with an input_signature, called while another function
 /// is traced with a compatible but less specific tensor, binds it as
 /// TensorFlow does: the inner trace sees the signature's shape, and a
 /// concrete shape that turns out incompatible is an error when the program

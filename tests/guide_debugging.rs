@@ -2,7 +2,7 @@
 //! `tf.config.run_functions_eagerly(True)` turns every function back into
 //! plain eager code, so host side effects (Python `print`) run on every call
 //! and values can be read inside the function body; turning it off restores
-//! tracing (B3, B14).
+//! tracing.
 //!
 //! `run_functions_eagerly` is process-wide and the tests of one file run on
 //! parallel threads, so everything that toggles it lives in the one test

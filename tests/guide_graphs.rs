@@ -3,7 +3,7 @@
 //! function's graph lists its nodes with their inputs; a host loop unrolls
 //! at trace time, so the graph grows with the data; the compiled StableHLO
 //! is inspectable; unknown dimensions are compiled, not traced, once per
-//! concrete shape (B7, B12).
+//! concrete shape.
 
 use xlafn::ArraySpec;
 use xlafn::prelude::*;

@@ -1,7 +1,7 @@
 //! Guide "Better performance with tf.function", the parts of "Limitations"
 //! and "Known issues" about host (Python) globals and free variables,
 //! captured objects, leaked tensors and recursion, plus the XLA-specific
-//! rejection of string tensors (B22-B25).
+//! rejection of string tensors.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use xlafn::prelude::*;

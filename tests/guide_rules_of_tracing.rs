@@ -1,5 +1,5 @@
 //! The guide's "Rules of tracing" section: which argument changes make a
-//! `Function` trace again (B4, B5, B9, B10). Tensors are typed by dtype and
+//! `Function` trace again. Tensors are typed by dtype and
 //! shape, host literals by value, tuples and lists by their element types in
 //! order, maps by key regardless of insertion order, `Option`s by
 //! None/Some, plain user values by equality (`ByValue`), and user types by

@@ -1,7 +1,7 @@
 //! The guide's "Tracing" section ("Better performance with tf.function"):
 //! what tracing is, the `double` example, side effects that happen only
-//! while tracing (B3), `tracing_count`, concrete functions and their
-//! signatures (B11), and graphs (B12).
+//! while tracing, `tracing_count`, concrete functions and their
+//! signatures, and graphs.
 
 use std::sync::{Arc, Mutex};
 use xlafn::prelude::*;

@@ -594,7 +594,7 @@ fn compiled_gradient_is_two_loops_and_matches_eager() {
     assert_eq!(text.matches("stablehlo.while").count(), 1, "{text}");
 }
 
-/// #29 item 1: under a tape, the GRU's forward loop records its gates
+/// Under a tape, the GRU's forward loop records its gates
 /// (the two sigmoids and the tanh candidate: the activations whose
 /// gradient reads their output) beside its state and its recurrent dot,
 /// and the backward loop reads them instead of recomputing them. The

@@ -1,5 +1,5 @@
 //! Variables created on a function's first call from values computed in
-//! its trace (B20): TensorFlow lifts the initializer out of the graph and
+//! its trace: TensorFlow lifts the initializer out of the graph and
 //! runs it on the first call's arguments. The API page's `MyModule`.
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -41,7 +41,7 @@ fn api_page_module_creates_its_variable_from_the_first_input() {
     let v = module.v.lock().unwrap().clone().unwrap();
     assert_eq!(v.read().to_vec::<i32>().unwrap(), vec![1, 1]);
     assert_eq!((v.dtype(), v.dims()), (DType::I32, &[2i64][..]));
-    // The first call traced twice (B20), the second reused the trace.
+    // The first call traced twice, the second reused the trace.
     assert_eq!(f.tracing_count(), 2);
 }
 

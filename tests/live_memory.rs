@@ -1,4 +1,4 @@
-//! #30 item 4: memory. `runtime::live_memory` tallies the live buffers and
+//! Memory. `runtime::live_memory` tallies the live buffers and
 //! their bytes per device as arrays come and go; a compiled program's
 //! memory analysis shows donation (a variable updated in place: its bytes
 //! aliased, no new output memory) and its temporaries. One test, so that

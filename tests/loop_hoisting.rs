@@ -1,4 +1,4 @@
-//! #29 item 4: a loop body that multiplies row `t` of a captured array by
+//! A loop body that multiplies row `t` of a captured array by
 //! a captured matrix (a `TensorArray` read, then `matmul`) runs one
 //! product of the whole array before the loop instead, and its gradient
 //! one product after it. The compiled values and gradients equal the

@@ -108,7 +108,7 @@ fn derive_names_every_variable_in_declaration_order() {
     assert_eq!(tied.named_variables()[0].0, "0");
 }
 
-/// #28 item 3: a listed variable is named by its path from the outermost
+/// A listed variable is named by its path from the outermost
 /// module listed, whatever order the listings come in; a name given by
 /// hand stays; the paths reach exports and errors.
 #[test]

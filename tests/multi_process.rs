@@ -1,4 +1,4 @@
-//! Multi-controller execution (#18 item 5): two processes of this test
+//! Multi-controller execution: two processes of this test
 //! binary join one run, see every device of it, lay arrays out over a mesh
 //! that spans both, hold only their own blocks, and run sharded programs
 //! that each feeds with its own blocks.

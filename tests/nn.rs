@@ -1,4 +1,4 @@
-//! nn helpers (#15 item 10) against loops written here: cross-entropy
+//! nn helpers against loops written here: cross-entropy
 //! losses (the sparse one without a one-hot) and their gradients,
 //! layer_norm, batch_norm's training and inference statistics (eager and
 //! in a compiled step), embedding_lookup.

@@ -1,4 +1,4 @@
-//! The core paths on every device kind (#18 item 6): eager ops, compiled
+//! The core paths on every device kind: eager ops, compiled
 //! functions, gradients, variables and a function over all of the
 //! client's devices, each as a CPU and a CUDA test (`device_tests!`).
 //! On the build machines (no GPU) the CUDA variants are ignored.

@@ -1,4 +1,4 @@
-//! The op table (#15 acceptance): one row per op, run for each dtype it
+//! The op table: one row per op, run for each dtype it
 //! supports (f64, f32, f16, bf16), eagerly and traced, against a reference
 //! computed in f64 by Rust's own functions or a formula written here; and,
 //! for differentiable rows, the tape's f64 gradient against central

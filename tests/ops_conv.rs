@@ -1,4 +1,4 @@
-//! Convolution (#15 item 1) against a direct-loop reference written here:
+//! Convolution against a direct-loop reference written here:
 //! strides, explicit and SAME padding, input and kernel dilation, feature
 //! groups (depthwise), 1-3 spatial dimensions, other layouts; eager and
 //! traced; gradients for input and kernel against finite differences in

@@ -1,4 +1,4 @@
-//! cholesky and triangular_solve (#15 item 11) against loop references
+//! cholesky and triangular_solve against loop references
 //! written here, batched, eager and traced, with gradients against finite
 //! differences in f64.
 

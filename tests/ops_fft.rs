@@ -1,5 +1,5 @@
-//! fft, ifft, rfft and irfft over the innermost 1, 2 and 3 axes (#15 item
-//! 11) against direct-loop DFTs written here (sums of `x_v e^{-+2 pi i
+//! fft, ifft, rfft and irfft over the innermost 1, 2 and 3 axes
+//! against direct-loop DFTs written here (sums of `x_v e^{-+2 pi i
 //! u.v/n}`, no FFT), in c128/f64 and c64/f32, eagerly and traced; round
 //! trips; gradients (JAX's transposes) against finite differences of the
 //! real and imaginary parts in f64; clear errors for bad inputs (wrong

@@ -500,10 +500,12 @@ fn high_rank_reductions_of_small_arrays_run_compiled() {
 
 /// Float32 sums are accumulated in float64 and rounded once; a sum over
 /// 1024 rows or more of leading axes into a narrow output is a batched
-/// product with ones over blocks of 8 to 16 rows (the CPU compiler's fast
-/// case), and other sums are one reduce. Values
-/// against a direct loop in f64 either way, and the mean too, within half
-/// a float32 ulp: the nearest float32 to the exact sum.
+/// float32 product with ones over blocks of 8 to 16 rows (the CPU
+/// compiler's fast case) whose block sums are added in float64, and other
+/// sums are one reduce. Values against a direct loop in f64, and the mean
+/// too: a plain reduce within half a float32 ulp (the nearest float32 to
+/// the exact sum), a blocked one within that plus the bound of 15 float32
+/// additions per block, `15 u` times the sum of magnitudes (`u = 2^-24`).
 #[test]
 fn float_sums_are_wide_and_many_leading_rows_summed_in_blocks() {
     let sum_rows = |x: &Tensor, axes: Vec<i64>| {
@@ -550,6 +552,7 @@ fn float_sums_are_wide_and_many_leading_rows_summed_in_blocks() {
             .collect();
         let out_len: i64 = kept.iter().map(|&d| dims[d]).product();
         let mut want = vec![0f64; out_len as usize];
+        let mut magnitude = vec![0f64; out_len as usize];
         let mut count = 0usize;
         for (flat, v) in host.iter().enumerate() {
             let mut rest = flat as i64;
@@ -566,27 +569,37 @@ fn float_sums_are_wide_and_many_leading_rows_summed_in_blocks() {
                 count += 1;
             }
             want[o as usize] += v;
+            magnitude[o as usize] += v.abs();
         }
         let got = sum.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
         let got_mean = mean.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
         // Half a float32 ulp of the exact value (2^-24 relative), and a
         // little for the reference's own float64 rounding.
         let half_ulp = |w: f64| w.abs() * 2f64.powi(-24) * (1.0 + 1e-9);
-        for ((g, m), w) in got.iter().zip(&got_mean).zip(&want) {
-            assert!((g - w).abs() <= half_ulp(*w), "{dims:?}: {g} vs {w}");
+        let u = 2f64.powi(-24);
+        for (((g, m), w), mag) in got.iter().zip(&got_mean).zip(&want).zip(&magnitude) {
+            let in_blocks = if blocks { 15.0 * u * mag } else { 0.0 };
+            assert!(
+                (g - w).abs() <= half_ulp(*w) + in_blocks,
+                "{dims:?}: {g} vs {w}"
+            );
             let wm = w / count as f64;
-            assert!((m - wm).abs() <= half_ulp(wm), "{dims:?}: mean {m} vs {wm}");
+            assert!(
+                (m - wm).abs() <= half_ulp(wm) + in_blocks / count as f64,
+                "{dims:?}: mean {m} vs {wm}"
+            );
         }
     }
 }
 
-/// The float32 statistics of a `[32, 16, 16, 16]` activation are the
-/// float32 values nearest the exact ones: row sums over 8192 rows, their
-/// variance and the mean of all 131072 squares, eagerly and compiled
-/// (JAX errs by up to 1.5e-7 on them; a float32 accumulator erred by 6e-6
-/// on the row sums and 2e-5 on the mean of squares); `moments`'
-/// variance, BatchNorm's, is within 1.5 ulp; and a bfloat16 sum is the
-/// bfloat16 nearest the exact sum.
+/// The float32 statistics of a `[32, 16, 16, 16]` activation, eagerly and
+/// compiled, err no more than `jax.jit`'s against float64: the row sums
+/// over 8192 rows (JAX 8.2e-8 relative) and their variance (1.1e-7), which
+/// are blocked products; the mean of all 131072 squares is a plain reduce
+/// and the float32 nearest the exact value (JAX 4.2e-8). A float32
+/// accumulator erred by 6e-6 on the row sums and 2e-5 on the mean of
+/// squares. `moments`' variance, BatchNorm's, is within 1.5 ulp; and a
+/// bfloat16 sum is the bfloat16 nearest the exact sum.
 #[test]
 fn activation_statistics_are_the_nearest_float32() {
     let mut state = 0x9e3779b97f4a7c15u64;
@@ -637,8 +650,16 @@ fn activation_statistics_are_the_nearest_float32() {
                         (*g as f64 - w).abs() <= 1.5 * ulp,
                         "{mode}, moments: {g} vs {w}"
                     );
+                } else if k == 3 {
+                    assert_eq!(*g, *w as f32, "{mode}, mean of squares: {g} vs {w}");
                 } else {
-                    assert_eq!(*g, *w as f32, "{mode}, statistic {k}: {g} vs {w}");
+                    // JAX's errors on these statistics: 8.2e-8, 1.1e-7.
+                    let jax = [8.2e-8, 1.1e-7][k];
+                    let relative = (*g as f64 - w).abs() / w.abs();
+                    assert!(
+                        relative <= jax,
+                        "{mode}, statistic {k}: {g} vs {w} ({relative:e})"
+                    );
                 }
             }
         }

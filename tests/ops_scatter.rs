@@ -1,5 +1,5 @@
 //! gather_nd, tensor_scatter_nd_*, take, take_along_axis, gather with
-//! batch_dims and unsorted segment reductions (#15 item 4) against loops
+//! batch_dims and unsorted segment reductions against loops
 //! written here; eager and traced; gradients against finite differences;
 //! out-of-range indices as documented (gather clamps, scatter drops).
 

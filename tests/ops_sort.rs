@@ -1,8 +1,8 @@
-//! sort, sort_many, argsort and top_k (#15 item 5) against Rust's own
+//! sort, sort_many, argsort and top_k against Rust's own
 //! stable sort with a total order (NaNs last ascending, first descending;
 //! -0.0 == 0.0), eager and traced; gradients of sort and top_k against
-//! finite differences; random::permutation and random::truncated_normal
-//! (#15 item 9); an export of a function that sorts.
+//! finite differences; random::permutation and random::truncated_normal;
+//! an export of a function that sorts.
 
 #[path = "common/scratch.rs"]
 mod scratch;

@@ -1,4 +1,4 @@
-//! Windowed reductions (#15 item 2) against direct loops written here:
+//! Windowed reductions against direct loops written here:
 //! `reduce_window` sum/max/min with strides, padding and dilations,
 //! `max_pool`/`avg_pool` (TensorFlow's SAME rule for averages), cumulative
 //! ops with `exclusive`/`reverse`; eager and traced; gradients against

@@ -1,4 +1,4 @@
-//! Print output per call (B15): `with_print_output` sends the prints of
+//! Print output per call: `with_print_output` sends the prints of
 //! the calls a thread makes to its own writer, eagerly and from compiled
 //! programs (whichever thread XLA runs their callbacks on), so concurrent
 //! callers never interleave; outside a scope the process-wide writer gets

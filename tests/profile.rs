@@ -1,4 +1,4 @@
-//! #30 item 3: profiles. A scoped `Profile` and `XLAFN_PROFILE` write a
+//! Profiles. A scoped `Profile` and `XLAFN_PROFILE` write a
 //! file in the Chrome trace event format (what Perfetto and
 //! chrome://tracing open) holding the spans of a run: trace, lower,
 //! compile, execute and the transfers, each with its details.

@@ -1,4 +1,4 @@
-//! Random numbers as values (#15 item 9): keys, split, fold_in, draws and
+//! Random numbers as values: keys, split, fold_in, draws and
 //! dropout; a compiled step that takes a new key each call traces once;
 //! the same key gives the same numbers eagerly and compiled; statistics of
 //! the draws; TensorFlow's stateful Generator.

@@ -1,4 +1,4 @@
-//! #28 item 8: rematerialization (`recompute_grad`). Gradients through a
+//! Rematerialization (`recompute_grad`). Gradients through a
 //! recomputed block equal the stored-activation gradients (and finite
 //! differences), eagerly and compiled; the compiled program holds the
 //! barrier that keeps XLA from merging the rerun into the forward pass;

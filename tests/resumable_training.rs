@@ -276,7 +276,7 @@ fn a_missing_or_misshapen_slot_is_a_clear_error() {
     assert_eq!(weights(&fresh), weights(&model));
 }
 
-/// #28 item 4: random generators restore too. A model holding a
+/// Random generators restore too. A model holding a
 /// `Generator` saves its state with the weights; restored into a fresh
 /// model, it draws what the uninterrupted one draws next, eagerly and
 /// inside a compiled step (where each draw is a variable update).

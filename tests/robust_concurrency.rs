@@ -318,7 +318,7 @@ fn for_range_with_a_zero_step_is_an_error() {
 }
 
 /// `countdown(x, n)` = x + n, recursing through tracing with a literal
-/// that changes per level (B24: one trace per level). Each level records
+/// that changes per level (one trace per level). Each level records
 /// the address of a local, to measure the stack one level takes.
 fn countdown(marks: Arc<Mutex<Vec<usize>>>) -> Function<(Tensor, i64), Tensor> {
     let cell: Arc<OnceLock<Function<(Tensor, i64), Tensor>>> = Arc::new(OnceLock::new());

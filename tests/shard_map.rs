@@ -1,4 +1,4 @@
-//! `shard_map` and its collectives (#18 item 4), against references
+//! `shard_map` and its collectives, against references
 //! computed on the host: per-device bodies on 4 CPU devices, lowered as
 //! Shardy manual computations with StableHLO collectives.
 

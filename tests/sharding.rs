@@ -1,4 +1,4 @@
-//! Meshes, shardings and sharded functions (#18 items 2 and 3): tensors
+//! Meshes, shardings and sharded functions: tensors
 //! put onto a sharding and gathered back (uneven ones too), functions
 //! partitioned by XLA's Shardy partitioner over the CPU plugin's 4
 //! devices, checked against the same function on one device.

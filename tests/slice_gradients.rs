@@ -1,4 +1,4 @@
-//! #29 item 4: the gradients of several static slices of one array are
+//! The gradients of several static slices of one array are
 //! assembled as one concatenate (zeros where no slice reads), not summed
 //! as one padded copy per slice; overlapping slices, slices along two
 //! axes, a slice read twice and a whole use of the array still add up.

@@ -1,4 +1,4 @@
-//! #30 item 1: the ahead-of-time stages. `Function::lower` and
+//! The ahead-of-time stages. `Function::lower` and
 //! `Lowered::compile` give the StableHLO, XLA's cost and memory analyses
 //! and the optimized program's text. The flops of a matrix product and a
 //! convolution equal the counts worked out by hand; the memory analysis'

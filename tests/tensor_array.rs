@@ -1,4 +1,4 @@
-//! `TensorArray` as TensorFlow has it (B19): `dynamic_size` arrays written
+//! `TensorArray` as TensorFlow has it: `dynamic_size` arrays written
 //! from host loops inside compiled functions, element shapes inferred from
 //! the first write inside a loop body (the guide's `dynamic_rnn`, written
 //! as in the guide), bounds for device loops, and `stack_padded`.

@@ -1,4 +1,4 @@
-//! Variables assigned inside tensor control flow (B20): the API page's
+//! Variables assigned inside tensor control flow: the API page's
 //! `for i in tf.range(x): v.assign_add(i)`, a variable updated in one
 //! branch of a `cond`, nested functions that assign called in a loop body,
 //! reads that see earlier updates, and gradients through such loops.

@@ -1,14 +1,14 @@
-//! The model workloads of the benchmark report (#29): W13, a GPT-style
+//! The model workloads of the benchmark report: W13, a GPT-style
 //! step (AdamW, warmup-cosine schedule, global-norm clipping, dropout),
 //! W14, a ResNet step (BatchNorm, SGD with momentum), and W15, a
 //! bidirectional GRU step (Adam). Each training step is timed, its first
 //! losses printed beside its peers' (`bench/peers_models.py`), and its
 //! targets added to the report's checks.
 
+use super::bigru_step::{W15, W15_PEER_LOSSES};
+use super::gpt_step::{W13, W13_DROPOUT, W13_PEER_LOSSES};
 use super::peers::{Figure, Peers};
-use super::w13_gpt::{W13, W13_DROPOUT, W13_PEER_LOSSES};
-use super::w14_resnet::{W14, W14_PEER_LOSSES};
-use super::w15_gru::{W15, W15_PEER_LOSSES};
+use super::resnet_step::{W14, W14_PEER_LOSSES};
 use super::{Check, side_by_side_us, write_program};
 use xlafn::Tensor;
 

@@ -1,6 +1,6 @@
 //! The peers' figures that the report's targets are ratios of.
 //!
-//! By default these are the reference table in BENCHMARKS.md, measured on
+//! By default these are the reference table of the book's benchmarks page, measured on
 //! another machine of this kind on another day. The targets are meant as
 //! ratios measured beside the peers, and this VM's speed drifts by 2x from
 //! day to day, so `--peers FILE` reads figures that `peers.py` measured on
@@ -90,7 +90,7 @@ const W7_FLOPS: f64 = 2.0 * 1024.0 * 1024.0 * 1024.0;
 const W8_BYTES: f64 = 128.0 * 1024.0 * 1024.0;
 
 impl Peers {
-    /// BENCHMARKS.md's table (median, reference machine of this kind).
+    /// the benchmarks page's table (median, reference machine of this kind).
     pub fn reference() -> Peers {
         Peers {
             w1_jax_jit_us: Figure::reference(6.87),
@@ -102,7 +102,7 @@ impl Peers {
             w6_jax_jit_ms: Figure::reference(2826.0),
             w7_jax_jit_gflops: Figure::reference(181.0),
             w8_tf_jit_gbps: Figure::reference(22.8),
-            // W9-W12: BENCHMARKS.md's second table (a faster machine).
+            // W9-W12: the benchmarks page's second table (a faster machine).
             w9_step_jax_jit_ms: Figure::reference(4.02),
             w9_fwd_jax_jit_ms: Figure::reference(1.21),
             w10_step_best_ms: (Figure::reference(5.24), "TF function"),

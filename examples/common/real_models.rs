@@ -1,4 +1,4 @@
-//! The real-model workloads W9-W12 of BENCHMARKS.md, written with xlafn:
+//! The real-model workloads W9-W12 of the book's benchmarks page, written with xlafn:
 //! a transformer block (W9), a CNN (W10), an LSTM whose time loop is a
 //! device loop (W11) and the guide's `Conv2D(100, 3)` layer (W12). Shared
 //! by the benchmark report and `tests/real_models.rs`.

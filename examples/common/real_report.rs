@@ -1,14 +1,14 @@
 //! The W9-W12 part of the benchmark report: times the real models of
 //! `real_models.rs`, prints their figures and their losses beside the
 //! peers', and adds their targets to the report's checks. W9 is also
-//! timed written with the layer library (`w9_layers.rs`, `W9_layers`),
+//! timed written with the layer library (`transformer_with_layers.rs`, `W9_layers`),
 //! its step beside the hand-written one's.
 
 use super::peers::Peers;
 use super::real_models::{
     ConvLayer, DataFn, Model, W12_FLOP, W12_PEER_CHECK, Workload, conv_layer, w11_scan_loss,
 };
-use super::w9_layers::LayersModel;
+use super::transformer_with_layers::LayersModel;
 use super::{Check, side_by_side_us, write_program};
 use xlafn::ArraySpec;
 use xlafn::prelude::*;
@@ -59,7 +59,7 @@ fn variant_step(workload: Workload) -> xlafn::Result<Option<(&'static str, &'sta
 /// One of W9-W11: the training step (and the forward loss alone for W9 and
 /// W11) timed side by side, inputs on the device, each call's loss awaited.
 /// With `hlo`, writes the step's StableHLO to `hlo/xlafn_wN_step.mlir`
-/// (and W9's with layers to `hlo/xlafn_w9_layers_step.mlir`).
+/// (and W9's with layers to `hlo/xlafn_transformer_with_layers_step.mlir`).
 fn real_model(workload: Workload, hlo: Option<&str>) -> xlafn::Result<RealModel> {
     let model = Model::new(workload)?;
     let (a, b) = model.data.clone();

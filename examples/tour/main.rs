@@ -285,7 +285,7 @@ fn controlling_retracing() -> Result<()> {
             println!("Tracing with num_steps = {num_steps}");
             Tensor::fill(&[], num_steps, DType::I32)
         });
-    // A `Tensor` parameter turns host numbers into tensors (B29).
+    // A `Tensor` parameter turns host numbers into tensors.
     let train_tensor = FunctionOptions::new()
         .name("train")
         .build(|num_steps: Tensor| {

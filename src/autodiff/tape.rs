@@ -186,6 +186,11 @@ impl GradientTape {
     }
 
     fn start(persistent: bool) -> GradientTape {
+        crate::tensor::hooks::register_recorder(crate::tensor::hooks::Recorder {
+            active: recording,
+            record_op,
+            record_variable_read,
+        });
         let started = STARTED.with(|n| {
             n.set(n.get() + 1);
             n.get()

@@ -185,7 +185,8 @@ impl Dataset<Vec<HostArray>> {
     /// The rows of the arrays `names` of an `.npz` file (all of them, in
     /// archive order, when `names` is empty).
     pub fn npz(path: impl AsRef<Path>, names: &[&str]) -> Result<Dataset<Vec<HostArray>>> {
-        let arrays = crate::io::read_npz_host(&path, crate::io::DEFAULT_MAX_NPZ_BYTES)?;
+        let arrays =
+            crate::export::io::read_npz_host(&path, crate::export::io::DEFAULT_MAX_NPZ_BYTES)?;
         let arrays = arrays
             .into_iter()
             .map(|(n, a)| (n, with_bools(a)))
@@ -214,7 +215,7 @@ impl Dataset<Vec<HostArray>> {
 impl Dataset<HostArray> {
     /// The rows of an `.npy` file's array.
     pub fn npy(path: impl AsRef<Path>) -> Result<Dataset<HostArray>> {
-        Dataset::from_tensor_slices(with_bools(crate::io::read_npy_host(path)?))
+        Dataset::from_tensor_slices(with_bools(crate::export::io::read_npy_host(path)?))
     }
 }
 
@@ -326,7 +327,7 @@ fn pick(arrays: Vec<(String, HostArray)>, names: &[&str], path: &Path) -> Result
 
 /// The most a safetensors source reads (as much as an `.npz` may inflate
 /// to): the file is read whole, so it is bounded.
-const MAX_SAFETENSORS_BYTES: u64 = crate::io::DEFAULT_MAX_NPZ_BYTES;
+const MAX_SAFETENSORS_BYTES: u64 = crate::export::io::DEFAULT_MAX_NPZ_BYTES;
 
 fn read_safetensors(path: &Path) -> Result<Vec<(String, HostArray)>> {
     let bytes = crate::export::read_regular_file(path, MAX_SAFETENSORS_BYTES)?;

@@ -17,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::files::{self, check_name};
 use crate::ir::Shape;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -132,13 +131,7 @@ pub(crate) struct GraphFileJson {
 /// The largest saved graph a loader reads.
 pub(crate) const MAX_GRAPH_BYTES: u64 = MAX_PROGRAM_BYTES;
 
-/// Lowercase hex sha256 of `bytes`.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+pub(crate) use crate::files::sha256_hex;
 
 /// The digest file's text for manifest bytes `manifest`.
 pub(crate) fn digest_line(manifest: &[u8]) -> String {

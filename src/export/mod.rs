@@ -1,4 +1,4 @@
-//! Layer: export (B27, the counterpart of SavedModel for concrete
+//! Layer: export (the counterpart of SavedModel for concrete
 //! functions). `ConcreteFunction::export(dir)` writes a self-describing
 //! folder; `xlafn::load(dir)` runs it in any process, with no closure.
 //! Imports the function, lowering, runtime, tensor and variable layers.
@@ -35,8 +35,8 @@
 //!
 //! What a loaded export can still do is what any function can: compute
 //! for long (a `while` loop), use memory up to its types' sizes, and run
-//! host callbacks registered in the loading process (see SECURITY in the
-//! README).
+//! host callbacks registered in the loading process (see the book's
+//! security page, `book/src/reference/security.md`).
 
 mod callbacks;
 mod inspect;
@@ -44,7 +44,9 @@ pub mod io;
 mod manifest;
 pub mod npy;
 pub mod npz;
-pub mod program_check;
+/// The program check lives with the StableHLO it reads (`lower`); exports
+/// are its main user.
+pub use crate::lower::program_check;
 mod specialize;
 #[doc(hidden)]
 pub mod testing;
@@ -671,7 +673,7 @@ impl LoadedFunction {
     }
 
     /// Calls with one tensor per tensor parameter; the same signature
-    /// checks as the original function (B6).
+    /// checks as the original function.
     pub fn call(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         if inputs.len() != self.input_specs.len() {
             return Err(Error::Type(format!(

@@ -1,4 +1,4 @@
-//! Shapes no listed program covers (B27): a loaded export that kept its
+//! Shapes no listed program covers: a loaded export that kept its
 //! traced graph (`ops::codec`) compiles it for a new compatible input
 //! shape on first use, as a SavedModel serves any batch size its
 //! signature allows, and keeps that program for later calls.

@@ -34,7 +34,7 @@ pub trait Arg: Sized + 'static {
 
 thread_local! {
     /// Variable ids by first occurrence in the call whose types are being
-    /// computed (the aliasing pattern of B4).
+    /// computed (which arguments share a variable is part of the type).
     static ALIASES: RefCell<Option<Vec<u64>>> = const { RefCell::new(None) };
     /// Stand-ins by alias index in the call being traced, so that one
     /// variable passed twice is one stand-in.
@@ -88,7 +88,7 @@ fn scoped<T: 'static, R>(
 
 /// A variable is typed by dtype, shape and aliasing pattern; while tracing
 /// the closure gets a stand-in whose reads and writes become the call's
-/// reads and writes of whichever variable is passed (B4).
+/// reads and writes of whichever variable is passed.
 impl Arg for Variable {
     fn trace_type(&self) -> Result<TraceType> {
         let alias = ALIASES.with(|a| {

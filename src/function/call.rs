@@ -1,7 +1,7 @@
 //! Running a concrete function: gathering argument, capture and variable
 //! buffers, the compile cache of specializations, execution, and writing
 //! variable updates back. Inside another trace, the graph is inlined
-//! instead (B2), with variable reads and writes replayed in the caller's
+//! instead, with variable reads and writes replayed in the caller's
 //! trace. Under an eager gradient tape the call runs compiled and is
 //! recorded as one `call` op with a compiled backward function.
 
@@ -23,7 +23,7 @@ impl ConcreteCore {
     /// Runs (or, inside a trace, inlines) the graph on flat argument tensors
     /// and the call's distinct variable arguments.
     pub(crate) fn call_flat(&self, args: &[Tensor], var_args: &[Variable]) -> Result<Vec<Tensor>> {
-        // Inside a trace the graph is inlined (B2). Under a recording
+        // Inside a trace the graph is inlined. Under a recording
         // gradient tape the call runs compiled and is recorded as one op.
         if trace::is_tracing() {
             return self.inline(args, var_args);
@@ -98,7 +98,7 @@ impl ConcreteCore {
     }
 
     /// The variables this call reads or assigns, sorted by id; an error if
-    /// a captured one was dropped (B21).
+    /// a captured one was dropped.
     pub(super) fn variables(&self, var_args: &[Variable]) -> Result<Vec<Arc<VariableInner>>> {
         let read = self.captures.iter().filter_map(|c| match &c.source {
             CaptureSource::Variable(r) => Some(r),

@@ -3,8 +3,8 @@
 //!
 //! A graph may have unknown dimensions; XLA needs static shapes, so each new
 //! set of concrete input shapes is lowered and compiled once (not traced
-//! again) and cached here (B7). Called inside another trace, the graph is
-//! inlined into the caller's graph instead of executed (B2).
+//! again) and cached here. Called inside another trace, the graph is
+//! inlined into the caller's graph instead of executed.
 
 use super::closure::{ArgList, IntoArgs};
 use super::dispatch::{FunctionType, is_subtype};
@@ -187,7 +187,7 @@ impl fmt::Display for ConcreteCore {
 }
 
 /// One traced graph of a [`Function`](super::Function), callable with
-/// inputs compatible with its function type (B11).
+/// inputs compatible with its function type.
 ///
 /// ```
 /// use xlafn::prelude::*;
@@ -230,7 +230,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
     }
 
     /// Errors unless the call's types fit the traced ones, naming the first
-    /// argument that does not in TensorFlow's words (B11).
+    /// argument that does not in TensorFlow's words.
     fn check_compatible(&self, types: &[TraceType]) -> Result<()> {
         let expected = &self.core.function_type;
         if is_subtype(types, expected) {
@@ -272,7 +272,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
         parts.join(", ")
     }
 
-    /// The low-overhead path (B13): flat tensors in, flat tensors out, with
+    /// The low-overhead path: flat tensors in, flat tensors out, with
     /// no signature processing. Arguments must be in `flatten` order and
     /// have the types the function was traced for; the program checks
     /// dtypes and shapes.

@@ -1,4 +1,4 @@
-//! Lifted variable initializers (B20): a variable created on a function's
+//! Lifted variable initializers: a variable created on a function's
 //! first call from a value computed in its trace (`Variable::new(x.ones_like()?)`)
 //! gets its value by running that computation, and only it, once on the
 //! call's concrete arguments, outside every trace, before the function is

@@ -122,7 +122,7 @@ impl FunctionOptions {
         self
     }
 
-    /// After a second call type, trace a generalized type (B8).
+    /// After a second call type, trace a generalized type.
     pub fn reduce_retracing(mut self, enabled: bool) -> Self {
         self.reduce_retracing = enabled;
         self
@@ -249,12 +249,12 @@ struct Inner<Args, Out> {
     flights: SingleFlight<FunctionType, Traced<Out>>,
     traces: AtomicUsize,
     /// Set after the first successful call: later traces may not create
-    /// variables (B20).
+    /// variables.
     called: AtomicBool,
 }
 
 /// A polymorphic function: traces its closure once per call type, compiles
-/// the graph with XLA, and caches both (B2-B14). Cheap to clone; `Send` and
+/// the graph with XLA, and caches both. Cheap to clone; `Send` and
 /// `Sync`, with concurrent first calls of one type tracing once.
 ///
 /// ```
@@ -296,7 +296,7 @@ impl<Args, Out> Clone for Function<Args, Out> {
     }
 }
 
-/// How many traces of functions may nest on one thread (B24). Python stops
+/// How many traces of functions may nest on one thread. Python stops
 /// at 1000 frames, but one level of recursion through tracing (call →
 /// dispatch → trace → closure → call) takes about 3.5 KiB of stack in a
 /// debug build (measured by `tests/robust_concurrency.rs`), so 1000 levels
@@ -307,7 +307,7 @@ pub const MAX_TRACE_DEPTH: usize = 256;
 
 thread_local! {
     /// (function id, function type) of the traces running on this thread,
-    /// to report recursion that would never finish tracing (B24).
+    /// to report recursion that would never finish tracing.
     static TRACING: RefCell<Vec<(u64, FunctionType)>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -351,7 +351,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
 
     /// Calls the function: traces on a new call type, then runs the
     /// compiled program. Parameters typed `Tensor` also accept `&Tensor`
-    /// and host numbers (B29).
+    /// and host numbers.
     pub fn call<A: IntoArgs<Args>>(&self, args: A) -> Result<Out> {
         let args = args.into_args()?;
         if functions_run_eagerly() {
@@ -372,7 +372,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
     }
 
     /// The concrete function for arguments or `TensorSpec`s, tracing it if
-    /// needed (B11). Literal parameters stay part of its type.
+    /// needed. Literal parameters stay part of its type.
     pub fn get_concrete_function<S: IntoTraceTypes<Args>>(
         &self,
         specs: S,
@@ -478,7 +478,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         })
     }
 
-    /// B24: re-entering a trace of the same type never ends, and a chain
+    /// Re-entering a trace of the same type never ends, and a chain
     /// of nested traces that never repeats a type (a literal counting down
     /// from 20 000) would overflow the thread's stack and abort the process;
     /// both are a RecursionError naming the function.
@@ -552,7 +552,7 @@ impl<Args: ArgList, Out: Output> Function<Args, Out> {
         // Variables an owner made for this trace (optimizer slots) are
         // read as captures already; only the body's own need a second trace.
         if finished.created_variables > finished.owned_variables {
-            // B20: variables created from traced values get them now, from
+            // Variables created from traced values get them now, from
             // this call's arguments.
             lifting::run_initializers(&self.inner.name, &finished, tensors, variables)?;
             // A trace that created variables is traced again at once, and

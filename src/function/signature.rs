@@ -1,4 +1,4 @@
-//! `input_signature` binding (B6): a call binds only if every argument is a
+//! `input_signature` binding: a call binds only if every argument is a
 //! subtype of its spec, and the error says which argument failed, what was
 //! expected and what was received, in TensorFlow's words.
 

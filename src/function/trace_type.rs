@@ -1,7 +1,9 @@
 //! Trace types: the lattice that decides when a traced graph may be reused.
 //!
-//! Layer: function. Imports only `dtype`, `ir::Shape` and `error`; nothing
-//! about graphs, lowering or the runtime, so the rules can be tested alone.
+//! Layer: function. Imports only `dtype`, `ir::Shape`, `error` and the
+//! `VariableSpec` a variable states its own type with (`variable`);
+//! nothing about graphs, lowering or the runtime, so the rules can be
+//! tested alone.
 //!
 //! The rules are TensorFlow's (`tensorflow/core/function/trace_type`):
 //! 1. A tensor's type is its dtype and shape. `T1 <: T2` when the dtypes are
@@ -103,32 +105,7 @@ impl fmt::Display for TensorSpec {
     }
 }
 
-/// The trace type of a `Variable` argument (B4): dtype, shape, and its
-/// aliasing pattern (`alias` is the index of the first argument that is the
-/// same variable), so `f(a, a)` and `f(b, b)` share a trace and `f(a, b)`
-/// does not.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct VariableSpec {
-    /// The variable's element type.
-    pub dtype: DType,
-    /// The variable's dimensions (always fully known).
-    pub dims: Vec<i64>,
-    /// The index of the first argument that is this same variable
-    /// (TensorFlow's `alias_id`).
-    pub alias: usize,
-}
-
-impl std::fmt::Display for VariableSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "VariableSpec(shape={}, dtype={}, alias_id={})",
-            Shape::known(&self.dims),
-            self.dtype,
-            self.alias
-        )
-    }
-}
+pub use crate::variable::VariableSpec;
 
 /// A host value that is part of a function's type by value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

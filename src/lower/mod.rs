@@ -1,7 +1,8 @@
 //! Layer: lowering. Graph IR → StableHLO text for one set of concrete input
 //! types. Imports `ir`, the op catalog (each op lowers itself through the
-//! `Emitter`), `dtype` and `error`; nothing from the runtime. xlafn's own
-//! tests also run `export::program_check`'s vocabulary over every program
+//! `Emitter`), `dtype`, `error`, and from the runtime only its profile
+//! spans and the host-callback target name. xlafn's own
+//! tests also run `program_check`'s vocabulary over every program
 //! written here (`check_vocabulary_in_own_tests`), which keeps the export
 //! check in step with the emitter.
 //!
@@ -11,6 +12,7 @@
 //! `infer` and `lower` disagree fails here with its name, not inside XLA.
 
 pub mod emitter;
+pub mod program_check;
 
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
@@ -108,7 +110,7 @@ pub fn lower_with_slots(
 }
 
 /// In xlafn's own tests, every program written here must pass the export
-/// check's vocabulary (`export::program_check::check_vocabulary`), so an
+/// check's vocabulary (`program_check::check_vocabulary`), so an
 /// op or attribute the emitter learns fails the first test that lowers it
 /// until the export check knows it too. The check runs in debug builds
 /// where `XLAFN_CHECK_LOWERED_PROGRAMS=1`, which the project's
@@ -125,10 +127,10 @@ fn check_vocabulary_in_own_tests(text: &str) {
     if !on {
         return;
     }
-    if let Err(e) = crate::export::program_check::check_vocabulary(text) {
+    if let Err(e) = program_check::check_vocabulary(text) {
         panic!(
             "the export check refuses what the emitter wrote, so exporting it would fail: \
-             {e}; add the new word to export::program_check"
+             {e}; add the new word to lower::program_check"
         );
     }
 }

@@ -1,4 +1,4 @@
-//! Layer: mixed precision for `nn::layers` (#28 item 7): a [`Policy`]
+//! Layer: mixed precision for `nn::layers`: a [`Policy`]
 //! (the dtype a layer computes in and the dtype its variables are kept
 //! in), Keras' named policies (`"mixed_bfloat16"`, `"mixed_float16"`), and
 //! the global policy layers pick up when they are made. Imports `dtype`,

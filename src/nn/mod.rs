@@ -1,4 +1,4 @@
-//! Neural-network helpers in TensorFlow's names (#15 item 10): losses
+//! Neural-network helpers in TensorFlow's names: losses
 //! (`softmax_cross_entropy_with_logits`, the sparse form by gathering each
 //! row's label, no one-hot), `layer_norm`, `batch_norm` with moving
 //! statistics in variables, `embedding_lookup`, and `dropout` (key-based,

@@ -1,5 +1,5 @@
 //! Host callbacks and `print`: Rust code that runs on every execution of a
-//! compiled program (B15, B16), TensorFlow's `tf.print` and
+//! compiled program, TensorFlow's `tf.print` and
 //! `tf.py_function`.
 //!
 //! Traced, a callback is a `custom_call` to the runtime's FFI handler,

@@ -1,4 +1,4 @@
-//! Complex numbers (#15 item 11): `complex(re, im)`, `real`, `imag`,
+//! Complex numbers: `complex(re, im)`, `real`, `imag`,
 //! `conj`, and on top of them `angle`; the complex forms of `abs` and of
 //! arithmetic live with the other elementwise ops (`ops::elementwise`).
 //!

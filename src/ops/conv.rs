@@ -363,7 +363,7 @@ impl OpDef for Conv {
         };
         // The pinned XLA's CPU convolution with `window_reversal` took 37 ms
         // where a `reverse` of the kernel and a plain convolution took 3.1
-        // ms (W10's input gradient, #16), so the reversal is its own op, as
+        // ms (W10's input gradient), so the reversal is its own op, as
         // JAX emits it.
         let kernel = match self.reverse_kernel {
             true => cx.reverse(&inputs[1], &self.dims.rhs.spatial),

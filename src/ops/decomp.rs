@@ -1,11 +1,11 @@
-//! Matrix decompositions and solves StableHLO has (#15 item 11):
+//! Matrix decompositions and solves StableHLO has:
 //! `cholesky` (`tf.linalg.cholesky`) and `triangular_solve`
 //! (`tf.linalg.triangular_solve`, `jax.lax.linalg.triangular_solve`), on
 //! the last two dimensions, with leading batch dimensions; and what they
 //! give, `cholesky_solve` and `logdet`.
 //! `triangular_solve` also takes complex matrices: `transpose_a`
 //! transposes without conjugating, as JAX's with `conjugate_a=False`, and
-//! its gradient follows JAX's convention (`ops::lu` builds complex solves
+//! its gradient follows JAX's convention (`composite::lu` builds complex solves
 //! on it).
 //!
 //! Gradients: a triangular solve's right-hand side gets the solve of the

@@ -1,6 +1,6 @@
 //! Shape assertions: `ensure_shape` (`tf.ensure_shape`), which refines a
 //! value's type to a shape it must have. Tracing uses it where a value of
-//! a less specific type is bound to an `input_signature` (B2, B6): the
+//! a less specific type is bound to an `input_signature`: the
 //! inner trace sees the signature's shape, and a concrete shape that turns
 //! out incompatible is an error when the program is specialized (lowering
 //! re-infers every op with concrete types).

@@ -1,4 +1,4 @@
-//! Fast Fourier transforms (#15 item 11): StableHLO's `fft` over the
+//! Fast Fourier transforms: StableHLO's `fft` over the
 //! innermost 1 to 3 dimensions, of four kinds, as `jax.lax.fft`:
 //! - `Fft`/`Ifft`: complex to complex, the unnormalised forward DFT
 //!   `y_k = sum_j x_j e^{-2 pi i jk/n}` and its inverse (with `1/n`);

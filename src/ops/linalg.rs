@@ -9,7 +9,7 @@
 //! a plain matrix (rank 2) and the other is batched, as a dense layer on a
 //! `[batch, time, features]` input, the lowering is one `dot_general` with
 //! no batching dimensions: broadcasting the weight to every batch entry
-//! and multiplying batch by batch cost twice as much (measured, #16), and
+//! and multiplying batch by batch cost twice as much (measured), and
 //! the weight's gradient is likewise one `dot_general` contracting the
 //! batch and row dimensions instead of a batched product summed over the
 //! batch. Otherwise the lowering broadcasts both operands to the common

@@ -27,15 +27,11 @@ pub mod ensure;
 pub mod fft;
 pub mod gather;
 pub mod indexing;
-pub mod jacobi;
 pub mod linalg;
-pub mod lu;
 pub mod matrix;
-pub mod matrix_functions;
-mod one_program;
+pub(crate) mod one_program;
 pub mod pad;
 pub mod products;
-pub mod qr;
 pub mod reduce;
 pub mod scatter;
 pub mod shape;
@@ -46,7 +42,6 @@ pub mod special;
 pub mod split;
 pub mod stats;
 pub mod take_along;
-pub mod tridiagonal;
 mod while_batch;
 pub(crate) mod while_grad;
 mod while_rows;
@@ -131,11 +126,66 @@ pub(crate) fn no_gradient(inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
     Ok(vec![None; inputs.len()])
 }
 
+/// An op the catalog marks `by_hand` writes its attributes for exports
+/// itself (`codec::Encoded`); every other op is written as its attribute
+/// struct.
+macro_rules! written_as_attributes {
+    ($ty:ty) => {
+        impl codec::Encoded for $ty {
+            type Json = $ty;
+            fn encode(&self, _: codec::Declare) -> Result<$ty> {
+                Ok(self.clone())
+            }
+            fn decode(json: &$ty, _: usize, _: codec::BindCallback) -> Result<$ty> {
+                Ok(json.clone())
+            }
+        }
+    };
+    ($ty:ty, by_hand) => {};
+}
+
 macro_rules! op_catalog {
-    ($($variant:ident($ty:ty)),* $(,)?) => {
+    ($($variant:ident($ty:ty) $($by_hand:ident)?),* $(,)?) => {
         /// Every op xlafn knows, with its attributes.
         #[derive(Clone, Debug, PartialEq, Eq, Hash)]
         pub enum Op { $($variant($ty)),* }
+
+        /// The catalog's variant names, in order: what the per-op test
+        /// table (`tests/op_coverage.rs`) must cover.
+        pub const CATALOG: &[&str] = &[$(stringify!($variant)),*];
+
+        $(written_as_attributes!($ty $(, $by_hand)?);)*
+
+        /// One op of a saved graph: the catalog's variants, each with its
+        /// attributes as written (`codec::Encoded::Json`), so the export
+        /// vocabulary is the catalog itself.
+        ///
+        /// Every attribute struct denies unknown fields (as this enum does):
+        /// an export is untrusted, and a field this build does not know is
+        /// either damage or an attribute it would silently ignore,
+        /// computing something other than what was saved.
+        #[derive(serde::Serialize, serde::Deserialize)]
+        #[serde(rename_all = "snake_case", deny_unknown_fields)]
+        pub(crate) enum OpJson { $($variant(<$ty as codec::Encoded>::Json)),* }
+
+        impl Op {
+            /// The op as an export's graph writes it.
+            pub(crate) fn encode(&self, declare: codec::Declare) -> Result<OpJson> {
+                Ok(match self {
+                    $(Op::$variant(o) => OpJson::$variant(codec::Encoded::encode(o, declare)?)),*
+                })
+            }
+        }
+
+        impl OpJson {
+            /// The op a saved graph's node holds, checked as its codec
+            /// decides (`node_inputs`: how many inputs the node has).
+            pub(crate) fn decode(&self, node_inputs: usize, bind: codec::BindCallback) -> Result<Op> {
+                Ok(match self {
+                    $(OpJson::$variant(j) => Op::$variant(<$ty as codec::Encoded>::decode(j, node_inputs, bind)?)),*
+                })
+            }
+        }
 
         impl OpDef for Op {
             fn name(&self) -> &'static str {
@@ -209,8 +259,8 @@ op_catalog! {
     EnsureShape(ensure::EnsureShape),
     ShardingConstraint(sharding_constraint::ShardingConstraint),
     OptimizationBarrier(barrier::OptimizationBarrier),
-    ShardMap(shard_map::ShardMap),
-    Collective(shard_map::Collective),
+    ShardMap(shard_map::ShardMap) by_hand,
+    Collective(shard_map::Collective) by_hand,
     OneHot(shape::OneHot),
     MatMul(linalg::MatMul),
     Cholesky(decomp::Cholesky),
@@ -224,10 +274,10 @@ op_catalog! {
     Softmax(reduce::Softmax),
     DynamicSlice(indexing::DynamicSlice),
     DynamicUpdateSlice(indexing::DynamicUpdateSlice),
-    HostCallback(callback::HostCallback),
-    Cond(control::Cond),
-    While(control::While),
-    Call(control::Call),
+    HostCallback(callback::HostCallback) by_hand,
+    Cond(control::Cond) by_hand,
+    While(control::While) by_hand,
+    Call(control::Call) by_hand,
     Pad(pad::Pad),
     Reverse(pad::Reverse),
     BroadcastTo(pad::BroadcastTo),
@@ -236,7 +286,7 @@ op_catalog! {
     Complex(complex::Complex),
     ComplexPart(complex::ComplexPart),
     Fft(fft::Fft),
-    CustomGradient(custom_gradient::CustomGradient),
+    CustomGradient(custom_gradient::CustomGradient) by_hand,
 }
 
 // ---- helpers shared by op definitions ----

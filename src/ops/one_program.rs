@@ -1,6 +1,6 @@
 //! Composite ops that run eagerly as one compiled program.
 //!
-//! The linear-algebra composites (`ops::lu`, `ops::qr`, `ops::jacobi`)
+//! The linear-algebra composites (`composite::lu`, `composite::qr`, `composite::jacobi`)
 //! are device loops of tensor ops. Traced, their ops join the function's
 //! graph like any others. Eagerly, a loop is a Rust loop, so each op of
 //! each step would be dispatched on its own, and each op of a new shape

@@ -307,7 +307,9 @@ fn reduce_or_identity(
 /// 4e-9 to 1.5e-7. The float64 accumulator costs no extra pass: the
 /// conversion fuses into the reduce, which reads the float32 input once.
 /// (`jnp.sum` likewise sums 16-bit floats in float32.) Many leading rows
-/// start as a product ([`leading_rows_sum`]). Float64 sums, and sums in
+/// start as a product ([`leading_rows_sum`]) whose blocks of 16 rows add
+/// in float32, within JAX's error rather than exactly nearest. Float64
+/// sums, and sums in
 /// partitioned programs (which become collectives), stay as they are.
 fn float_sum(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Result<Val> {
     let sum = wide_sum(cx, x, axes)?;
@@ -336,17 +338,24 @@ const BLOCK_ROWS: i64 = 16;
 
 /// A sum over many leading rows into a narrow output (BatchNorm's
 /// statistics and its gain and bias gradients, a convolution's bias
-/// gradient) as a batched product with ones, in float64: the rows of
-/// `[rows, cols]` in blocks of [`BLOCK_ROWS`], `[rows / k, k, cols]`, each
-/// block's column sums one small product, then those added. The pinned
-/// CPU compiler runs such products faster than its column reduction (on
-/// W14's ResNet step, 21-25 ms against 27-28 ms with float64 column
-/// reductions; `[32, 8, 8, 64]` summed over its 2048 rows in 113 µs
-/// against 285 µs as one product over all rows, as before, which also
+/// gradient) as a batched product with ones: the rows of `[rows, cols]` in
+/// blocks of [`BLOCK_ROWS`], `[rows / k, k, cols]`, each block's column
+/// sums one small float32 product, then those block sums added in
+/// float64. The pinned CPU compiler runs such products faster than its
+/// column reduction (on W14's ResNet step, 21-25 ms against 27-28 ms with
+/// float64 column reductions; `[32, 8, 8, 64]` summed over its 2048 rows
+/// in 113 µs against 285 µs as one product over all rows, which also
 /// added them in one float32 sequence and erred by 2e-6 to 6e-6 on 8192
-/// rows). `None` (a plain reduce) for fewer rows, other axes, a row
-/// count with no divisor in `[BLOCK_ROWS / 2, BLOCK_ROWS]`, and in
-/// partitioned programs, whose sums become collectives.
+/// rows). Only the 16 additions inside a block round in float32, so the
+/// error is at most `15 u` times the sum of magnitudes (`u = 2^-24`) plus
+/// the final rounding: on a `[32, 16, 16, 16]` activation 6e-8 relative,
+/// where `jax.jit` errs by up to 8.2e-8. Converting every element to
+/// float64 first instead, for the float32 nearest the exact sum, made
+/// W10's step 5-10% slower (three interleaved runs of its program); the
+/// block sums are 1/16 of the conversions. `None` (a plain float64
+/// reduce) for fewer rows, other axes, a row count with no divisor in
+/// `[BLOCK_ROWS / 2, BLOCK_ROWS]`, and in partitioned programs, whose
+/// sums become collectives.
 fn leading_rows_sum(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Option<Val> {
     let k = axes.len();
     let leading = axes.iter().enumerate().all(|(i, &a)| a == i);
@@ -361,9 +370,13 @@ fn leading_rows_sum(cx: &mut Emitter, x: &Val, axes: &[usize]) -> Option<Val> {
     let block = (BLOCK_ROWS / 2..=BLOCK_ROWS)
         .rev()
         .find(|b| rows % b == 0)?;
-    let wide = cx.convert(x, DType::F64);
-    let blocks = cx.reshape(&wide, &[rows / block, block, cols]);
+    let narrow = match x.ty.dtype {
+        DType::F32 => x.clone(),
+        _ => cx.convert(x, DType::F32),
+    };
+    let blocks = cx.reshape(&narrow, &[rows / block, block, cols]);
     let partial = cx.blocked_column_sums(&blocks);
+    let partial = cx.convert(&partial, DType::F64);
     let sums = cx
         .reduce(&partial, Scalar::F64(0.0), &[0], Combiner::Add)
         .ok()?;

@@ -1,4 +1,4 @@
-//! N-dimensional gather and scatter in TensorFlow's forms (#15 item 4):
+//! N-dimensional gather and scatter in TensorFlow's forms:
 //! `gather_nd` and `tensor_scatter_nd_{update,add,min,max}`, each other's
 //! gradients, and the helpers built on them: `take`, `take_along_axis`,
 //! `gather` with `batch_dims`, `unsorted_segment_{sum,mean,max,min}`.

@@ -1,4 +1,4 @@
-//! Sorting (#15 item 5): StableHLO's `sort` of several operands of one
+//! Sorting: StableHLO's `sort` of several operands of one
 //! shape, ordered along an axis by the first (the keys) and carrying the
 //! others along; `argsort` (the permutation, i32); `top_k` as
 //! `tf.math.top_k` (the `k` largest along the last axis, with their i32

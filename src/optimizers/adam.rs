@@ -158,7 +158,7 @@ impl Adam {
     }
 
     /// `1 - beta1^t` and `1 - beta2^t` in `dtype`: once per dtype for the
-    /// whole step (the program a careful hand would write; #16 item 3).
+    /// whole step (the program a careful hand would write).
     fn corrections(
         &self,
         dtype: DType,

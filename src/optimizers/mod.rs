@@ -49,7 +49,7 @@
 //! Slot variables (moments, accumulators) and the step count are created
 //! the first time a variable is updated, or up front by `build`. Inside a
 //! function that is the function's first call, which TensorFlow's rules
-//! allow (B20): they are made outside the trace (as under TensorFlow's
+//! allow: they are made outside the trace (as under TensorFlow's
 //! `init_scope`) and read by it like any other variable, so a training
 //! step `function(|x, y| opt.minimize(&vars, || loss(x, y)))` needs no
 //! `build` first and is traced once. Using a *new* optimizer in a later

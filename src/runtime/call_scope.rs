@@ -1,6 +1,6 @@
 //! Call scopes: per-call state that host callbacks see, whichever thread
 //! XLA runs them on (how `print` output follows the caller that started
-//! the program, B15).
+//! the program).
 //!
 //! A caller installs a scope for its thread with [`with_call_scope`].
 //! Eagerly, and for programs XLA runs inline, callbacks run on that

@@ -60,7 +60,7 @@ pub struct Client {
 }
 
 /// Why multi-process execution is refused on the CPU plugin (the text
-/// follows `UnimplementedError: `; the README and `xlafn::distributed`
+/// follows `UnimplementedError: `; the book's multi-process chapter and `xlafn::distributed`
 /// quote it).
 pub const CPU_MULTI_PROCESS_MESSAGE: &str = "multi-process execution needs a plugin with \
     cross-process collectives (the CUDA plugin); the CPU plugin has only in-process collectives \

@@ -192,9 +192,7 @@ fn plugin_identity(path: &Path) -> Option<String> {
     Some(id)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::files::hex;
 
 /// The key for compiling `mlir` with `options` on `client`, or `None`
 /// when the cache is disabled.

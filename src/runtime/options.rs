@@ -132,7 +132,7 @@ impl CompileOptions {
     /// while the parameter's buffer keeps its address, which a variable
     /// updated in place does, and a freed buffer's successor may: every
     /// later product then used the old weights, silently
-    /// (`tests/xnn_captured_weights.rs`). XNNPACK's graph fusion of small
+    /// (`tests/products_see_updated_weights.rs`). XNNPACK's graph fusion of small
     /// elementwise programs (`for_program`) captures nothing and stays.
     pub fn for_platform(platform: super::Platform) -> CompileOptions {
         let mut options = CompileOptions::default();

@@ -266,7 +266,7 @@ fn write_events(path: &std::path::Path, events: &[Event]) -> Result<()> {
         "traceEvents": trace_events,
         "displayTimeUnit": "ms",
     });
-    crate::export::replace_file(path, document.to_string().as_bytes()).map_err(|e| {
+    crate::files::replace(path, document.to_string().as_bytes()).map_err(|e| {
         Error::Value(format!(
             "cannot write the profile to {}: {e}",
             path.display()

@@ -19,6 +19,13 @@ type OneOp = Function<(Vec<Tensor>,), Vec<Tensor>>;
 
 static ONE_OP_FUNCTIONS: Mutex<Option<HashMap<Op, OneOp>>> = Mutex::new(None);
 
+/// Makes `run` the executor `tensor::apply` hands ops on sharded tensors
+/// to; every mesh's construction calls it, so it is registered before any
+/// sharded tensor exists.
+pub(crate) fn register() {
+    crate::tensor::hooks::register_sharded_execution(run);
+}
+
 /// Runs `op` on `inputs`, at least one of them sharded. A recording tape
 /// notes the op itself (see `tensor::apply`), so the partitioned call
 /// inside is kept off it.

@@ -124,6 +124,7 @@ impl Mesh {
             .iter()
             .map(|d| crate::tensor::client_device(*d))
             .collect::<Result<_>>()?;
+        eager::register();
         Ok(Arc::new(Mesh {
             devices,
             axes: axes.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
@@ -133,6 +134,7 @@ impl Mesh {
     /// A mesh of these axes without devices (JAX's `AbstractMesh`): what a
     /// traced program knows of the mesh it will run on.
     pub(crate) fn abstract_mesh(axes: &[(String, usize)]) -> Arc<Mesh> {
+        eager::register();
         Arc::new(Mesh {
             devices: Vec::new(),
             axes: axes.to_vec(),

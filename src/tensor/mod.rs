@@ -2,14 +2,17 @@
 //! transfers, printing, operators, and the dispatch of ops: into the graph
 //! being traced when a trace is active on this thread (`crate::trace`),
 //! otherwise eagerly through the process-wide cache of one-op programs
-//! (`eager`). Imports `ops`, `ir`, `lower` (via `eager`), `trace` and
-//! `runtime`.
+//! (`eager`). Gradient tapes, check-numerics and sharded execution are
+//! reached through what they registered in `hooks`, never by name.
+//! Imports `ops`, `ir`, `lower` (via `eager`), `trace`, `runtime` and the
+//! `ShardedArray` type a sharded tensor holds.
 //!
 //! Op methods (`x.tanh()`) are defined next to their ops in `crate::ops`;
 //! they all go through `apply`.
 
 mod device;
 mod display;
+pub(crate) mod hooks;
 mod host;
 pub(crate) use device::{client_device, gather_on, place};
 pub use device::{default_device, devices, local_devices, with_device};
@@ -242,9 +245,9 @@ impl Tensor {
 #[track_caller]
 pub(crate) fn apply(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let op = op.into();
-    if crate::autodiff::recording() {
+    if let Some(recorder) = hooks::recorder() {
         let results = apply_checked(op.clone(), inputs)?;
-        crate::autodiff::record_op(&op, inputs, &results);
+        (recorder.record_op)(&op, inputs, &results);
         return Ok(results);
     }
     apply_checked(op, inputs)
@@ -255,11 +258,11 @@ pub(crate) fn apply(op: impl Into<Op>, inputs: &[&Tensor]) -> Result<Vec<Tensor>
 /// check-numerics name the user's line without debug info.
 #[track_caller]
 fn apply_checked(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-    if crate::debug::enabled() {
+    if let Some(check) = hooks::numerics_check() {
         let name = crate::ops::OpDef::name(&op);
         let caller = std::panic::Location::caller();
         let results = apply_unchecked(op, inputs)?;
-        crate::debug::check_results(name, &results, caller)?;
+        (check.check)(name, &results, caller)?;
         return Ok(results);
     }
     apply_unchecked(op, inputs)
@@ -272,7 +275,7 @@ fn apply_unchecked(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let mut buffers: Vec<&Buffer> = Vec::with_capacity(inputs.len());
     for t in inputs {
         if t.is_sharded() {
-            return crate::sharding::eager::run(op, inputs);
+            return hooks::run_sharded(op, inputs);
         }
         buffers.push(t.buffer()?);
     }
@@ -356,8 +359,8 @@ fn replay_nodes(
         };
         let outs = match known {
             Some(outs) => {
-                if crate::autodiff::recording() {
-                    crate::autodiff::record_op(&node.op, &ins, &outs);
+                if let Some(recorder) = hooks::recorder() {
+                    (recorder.record_op)(&node.op, &ins, &outs);
                 }
                 outs
             }

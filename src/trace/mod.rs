@@ -57,14 +57,14 @@ pub(crate) struct FinishedTrace {
     /// Variables the trace assigned, and the graph result holding each new
     /// value (results after the function's own outputs).
     pub updates: Vec<(VarRef, usize)>,
-    /// How many variables were created while tracing (B20).
+    /// How many variables were created while tracing.
     pub created_variables: usize,
     /// How many of those an owner made for the trace and keeps
     /// ([`create_owned_variable`]): they need no second trace.
     pub owned_variables: usize,
     /// Variables created from values computed in this trace, each with
     /// the graph value of its initial value: the call lifts these out and
-    /// runs them on its concrete arguments (B20, `function::lifting`).
+    /// runs them on its concrete arguments (`function::lifting`).
     pub initializers: Vec<(Arc<VariableInner>, ValueId)>,
 }
 
@@ -411,7 +411,7 @@ pub(crate) fn capture_inputs(captures: &[Capture]) -> Result<Vec<Tensor>> {
         .collect()
 }
 
-/// Records that a variable was created (B20: a trace that creates
+/// Records that a variable was created (a trace that creates
 /// variables is traced again, and the second trace must create none).
 pub(crate) fn note_variable_created() {
     STACK.with(|s| {
@@ -426,7 +426,7 @@ pub(crate) fn note_variable_created() {
 /// function may be traced: `make` runs outside every trace (`init_scope`),
 /// so the variable holds a concrete value from the start and the trace
 /// reads it as a captured variable, as TensorFlow's optimizers create
-/// slots under `init_scope`. It counts as created (B20: a later call of the
+/// slots under `init_scope`. It counts as created (a later call of the
 /// function that makes one is refused), but unlike a variable made by the
 /// function body it does not make the function trace a second time: that
 /// trace checks the body makes its variables once, and the owner hands out

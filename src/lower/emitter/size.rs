@@ -55,8 +55,8 @@ impl ProgramSize {
     /// array over `SMALL_ARRAY_ELEMENTS` or above rank 6. Dots are left
     /// out because XLA's own code ran a small transformer faster: W9 at
     /// batch 2 (every array within 64K elements) took 5.21 ms per training
-    /// step through XNNPACK and 3.64 ms without, its forward 1.37 and 1.11
-    /// (#16 item 4). Half-precision programs are left out too: an f16
+    /// step through XNNPACK and 3.64 ms without, its forward 1.37 and 1.11.
+    /// Half-precision programs are left out too: an f16
     /// `scatter` compiled there failed with "Fusion kind not implemented
     /// on CPU". (The runtime runs such programs one at a
     /// time, see `runtime::Executable`; a callback that ran another of them

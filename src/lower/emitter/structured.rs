@@ -288,7 +288,7 @@ impl Emitter {
     /// `Min`, reduced from `init`) takes the window's source value. The same result as
     /// `select_and_scatter` with `GE`/`LE`, which the pinned XLA CPU runs
     /// as a reduce-window and a scatter several times slower (a 2x2 max
-    /// pool's gradient on `[32,28,28,32]`: 7.2 ms, #16). A window holding
+    /// pool's gradient on `[32,28,28,32]`: 7.2 ms). A window holding
     /// NaN routes its gradient nowhere.
     pub fn tiled_select_and_scatter_add(
         &mut self,

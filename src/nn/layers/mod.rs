@@ -1,5 +1,5 @@
 //! Layer: user-facing layers over `tensor` ops, `variable`, `module`,
-//! `random` and `initializers` (#28 item 1). Each layer is a struct that
+//! `random` and `initializers`. Each layer is a struct that
 //! is a [`Module`] (its variables are listed by path, so checkpoints,
 //! optimizers and names see them) and a [`Layer`] (`call(x, mode)`), and
 //! is written with the public ops only: it runs eagerly and inside

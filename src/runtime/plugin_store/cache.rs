@@ -256,7 +256,7 @@ impl Store {
                     files::unpredictable_suffix()
                 ));
                 let (mut from, _) = files::open_regular(wheel, true)?;
-                let copied = create_new(&temp).and_then(|mut to| {
+                let copied = files::create_new_file(&temp).and_then(|mut to| {
                     std::io::copy(&mut from, &mut to)
                         .and_then(|_| to.sync_all())
                         .map_err(|e| Error::io("cannot write", &temp, e))
@@ -427,16 +427,8 @@ fn mtime_ns(meta: &std::fs::Metadata) -> i128 {
     i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec())
 }
 
-pub(super) fn create_new(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| Error::io("cannot write", path, e))
-}
-
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = create_new(path)?;
+    let mut file = files::create_new_file(path)?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(|e| Error::io("cannot write", path, e))

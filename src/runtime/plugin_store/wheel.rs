@@ -32,7 +32,7 @@ pub(super) fn check_pinned(wheel: &Path, pin: &Pin, package: &Package) -> Result
     let (mut file, _) = files::open_regular(wheel, true)?;
     let mut hasher = Sha256::new();
     std::io::copy(&mut file, &mut hasher).map_err(|e| Error::io("cannot read", wheel, e))?;
-    let actual = hex(&hasher.finalize());
+    let actual = files::hex(&hasher.finalize());
     if actual == pin.sha256 {
         return Ok(());
     }
@@ -132,7 +132,7 @@ pub(super) fn unpack_verified(
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io("cannot create", parent, e))?;
         }
-        let mut out = super::cache::create_new(&target)?;
+        let mut out = files::create_new_file(&target)?;
         let mut hasher = Sha256::new();
         let mut written = 0u64;
         let mut buf = vec![0u8; 1 << 20];
@@ -224,8 +224,4 @@ fn read_record<R: Read + std::io::Seek>(
         }
     }
     Ok(claims)
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

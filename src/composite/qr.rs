@@ -1,6 +1,6 @@
 //! QR decomposition (`jnp.linalg.qr`, `tf.linalg.qr`).
 //!
-//! As for LU (`ops::lu`), XLA's CPU path has no QR op xlafn's programs can
+//! As for LU (`composite::lu`), XLA's CPU path has no QR op xlafn's programs can
 //! hold, so the factorization is written with tensor ops: one device loop
 //! (`for_range`) over the `min(m, n)` columns, each step a Householder
 //! reflection `H = I - 2 v vᵀ / vᵀv` applied to the matrix and gathered
@@ -27,15 +27,15 @@
 //! Eagerly, the factorization runs as one compiled program
 //! (`ops::one_program`).
 //!
-//! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
+//! Layer: composites. Imports `tensor` ops, `ops::matrix`,
 //! `ops::one_program`, `control::for_range` and `custom_gradient`.
 
-use super::custom_gradient::custom_gradient;
-use super::matrix::{cut, float_matrix_dims, identity_with_batch_of};
-use super::one_program::run_as_one_program;
 use crate::control::for_range;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::custom_gradient::custom_gradient;
+use crate::ops::matrix::{cut, float_matrix_dims, identity_with_batch_of};
+use crate::ops::one_program::run_as_one_program;
 use crate::tensor::Tensor;
 
 /// The complete Householder factorization `a = q r`: `q` `[..., m, m]`

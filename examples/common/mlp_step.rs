@@ -1,4 +1,4 @@
-//! The W3 workload (BENCHMARKS.md): a 784-256-10 MLP trained with SGD,
+//! The W3 workload (book/src/reference/benchmarks.md): a 784-256-10 MLP trained with SGD,
 //! one compiled step per call. Shared by the mlp example and the report.
 
 use xlafn::prelude::*;

@@ -1,4 +1,7 @@
-//! Layer: export (program check). A loaded program is checked here before
+//! Layer: lowering (the program check, for programs xlafn did not just
+//! write: exports, which call it, and its own tests). Imports `dtype`,
+//! `error`, the emitter's type names and the runtime's callback target.
+//! A loaded program is checked here before
 //! any of it reaches XLA, because XLA does not reject hostile programs
 //! gracefully: a `custom_call` to one of its own targets (`TopK`,
 //! `SliceToDynamic`) fails a C++ CHECK and aborts the process, `infeed` and

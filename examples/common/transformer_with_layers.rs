@@ -1,4 +1,4 @@
-//! W9 (BENCHMARKS.md's transformer block) a second time, written with the
+//! W9 (the benchmarks page's transformer block) a second time, written with the
 //! layer library instead of by hand: `Embedding`, `LayerNorm`,
 //! `MultiHeadAttention` with a causal mask, `Linear` with a tanh GELU. It
 //! starts from the same numpy-drawn parameters as `real_models.rs`'s W9,

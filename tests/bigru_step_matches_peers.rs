@@ -1,14 +1,14 @@
-//! W15 (examples/common/w15_gru.rs), the bidirectional GRU classifier of
+//! W15 (examples/common/bigru_step.rs), the bidirectional GRU classifier of
 //! the bench report, computes what its peers compute: from the numpy draw
 //! that `bench/peers_models.py` makes, its first three Adam steps give
 //! the losses JAX and TensorFlow reported, and its step traces once.
 
+#[path = "../examples/common/bigru_step.rs"]
+mod bigru_step;
 #[path = "../examples/common/real_models.rs"]
 mod real_models;
-#[path = "../examples/common/w15_gru.rs"]
-mod w15_gru;
 
-use w15_gru::{W15, W15_PEER_LOSSES};
+use bigru_step::{W15, W15_PEER_LOSSES};
 use xlafn::module::Module;
 
 #[test]

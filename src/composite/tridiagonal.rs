@@ -7,12 +7,12 @@
 //! the eliminated diagonal: a system that needs row exchanges (a zero
 //! there) gives infinities or NaNs. TensorFlow pivots by default.
 //!
-//! Layer: ops (composite). Imports `tensor` ops, `ops::matrix` and
+//! Layer: composites. Imports `tensor` ops, `ops::matrix` and
 //! `control::scan`.
 
-use super::matrix::{cut, zeros_shaped_like};
 use crate::control::{ScanOptions, scan_with};
 use crate::error::{Error, Result};
+use crate::ops::matrix::{cut, zeros_shaped_like};
 use crate::tensor::Tensor;
 
 /// `x` with `A x = b` for the tridiagonal `A` with sub-diagonal `dl`

@@ -22,12 +22,12 @@
 //! pair's 2 x 2 Gram matrix, accumulated into `V`. The column norms are
 //! the singular values, so small ones are accurate relative to
 //! themselves. The normalized columns are `U`; a Householder QR of them
-//! (`ops::qr`) keeps them, up to sign, and completes them to an
+//! (`composite::qr`) keeps them, up to sign, and completes them to an
 //! orthonormal set where singular values are 0 and for a complete `U`.
 //!
-//! Cost: far above LAPACK's (`docs/OPS.md` has the figures beside
-//! jax.jit): `n - 1` rounds per sweep, 7 to 10 sweeps, each round a
-//! handful of gathers and rotations in a device loop.
+//! Cost: far above LAPACK's (`book/src/reference/ops.md` has the figures
+//! beside jax.jit): `n - 1` rounds per sweep, 7 to 10 sweeps, each round
+//! a handful of gathers and rotations in a device loop.
 //!
 //! The input is symmetrized first, `(a + aᵀ) / 2`, as `jnp.linalg.eigh`
 //! does by default (TensorFlow reads the lower triangle only): the
@@ -53,19 +53,19 @@
 //! Eagerly, the decomposition runs as one compiled program
 //! (`ops::one_program`).
 //!
-//! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
-//! `ops::qr` (completing `U`), `ops::stats::NormOrd` (`cond`),
+//! Layer: composites. Imports `tensor` ops, `ops::matrix`,
+//! `composite::qr` (completing `U`), `ops::stats::NormOrd` (`cond`),
 //! `ops::one_program`, `control::{while_loop, for_range}` and
 //! `custom_gradient`.
 
-use super::custom_gradient::custom_gradient;
-use super::matrix::{
-    cut, float_matrix_dims, identity_with_batch_of, square_float_dims, zeros_shaped_like,
-};
-use super::one_program::run_as_one_program;
 use crate::control::{for_range, while_loop};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::custom_gradient::custom_gradient;
+use crate::ops::matrix::{
+    cut, float_matrix_dims, identity_with_batch_of, square_float_dims, zeros_shaped_like,
+};
+use crate::ops::one_program::run_as_one_program;
 use crate::ops::stats::NormOrd;
 use crate::tensor::Tensor;
 

@@ -1,4 +1,4 @@
-//! W13 (examples/common/w13_gpt.rs), the GPT-style step of the bench
+//! W13 (examples/common/gpt_step.rs), the GPT-style step of the bench
 //! report, computes what its peers compute: from the numpy draw that
 //! `bench/peers_models.py` makes, its first three AdamW steps (built with
 //! dropout rate 0) give the losses JAX and TensorFlow reported, weight
@@ -9,14 +9,14 @@
 //! This check found a silent wrong answer: with the pinned XLA's XNNPACK
 //! dots, a product with a variable updated in place used its first value
 //! (losses drifted by 1.8e-2 by step 3). xlafn now compiles without them
-//! (`tests/xnn_captured_weights.rs`).
+//! (`tests/products_see_updated_weights.rs`).
 
+#[path = "../examples/common/gpt_step.rs"]
+mod gpt_step;
 #[path = "../examples/common/real_models.rs"]
 mod real_models;
-#[path = "../examples/common/w13_gpt.rs"]
-mod w13_gpt;
 
-use w13_gpt::{W13, W13_DROPOUT, W13_NO_DECAY, W13_PEER_LOSSES};
+use gpt_step::{W13, W13_DROPOUT, W13_NO_DECAY, W13_PEER_LOSSES};
 use xlafn::Tensor;
 use xlafn::module::Module;
 use xlafn::optimizers::ParamGroup;

@@ -12,13 +12,13 @@
 //! here for a few more products). Gradients come through the ops (the
 //! products, `solve`'s written gradient and the loop's).
 //!
-//! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
+//! Layer: composites. Imports `tensor` ops, `ops::matrix`,
 //! `control::for_range`.
 
-use super::matrix::{identity_with_batch_of, square_float_dims};
 use crate::control::for_range;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::matrix::{identity_with_batch_of, square_float_dims};
 use crate::tensor::Tensor;
 
 /// Higham's bound on the 1-norm for the degree-13 approximant.

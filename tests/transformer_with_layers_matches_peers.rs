@@ -1,4 +1,4 @@
-//! W9 written with the layer library (examples/common/w9_layers.rs)
+//! W9 written with the layer library (examples/common/transformer_with_layers.rs)
 //! computes what the hand-written W9 and the peers compute: from the same
 //! numpy-drawn parameters its forward loss, first three Adam steps and
 //! parameter updates match the figures JAX reported; its step traces and
@@ -7,11 +7,11 @@
 
 #[path = "../examples/common/real_models.rs"]
 mod real_models;
-#[path = "../examples/common/w9_layers.rs"]
-mod w9_layers;
+#[path = "../examples/common/transformer_with_layers.rs"]
+mod transformer_with_layers;
 
 use real_models::{Model, Workload};
-use w9_layers::LayersModel;
+use transformer_with_layers::LayersModel;
 use xlafn::ArraySpec;
 use xlafn::module::Module;
 use xlafn::prelude::*;

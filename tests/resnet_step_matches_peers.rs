@@ -1,4 +1,4 @@
-//! W14 (examples/common/w14_resnet.rs), the ResNet step of the bench
+//! W14 (examples/common/resnet_step.rs), the ResNet step of the bench
 //! report, computes what its peers compute: from the numpy draw that
 //! `bench/peers_models.py` makes, its first three SGD-momentum steps give
 //! the losses JAX and TensorFlow reported, its batch norms move their
@@ -6,10 +6,10 @@
 
 #[path = "../examples/common/real_models.rs"]
 mod real_models;
-#[path = "../examples/common/w14_resnet.rs"]
-mod w14_resnet;
+#[path = "../examples/common/resnet_step.rs"]
+mod resnet_step;
 
-use w14_resnet::{W14, W14_PEER_LOSSES, W14_PEER_MOVING};
+use resnet_step::{W14, W14_PEER_LOSSES, W14_PEER_MOVING};
 use xlafn::module::Module;
 
 #[test]

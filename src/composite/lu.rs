@@ -25,15 +25,15 @@
 //! Eagerly, each factorization and what is read from it runs as one
 //! compiled program (`ops::one_program`).
 //!
-//! Layer: ops (composite). Imports `tensor` ops, `ops::matrix`,
+//! Layer: composites. Imports `tensor` ops, `ops::matrix`,
 //! `control::for_range`, `custom_gradient` and `ops::one_program`.
 
-use super::custom_gradient::custom_gradient;
-use super::matrix::{identity_with_batch_of, zeros_shaped_like};
-use super::one_program::run_as_one_program;
 use crate::control::for_range;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::custom_gradient::custom_gradient;
+use crate::ops::matrix::{identity_with_batch_of, zeros_shaped_like};
+use crate::ops::one_program::run_as_one_program;
 use crate::tensor::Tensor;
 
 /// The order `n` of the square matrices in the last two dims of `a`,

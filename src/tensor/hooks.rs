@@ -1,0 +1,90 @@
+//! Layer: tensor (the interpreters `apply` hands ops to). Imports `ops::Op`,
+//! `Tensor` and `error`; nothing above the tensor layer.
+//!
+//! Besides running an op eagerly or adding it to the graph being traced,
+//! `apply` hands it to three interpreters that live in higher layers:
+//! gradient tapes note it (`autodiff`), check-numerics inspects its
+//! results (`debug`), and an op on a sharded tensor runs partitioned over
+//! its mesh (`sharding`). Those layers import `tensor`; so that `tensor`
+//! does not import them back, each registers its entry points here when it
+//! first becomes active, and `apply` calls whatever is registered:
+//!
+//! - a tape registers the [`Recorder`] when it starts recording;
+//! - `enable_check_numerics` registers the [`NumericsCheck`];
+//! - the first `Mesh` registers the sharded executor (no sharded tensor
+//!   exists without a mesh).
+//!
+//! Registration happens once per process; an interpreter that is
+//! registered but idle (no tape recording on this thread, check-numerics
+//! off) costs `apply` one atomic load and one call of its `active` check.
+
+use crate::error::{Error, Result};
+use crate::ops::Op;
+use crate::tensor::Tensor;
+use std::panic::Location;
+use std::sync::OnceLock;
+
+/// Gradient recording: what tapes (and forward accumulators) note.
+pub(crate) struct Recorder {
+    /// Is any tape recording on this thread?
+    pub(crate) active: fn() -> bool,
+    /// Notes an applied op, its inputs and results, on every recording tape.
+    pub(crate) record_op: fn(&Op, &[&Tensor], &[Tensor]),
+    /// Notes a variable read (the variable's id and the value read).
+    pub(crate) record_variable_read: fn(u64, &Tensor),
+}
+
+/// Check-numerics: a look at every op's results while it is on.
+pub(crate) struct NumericsCheck {
+    /// Is the mode on?
+    pub(crate) active: fn() -> bool,
+    /// Checks the results of the op named so, called from `caller`.
+    pub(crate) check: fn(&str, &[Tensor], &'static Location<'static>) -> Result<()>,
+}
+
+/// Runs an op with at least one sharded input, partitioned over its mesh.
+pub(crate) type ShardedExecution = fn(Op, &[&Tensor]) -> Result<Vec<Tensor>>;
+
+static RECORDER: OnceLock<Recorder> = OnceLock::new();
+static NUMERICS_CHECK: OnceLock<NumericsCheck> = OnceLock::new();
+static SHARDED_EXECUTION: OnceLock<ShardedExecution> = OnceLock::new();
+
+/// Registers gradient recording (idempotent: the first registration stays).
+pub(crate) fn register_recorder(recorder: Recorder) {
+    let _ = RECORDER.set(recorder);
+}
+
+/// Registers check-numerics (idempotent).
+pub(crate) fn register_numerics_check(check: NumericsCheck) {
+    let _ = NUMERICS_CHECK.set(check);
+}
+
+/// Registers sharded execution (idempotent).
+pub(crate) fn register_sharded_execution(run: ShardedExecution) {
+    let _ = SHARDED_EXECUTION.set(run);
+}
+
+/// The recorder, when a tape is recording on this thread.
+#[inline]
+pub(crate) fn recorder() -> Option<&'static Recorder> {
+    RECORDER.get().filter(|r| (r.active)())
+}
+
+/// The numerics check, when the mode is on.
+#[inline]
+pub(crate) fn numerics_check() -> Option<&'static NumericsCheck> {
+    NUMERICS_CHECK.get().filter(|c| (c.active)())
+}
+
+/// Runs `op` on inputs of which one is sharded. A sharded tensor is made
+/// only over a mesh, whose construction registered the executor, so a
+/// missing one is xlafn's own bug, reported rather than panicking.
+pub(crate) fn run_sharded(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    match SHARDED_EXECUTION.get() {
+        Some(run) => run(op, inputs),
+        None => Err(Error::FailedPrecondition(
+            "a sharded tensor exists but sharded execution was never registered (a bug in xlafn)"
+                .into(),
+        )),
+    }
+}
