@@ -2,7 +2,8 @@
 //! variable xlafn reads is declared here once, with its type, default and
 //! meaning, and read only through [`Variable::get`] or [`Variable::get_os`],
 //! so that `xlafn env` (and [`report`]) can list them with their current
-//! values and the README's table is generated from the same list
+//! values and the book's table (`book/src/reference/environment.md`) is
+//! generated from the same list
 //! ([`markdown_table`]; a test keeps the two equal).
 //!
 //! Parsing stays with the code that uses a value, since what a bad value
@@ -30,7 +31,7 @@ pub struct Variable {
     pub kind: &'static str,
     /// What applies when it is unset.
     pub default: &'static str,
-    /// What it does, as the README's table says it.
+    /// What it does, as the book's table says it.
     pub doc: &'static str,
     /// When it is read.
     pub read_at: ReadAt,
@@ -60,7 +61,7 @@ macro_rules! variables {
                 read_at: ReadAt::$at,
             };
         )*
-        /// Every variable, in the README's order.
+        /// Every variable, in the book's table's order.
         pub const ALL: &[&Variable] = &[$(&$id),*];
     };
 }
@@ -154,7 +155,7 @@ pub fn report() -> Vec<(&'static Variable, Option<String>)> {
         .collect()
 }
 
-/// The README's table of variables.
+/// The book's table of variables (`book/src/reference/environment.md`).
 pub fn markdown_table() -> String {
     let mut table = String::from("| variable | read | default | effect |\n|---|---|---|---|\n");
     for v in ALL {

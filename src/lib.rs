@@ -148,6 +148,17 @@ pub mod autograph;
 #[cfg(feature = "bench")]
 pub mod bench;
 mod composite;
+// The book's chapters and the README, run as doctests (see src/book.rs).
+// They use the default features, as the test files do.
+#[cfg(all(
+    doctest,
+    feature = "data",
+    feature = "train",
+    feature = "summary",
+    feature = "bench",
+    feature = "distributed"
+))]
+mod book;
 pub(crate) mod bounded_cache;
 pub mod checkpoint;
 pub mod control;

@@ -129,7 +129,7 @@ enum Command {
     /// Print every environment variable xlafn reads, with its current
     /// value, default and meaning.
     Env {
-        /// Print the README's Markdown table instead.
+        /// Print the Markdown table of the book's environment page instead.
         #[arg(long)]
         markdown: bool,
     },
