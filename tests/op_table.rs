@@ -49,6 +49,7 @@ fn rows() -> Vec<Row> {
         r("abs", |x| x.abs(), f64::abs, (0.1, 3.0), true),
         r("exp", |x| x.exp(), f64::exp, (-3.0, 3.0), true),
         r("expm1", |x| x.expm1(), f64::exp_m1, (-2.0, 2.0), true),
+        r("cbrt", |x| x.cbrt(), f64::cbrt, (0.1, 3.0), true),
         r("log", |x| x.log(), f64::ln, (0.1, 5.0), true),
         r("log1p", |x| x.log1p(), f64::ln_1p, (-0.5, 3.0), true),
         r("sqrt", |x| x.sqrt(), f64::sqrt, (0.1, 5.0), true),

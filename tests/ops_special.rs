@@ -100,6 +100,12 @@ fn cases() -> Vec<Case> {
             points: WIDE,
         },
         Case {
+            name: "cbrt",
+            op: Tensor::cbrt,
+            reference: f64::cbrt,
+            points: WIDE,
+        },
+        Case {
             name: "tan",
             op: Tensor::tan,
             reference: f64::tan,
@@ -802,4 +808,46 @@ fn the_new_ops_survive_export_and_load() {
         assert_eq!(got, want);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `cbrt`, added by following the internals guide's checklist for a new
+/// elementwise op: hand values (negative inputs too), the dtype error,
+/// the traced program's `stablehlo.cbrt`, and the family's batching and
+/// forward-mode rules reaching the new variant.
+#[test]
+fn cbrt_end_to_end() {
+    let x = Tensor::vector(&[27f64, -8.0, 0.0, 0.001]).unwrap();
+    let got = x.cbrt().unwrap().to_vec::<f64>().unwrap();
+    assert_close("cbrt", &got, &[3.0, -2.0, 0.0, 0.1], 1e-13);
+
+    let e = Tensor::vector(&[8i32])
+        .unwrap()
+        .cbrt()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cbrt") && e.contains("i32"), "{e}");
+
+    let f = function(|x: Tensor| x.cbrt());
+    let text = f.lower((&x,)).unwrap().as_text().to_string();
+    assert!(text.contains("stablehlo.cbrt"), "{text}");
+    let traced = f.call((&x,)).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(traced, got);
+
+    // vmap over rows equals the op on the whole array.
+    let m = Tensor::from_vec(vec![1f64, 8.0, -27.0, 64.0], &[2, 2]).unwrap();
+    let mapped = xlafn::vmap(|xs| Ok(vec![xs[0].cbrt()?]), &[m.clone()]).unwrap();
+    assert_eq!(
+        mapped[0].to_vec::<f64>().unwrap(),
+        m.cbrt().unwrap().to_vec::<f64>().unwrap()
+    );
+
+    // Forward mode: d cbrt(x) = 1 / (3 x^(2/3)), at x = 8: 1/12.
+    let (y, dy) = xlafn::autodiff::jvp(
+        |xs| xs[0].cbrt(),
+        &[Tensor::scalar(8f64)],
+        &[Tensor::scalar(1f64)],
+    )
+    .unwrap();
+    assert_close("cbrt", &[y.item::<f64>().unwrap()], &[2.0], 1e-13);
+    assert_close("cbrt'", &[dy.item::<f64>().unwrap()], &[1.0 / 12.0], 1e-13);
 }

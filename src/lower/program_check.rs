@@ -61,6 +61,7 @@ const OPS: &[&str] = &[
     "stablehlo.atan2",
     "stablehlo.bitcast_convert",
     "stablehlo.broadcast_in_dim",
+    "stablehlo.cbrt",
     "stablehlo.ceil",
     "stablehlo.cholesky",
     "stablehlo.clamp",

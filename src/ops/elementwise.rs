@@ -62,6 +62,7 @@ pub enum Unary {
     Erfc,
     ErfInv,
     Expm1,
+    Cbrt,
     Tan,
     Atan,
     Asin,
@@ -107,7 +108,7 @@ impl Unary {
     /// instead of recomputing it (`While::residuals`).
     pub(crate) fn gradient_reads_output(self) -> bool {
         use Unary::*;
-        matches!(self, Exp | Sqrt | Tanh | Sigmoid)
+        matches!(self, Exp | Sqrt | Tanh | Sigmoid | Cbrt)
     }
 
     /// Does XLA compute the op on complex numbers (see the module docs)?
@@ -185,6 +186,7 @@ impl OpDef for Unary {
             Erfc => "erfc",
             ErfInv => "erf_inv",
             Expm1 => "expm1",
+            Cbrt => "cbrt",
             Tan => "tan",
             Atan => "atan",
             Asin => "asin",
@@ -264,7 +266,7 @@ impl OpDef for Unary {
             LogicalNot => cx.unary("not", x),
             IsNan => cx.compare(Cmp::Ne, x, x),
             IsFinite => cx.unary_to("is_finite", x, DType::Bool),
-            Erf | Erfc | ErfInv | Expm1 | Tan | Atan | Asin | Acos | Sinh | Cosh | Asinh
+            Erf | Erfc | ErfInv | Expm1 | Cbrt | Tan | Atan | Asin | Acos | Sinh | Cosh | Asinh
             | Acosh | Atanh | Lgamma | Digamma | Trigamma | Reciprocal | Softplus | LogSigmoid
             | IsInf | BitwiseNot | PopulationCount => super::special::lower_unary(*self, cx, x),
         };
@@ -312,7 +314,7 @@ impl OpDef for Unary {
             Relu => g.mul(&x.gt_scalar(0.0)?.cast(x.dtype())?)?,
             Sin => g.mul(&x.cos()?)?,
             Cos => g.mul(&x.sin()?)?.neg()?,
-            Erf | Erfc | ErfInv | Expm1 | Tan | Atan | Asin | Acos | Sinh | Cosh | Asinh
+            Erf | Erfc | ErfInv | Expm1 | Cbrt | Tan | Atan | Asin | Acos | Sinh | Cosh | Asinh
             | Acosh | Atanh | Lgamma | Digamma | Trigamma | Reciprocal | Softplus | LogSigmoid => {
                 super::special::unary_grad(*self, x, y, &g)?
             }

@@ -4,7 +4,7 @@
 //!
 //! What XLA has natively lowers to it: CHLO ops (`chlo.erf`, `chlo.lgamma`,
 //! `chlo.asin`, ...), which XLA expands when it compiles, and StableHLO ops
-//! (`atan2`, `exponential_minus_one`, `remainder`, `and`/`or`/`xor`/`not`,
+//! (`atan2`, `exponential_minus_one`, `cbrt`, `remainder`, `and`/`or`/`xor`/`not`,
 //! the shifts, `popcnt`). `softplus` and `log_sigmoid` are written out in
 //! their overflow-free form `max(x, 0) + log1p(exp(-|x|))`; the other
 //! activations (`silu`, `gelu`, `elu`, `selu`, `leaky_relu`, `relu6`) are
@@ -57,6 +57,7 @@ pub(super) fn lower_unary(kind: Unary, cx: &mut Emitter, x: &Val) -> Val {
         Lgamma => cx.chlo("lgamma", x),
         Digamma => cx.chlo("digamma", x),
         Expm1 => cx.unary("exponential_minus_one", x),
+        Cbrt => cx.unary("cbrt", x),
         Trigamma => {
             let one = cx.constant(Scalar::I64(1), x.ty.clone());
             cx.chlo_binary("polygamma", &one, x)
@@ -104,6 +105,8 @@ pub(super) fn unary_grad(kind: Unary, x: &Tensor, y: &Tensor, g: &Tensor) -> Res
         // d erf_inv(x) = sqrt(pi) / 2 * exp(erf_inv(x)^2).
         ErfInv => g.mul(&y.square()?.exp()?.mul_scalar(1.0 / TWO_OVER_SQRT_PI)?),
         Expm1 => g.mul(&y.add_scalar(1.0)?),
+        // d cbrt(x) = 1 / (3 cbrt(x)^2): infinite at 0, as the derivative is.
+        Cbrt => g.div(&y.square()?.mul_scalar(3.0)?),
         Tan => g.mul(&y.square()?.add_scalar(1.0)?),
         Atan => g.div(&x.square()?.add_scalar(1.0)?),
         Asin => g.mul(&one_minus_x2()?.rsqrt()?),
@@ -201,6 +204,8 @@ special_unary_methods! {
     erf_inv => ErfInv,
     /// `e^x - 1`, accurate near 0.
     expm1 => Expm1,
+    /// The real cube root (`jnp.cbrt`); negative for negative inputs.
+    cbrt => Cbrt,
     /// Tangent (radians).
     tan => Tan,
     /// Arctangent, in (-pi/2, pi/2).
