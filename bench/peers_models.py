@@ -3,7 +3,7 @@
 measured on this machine: each workload's training step in JAX
 (`jax.jit`) and in TensorFlow (`tf.function`, and with
 `jit_compile=True`), from the same numpy-drawn parameters and data as the
-Rust side (examples/common/gpt_step.rs, resnet_step.rs, bigru_step.rs), so
+Rust side (tools/workloads/gpt_step.rs, resnet_step.rs, bigru_step.rs), so
 that the first losses agree before anything is timed.
 
     python3 bench/peers_models.py OUT.json [--only=W13,W14,W15] [--quick]

@@ -1,9 +1,9 @@
-//! W15 (examples/common/bigru_step.rs), the bidirectional GRU classifier of
+//! W15 (tools/workloads/bigru_step.rs), the bidirectional GRU classifier of
 //! the bench report, computes what its peers compute: from the numpy draw
 //! that `bench/peers_models.py` makes, its first three Adam steps give
 //! the losses JAX and TensorFlow reported, and its step traces once.
 
-#[path = "../examples/common/bigru_step.rs"]
+#[path = "../tools/workloads/bigru_step.rs"]
 mod bigru_step;
 #[path = "../examples/common/real_models.rs"]
 mod real_models;

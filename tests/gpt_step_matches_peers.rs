@@ -1,4 +1,4 @@
-//! W13 (examples/common/gpt_step.rs), the GPT-style step of the bench
+//! W13 (tools/workloads/gpt_step.rs), the GPT-style step of the bench
 //! report, computes what its peers compute: from the numpy draw that
 //! `bench/peers_models.py` makes, its first three AdamW steps (built with
 //! dropout rate 0) give the losses JAX and TensorFlow reported, weight
@@ -11,7 +11,7 @@
 //! (losses drifted by 1.8e-2 by step 3). xlafn now compiles without them
 //! (`tests/products_see_updated_weights.rs`).
 
-#[path = "../examples/common/gpt_step.rs"]
+#[path = "../tools/workloads/gpt_step.rs"]
 mod gpt_step;
 #[path = "../examples/common/real_models.rs"]
 mod real_models;

@@ -835,7 +835,7 @@ fn cbrt_end_to_end() {
 
     // vmap over rows equals the op on the whole array.
     let m = Tensor::from_vec(vec![1f64, 8.0, -27.0, 64.0], &[2, 2]).unwrap();
-    let mapped = xlafn::vmap(|xs| Ok(vec![xs[0].cbrt()?]), &[m.clone()]).unwrap();
+    let mapped = xlafn::vmap(|xs| Ok(vec![xs[0].cbrt()?]), std::slice::from_ref(&m)).unwrap();
     assert_eq!(
         mapped[0].to_vec::<f64>().unwrap(),
         m.cbrt().unwrap().to_vec::<f64>().unwrap()

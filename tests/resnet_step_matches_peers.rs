@@ -1,4 +1,4 @@
-//! W14 (examples/common/resnet_step.rs), the ResNet step of the bench
+//! W14 (tools/workloads/resnet_step.rs), the ResNet step of the bench
 //! report, computes what its peers compute: from the numpy draw that
 //! `bench/peers_models.py` makes, its first three SGD-momentum steps give
 //! the losses JAX and TensorFlow reported, its batch norms move their
@@ -6,7 +6,7 @@
 
 #[path = "../examples/common/real_models.rs"]
 mod real_models;
-#[path = "../examples/common/resnet_step.rs"]
+#[path = "../tools/workloads/resnet_step.rs"]
 mod resnet_step;
 
 use resnet_step::{W14, W14_PEER_LOSSES, W14_PEER_MOVING};

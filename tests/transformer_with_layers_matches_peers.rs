@@ -1,4 +1,4 @@
-//! W9 written with the layer library (examples/common/transformer_with_layers.rs)
+//! W9 written with the layer library (tools/workloads/transformer_with_layers.rs)
 //! computes what the hand-written W9 and the peers compute: from the same
 //! numpy-drawn parameters its forward loss, first three Adam steps and
 //! parameter updates match the figures JAX reported; its step traces and
@@ -7,7 +7,7 @@
 
 #[path = "../examples/common/real_models.rs"]
 mod real_models;
-#[path = "../examples/common/transformer_with_layers.rs"]
+#[path = "../tools/workloads/transformer_with_layers.rs"]
 mod transformer_with_layers;
 
 use real_models::{Model, Workload};

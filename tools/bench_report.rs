@@ -5,7 +5,7 @@
 //!
 //! The targets are ratios of the peers' figures: the benchmarks page's reference
 //! table, or what `peers.py` measured on this machine (`--peers FILE`, see
-//! `common/peers.rs`).
+//! `workloads/peers.rs`).
 //!
 //! Each figure is the median of 7 timed blocks of at least 0.2 s, after
 //! warm-up, with every call's result awaited; figures compared with each
@@ -13,7 +13,7 @@
 //! fresh processes: this binary re-invokes itself with `--w5-child w2`.
 //! Every workload W1-W12 is measured.
 //!
-//! W9-W12 are the real models of `common/real_models.rs` (a transformer
+//! W9-W12 are the real models of `examples/common/real_models.rs` (a transformer
 //! block, a CNN, an LSTM, the guide's conv layer), from the same
 //! numpy-drawn parameters as the peers; the report prints their first
 //! losses beside the peers'.
@@ -22,42 +22,42 @@
 //! - `--model-peers FILE`: the model workloads' (W13, W14, W15) peer
 //!   figures as `bench/peers_models.py` measured them on this machine
 //!   (without it, the copies of `bench/peers_models.json`'s in
-//!   `common/peers.rs`).
+//!   `workloads/peers.rs`).
 //! - `--only W9,W11,...`: run only the named workloads. W9-W15 are picked
 //!   one by one; W1-W8 run as one group when any of them is named. `DP`
 //!   is the data-parallel step on 1 and on 4 devices; `DATA` the W10 step
 //!   fed by an `xlafn::data` pipeline beside the same step on pre-placed
-//!   batches (`common/data_report.rs`). W9 includes
+//!   batches (`workloads/data_report.rs`). W9 includes
 //!   `W9_layers`, its step written with the layer library.
 //! - `--hlo DIR`: also write the StableHLO of the W9-W11 and W13-W15
 //!   training steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
 //!   program as lowered, before the in-place aliasing of the variables is
-//!   added for the compile). `examples/two_by_two.rs` and
+//!   added for the compile). `tools/two_by_two.rs` and
 //!   `bench/two_by_two.py` time such files on either compiler.
 
 // The report uses the trainer, not the weight read-back.
-#[path = "common/bigru_step.rs"]
+#[path = "workloads/bigru_step.rs"]
 mod bigru_step;
 #[allow(dead_code)]
-#[path = "common/data_parallel.rs"]
+#[path = "../examples/common/data_parallel.rs"]
 mod data_parallel;
-#[path = "common/data_report.rs"]
+#[path = "workloads/data_report.rs"]
 mod data_report;
-#[path = "common/gpt_step.rs"]
+#[path = "workloads/gpt_step.rs"]
 mod gpt_step;
-#[path = "common/mlp_step.rs"]
+#[path = "../examples/common/mlp_step.rs"]
 mod mlp_step;
-#[path = "common/model_report.rs"]
+#[path = "workloads/model_report.rs"]
 mod model_report;
-#[path = "common/peers.rs"]
+#[path = "workloads/peers.rs"]
 mod peers;
-#[path = "common/real_models.rs"]
+#[path = "../examples/common/real_models.rs"]
 mod real_models;
-#[path = "common/real_report.rs"]
+#[path = "workloads/real_report.rs"]
 mod real_report;
-#[path = "common/resnet_step.rs"]
+#[path = "workloads/resnet_step.rs"]
 mod resnet_step;
-#[path = "common/transformer_with_layers.rs"]
+#[path = "workloads/transformer_with_layers.rs"]
 mod transformer_with_layers;
 
 use std::fmt::Write as _;
@@ -690,7 +690,7 @@ fn basic_workloads(peer: &peers::Peers, checks: &mut Vec<Check>) -> xlafn::Resul
     Ok(json)
 }
 
-/// The data-parallel training step (`common/data_parallel.rs`, batch
+/// The data-parallel training step (`examples/common/data_parallel.rs`, batch
 /// 128) on one device and with its batch split over 4: no speedup is
 /// expected on a 2-core machine; the figure is for machines with more.
 fn data_parallel_step() -> xlafn::Result<String> {
