@@ -95,6 +95,9 @@ pub mod porting {}
 #[doc = include_str!("../book/src/reference/ops.md")]
 pub mod reference_ops {}
 
+#[doc = include_str!("../book/src/reference/tensor-methods.md")]
+pub mod reference_tensor_methods {}
+
 #[doc = include_str!("../book/src/reference/environment.md")]
 pub mod reference_environment {}
 

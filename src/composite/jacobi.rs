@@ -476,6 +476,8 @@ fn svd_gradient(
         .add(&u.matmul_t(&off_v, false, true)?)
 }
 
+/// **Linear algebra**: singular values and symmetric eigenvalues (Jacobi
+/// sweeps), and what is built on them.
 impl Tensor {
     /// The singular value decomposition of each matrix, `(u, s, vh)` with
     /// `self = u diag(s) vh` (`jnp.linalg.svd`'s order; `tf.linalg.svd`

@@ -162,6 +162,7 @@ fn solve_matrix(a: &Tensor, b: &Tensor, n: i64) -> Result<Tensor> {
     Ok(f(&[a.clone(), b.clone()])?.remove(0))
 }
 
+/// **Linear algebra**: solves, inverses and determinants through LU.
 impl Tensor {
     /// `x` with `self @ x = b` (`jnp.linalg.solve`, `tf.linalg.solve`):
     /// `self` `[..., n, n]`, `b` `[..., n, m]` or a vector `[..., n]`, with

@@ -42,6 +42,7 @@ const PADE_13: [f64; 14] = [
     1.0,
 ];
 
+/// **Linear algebra**: matrix powers and the exponential.
 impl Tensor {
     /// `jnp.linalg.matrix_power`: each matrix to the integer power `k` by
     /// repeated squaring (`k = 0`: the identity; `k < 0`: of the inverse).

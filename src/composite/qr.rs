@@ -105,6 +105,7 @@ fn tall_gradient(q: &Tensor, r: &Tensor, gq: &Tensor, gr: &Tensor) -> Result<Ten
     through_r.add(&through_q)
 }
 
+/// **Linear algebra**: QR factors.
 impl Tensor {
     /// The QR decomposition of each matrix, `(q, r)` with `self = q r`
     /// (`tf.linalg.qr`, `jnp.linalg.qr`): for `[..., m, n]` and

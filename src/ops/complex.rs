@@ -216,6 +216,7 @@ pub fn complex(re: &Tensor, im: &Tensor) -> Result<Tensor> {
     apply1(Complex, &[re, im])
 }
 
+/// **Elementwise**: complex numbers from parts, and their parts.
 impl Tensor {
     /// `tf.complex(self, im)`: see [`complex`].
     #[track_caller]

@@ -467,7 +467,8 @@ fn range_len(start: f64, limit: f64, delta: f64, dtype: DType) -> Result<i64> {
     Ok(n.max(0) as i64)
 }
 
-/// Constructors made on the device: filled, ranges, random.
+/// **Constructors** made on the device: filled, like another tensor,
+/// ranges and random values.
 impl Tensor {
     /// A `dims`-shaped tensor of `dtype` with every element `value`
     /// converted to `dtype` (`tf.fill`).

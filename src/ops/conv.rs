@@ -665,6 +665,7 @@ impl ConvOptions {
     }
 }
 
+/// **Convolution, pooling and scans**: convolutions and their transposes.
 impl Tensor {
     /// A general dilated convolution (`jax.lax.conv_general_dilated`) of
     /// this input with `kernel`.

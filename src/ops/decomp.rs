@@ -221,6 +221,7 @@ impl OpDef for TriangularSolve {
     }
 }
 
+/// **Linear algebra**: Cholesky factors and triangular solves.
 impl Tensor {
     /// `tf.linalg.cholesky`: the lower-triangular factor of a symmetric
     /// positive definite matrix (batched over leading dimensions).

@@ -725,6 +725,7 @@ impl OpDef for Cast {
 
 macro_rules! unary_methods {
     ($($(#[$doc:meta])* $method:ident => $kind:ident),* $(,)?) => {
+        /// **Elementwise** maths of one operand.
         impl Tensor {$(
             $(#[$doc])*
             #[track_caller]
@@ -809,6 +810,8 @@ fn refuse_negative_int_power(negative: bool) -> Result<()> {
 
 macro_rules! binary_methods {
     ($($(#[$doc:meta])* $method:ident, $scalar:ident => $kind:ident),* $(,)?) => {
+        /// **Elementwise** arithmetic and comparisons of two operands, each with
+        /// a host-number form (`add_scalar`).
         impl Tensor {$(
             $(#[$doc])*
             #[track_caller]
@@ -866,6 +869,7 @@ binary_methods! {
     logical_or, logical_or_scalar => LogicalOr,
 }
 
+/// **Elementwise**: casts and selection.
 impl Tensor {
     /// Converts to `dtype`.
     #[track_caller]

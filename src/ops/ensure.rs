@@ -70,6 +70,7 @@ impl OpDef for EnsureShape {
     }
 }
 
+/// **Type and shape**: checking a shape at run time.
 impl Tensor {
     /// This tensor, checked to have a shape compatible with `dims` (`None`
     /// = any size), typed with the more specific of the two

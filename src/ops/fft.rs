@@ -328,6 +328,7 @@ pub fn fft_op(x: &Tensor, kind: FftType, lengths: &[i64]) -> Result<Tensor> {
     apply1(op, &[x])
 }
 
+/// **Fourier transforms**: complex and real FFTs over the last axes.
 impl Tensor {
     /// The innermost `rank` dimensions' sizes, or a clear error.
     fn fft_tail(&self, op: &str, rank: usize) -> Result<Vec<i64>> {

@@ -248,7 +248,7 @@ fn gather_per_example(
 
 // -------------------------------------------------------- tensor methods
 
-/// Picking by index.
+/// **Indexing**: picking along an axis by index, and one-hot encoding.
 impl Tensor {
     /// `tf.gather(self, indices, axis)`; out-of-range indices are clamped
     /// (see [`Gather`]).

@@ -279,6 +279,7 @@ impl OpDef for DynamicUpdateSlice {
     }
 }
 
+/// **Indexing**: slices at run-time offsets, read and written.
 impl Tensor {
     /// The `sizes` window starting at `starts` (integer scalar tensors, one
     /// per dimension, clamped into range as XLA does).

@@ -419,6 +419,7 @@ impl MatrixGrad {
     }
 }
 
+/// **Linear algebra**: matrix products.
 impl Tensor {
     /// Batched matrix product `self @ other` (`tf.linalg.matmul`): rank >= 2
     /// operands of one numeric dtype, batch dimensions broadcast.
@@ -776,6 +777,8 @@ impl OpDef for DotGeneral {
     }
 }
 
+/// **Linear algebra**: general dot products over named contracting and
+/// batch axes.
 impl Tensor {
     /// `jax.lax.dot_general`: contracts `lhs_contracting` dimensions of
     /// `self` with `rhs_contracting` dimensions of `other` (pairwise) and

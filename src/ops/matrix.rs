@@ -128,6 +128,7 @@ fn main_diagonal(op: &str, a: &Tensor) -> Result<Tensor> {
     top.take_along_axis(&at, -1)?.squeeze(&[-1])
 }
 
+/// **Linear algebra**: identity, bands, diagonals, transposes and trace.
 impl Tensor {
     /// A `rows x cols` matrix with ones on its main diagonal (`tf.eye`,
     /// `jnp.eye`); broadcast it for a batch.

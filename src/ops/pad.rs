@@ -319,6 +319,7 @@ pub enum PadMode {
     Symmetric,
 }
 
+/// **Shape and layout**: padding, reversing, broadcasting and tiling.
 impl Tensor {
     /// StableHLO's `pad` (see [`Pad`]): `low`/`high` copies of `value` at
     /// the edges of each dimension (negative: cut off), `interior` between

@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
+/// **Linear algebra**: tensor, outer, vector and Kronecker products.
 impl Tensor {
     /// `tf.tensordot(a, b, [a_axes, b_axes])`: sums the products over
     /// `a_axes` of `self` paired with `b_axes` of `other` (same lengths,

@@ -646,6 +646,8 @@ impl OpDef for Softmax {
 
 macro_rules! reduce_methods {
     ($($(#[$doc:meta])* $method:ident => $kind:ident),* $(,)?) => {
+        /// **Reductions and statistics**: sums, products, extremes and logical
+        /// reductions over axes.
         impl Tensor {$(
             $(#[$doc])*
             ///
@@ -679,6 +681,8 @@ reduce_methods! {
     reduce_all => All,
 }
 
+/// **Reductions and statistics**: the index of the extreme, and the
+/// softmax family.
 impl Tensor {
     /// Index (i64) of the largest element along `axis`; ties give the
     /// smallest index and the first NaN wins.

@@ -319,6 +319,8 @@ fn axis_index(op: &str, axis: i64, rank: usize) -> Result<usize> {
     Ok(a as usize)
 }
 
+/// **Indexing**: gathers by index lists, scatters, and segment
+/// reductions.
 impl Tensor {
     /// `tf.gather_nd`.
     #[track_caller]

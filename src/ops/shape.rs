@@ -638,6 +638,7 @@ impl OpDef for StridedSlice {
 
 // ----------------------------------------------------------------- gather
 
+/// **Shape and layout**: reshapes, transposes, joins and slices.
 impl Tensor {
     /// The dims as a reshape target: an unknown dimension becomes -1, so a
     /// shape with at most one unknown can still be reshaped exactly.

@@ -97,6 +97,7 @@ impl OpDef for ShardingConstraint {
     }
 }
 
+/// **Devices and sharding**: asking the compiler for a layout over a mesh.
 impl Tensor {
     /// Lays this value out as `sharding` says (`jax.lax.with_sharding_constraint`).
     /// Inside a traced function that runs partitioned, it constrains the

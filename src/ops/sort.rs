@@ -205,6 +205,7 @@ pub fn sort_many(
     apply(op, operands)
 }
 
+/// **Sorting**: sorted values, their order, and the largest k.
 impl Tensor {
     /// `tf.sort`: the elements along `axis` in ascending (or descending)
     /// order; stable, NaNs last ascending and first descending.

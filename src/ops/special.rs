@@ -185,6 +185,7 @@ fn require_float(op: &str, x: &Tensor) -> Result<()> {
 
 macro_rules! special_unary_methods {
     ($($(#[$doc:meta])* $method:ident => $kind:ident),* $(,)?) => {
+        /// **Elementwise** special functions and bit operations of one operand.
         impl Tensor {$(
             $(#[$doc])*
             #[track_caller]
@@ -246,6 +247,8 @@ special_unary_methods! {
 
 macro_rules! special_binary_methods {
     ($($(#[$doc:meta])* $method:ident, $scalar:ident => $kind:ident),* $(,)?) => {
+        /// **Elementwise** special functions and shifts of two operands (each
+        /// with a host-number form).
         impl Tensor {$(
             $(#[$doc])*
             #[track_caller]
@@ -288,6 +291,7 @@ special_binary_methods! {
     right_shift, right_shift_scalar => RightShift,
 }
 
+/// **Elementwise** activations built from the primitives.
 impl Tensor {
     /// `x * sigmoid(x)` (swish), like `tf.nn.silu`.
     #[track_caller]

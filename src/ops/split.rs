@@ -118,6 +118,7 @@ impl OpDef for Split {
     }
 }
 
+/// **Shape and layout**: splitting into pieces.
 impl Tensor {
     /// `tf.split(x, n, axis)`: `n` equal pieces along `axis`, whose size
     /// must be known and divisible by `n`.

@@ -117,6 +117,8 @@ fn squeeze_axes(x: &Tensor, axes: &[i64], keepdims: bool) -> Result<Tensor> {
     x.squeeze(axes)
 }
 
+/// **Elementwise**: passing a value with no gradient, and clipping it
+/// between bounds.
 impl Tensor {
     /// `tf.stop_gradient`: the same value, treated as a constant by
     /// gradient tapes.
@@ -125,6 +127,41 @@ impl Tensor {
         apply1(StopGradient, &[self])
     }
 
+    /// `tf.clip_by_value(self, min, max)`: `min(max(self, min), max)` with
+    /// `min` and `max` broadcast to this tensor's shape (which must not
+    /// grow). The gradient passes where `min <= x <= max`.
+    #[track_caller]
+    pub fn clip_by_value(&self, min: &Tensor, max: &Tensor) -> Result<Tensor> {
+        let out = self.maximum(min)?.minimum(max)?;
+        if out.shape() != self.shape() {
+            return Err(Error::invalid(
+                "clip_by_value",
+                format!(
+                    "clip bounds {} and {} would broadcast {} to {}",
+                    min.tensor_type(),
+                    max.tensor_type(),
+                    self.tensor_type(),
+                    out.shape()
+                ),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// `clip_by_value` with host-number bounds.
+    #[track_caller]
+    pub fn clip_by_value_scalar(
+        &self,
+        min: impl Into<Scalar>,
+        max: impl Into<Scalar>,
+    ) -> Result<Tensor> {
+        self.maximum_scalar(min)?.minimum_scalar(max)
+    }
+}
+
+/// **Reductions and statistics**: log-sum-exp, variance, moments, norms,
+/// and what is scaled by a norm.
+impl Tensor {
     /// `tf.math.reduce_logsumexp`: log(sum(exp(x))) over `axes` (empty:
     /// all), computed as `m + log(sum(exp(x - m)))` with `m` the max (0
     /// where the max is infinite), so large inputs do not overflow.
@@ -271,37 +308,6 @@ impl Tensor {
             (NormOrd::NegTwo, 0 | 1) => p_norm(self, -2.0, axes, keepdims),
             (ord, _) => matrix(ord),
         }
-    }
-
-    /// `tf.clip_by_value(self, min, max)`: `min(max(self, min), max)` with
-    /// `min` and `max` broadcast to this tensor's shape (which must not
-    /// grow). The gradient passes where `min <= x <= max`.
-    #[track_caller]
-    pub fn clip_by_value(&self, min: &Tensor, max: &Tensor) -> Result<Tensor> {
-        let out = self.maximum(min)?.minimum(max)?;
-        if out.shape() != self.shape() {
-            return Err(Error::invalid(
-                "clip_by_value",
-                format!(
-                    "clip bounds {} and {} would broadcast {} to {}",
-                    min.tensor_type(),
-                    max.tensor_type(),
-                    self.tensor_type(),
-                    out.shape()
-                ),
-            ));
-        }
-        Ok(out)
-    }
-
-    /// `clip_by_value` with host-number bounds.
-    #[track_caller]
-    pub fn clip_by_value_scalar(
-        &self,
-        min: impl Into<Scalar>,
-        max: impl Into<Scalar>,
-    ) -> Result<Tensor> {
-        self.maximum_scalar(min)?.minimum_scalar(max)
     }
 
     /// `tf.clip_by_norm(self, clip_norm)`: scaled so its L2 norm over all

@@ -489,6 +489,8 @@ fn pool_dims(
     Ok(w)
 }
 
+/// **Convolution, pooling and scans**: windowed reductions, pooling and
+/// cumulative scans.
 impl Tensor {
     /// `reduce_window` (`jax.lax.reduce_window`) over every dimension.
     #[track_caller]

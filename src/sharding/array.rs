@@ -443,6 +443,8 @@ fn insert_block(
     });
 }
 
+/// **Devices and sharding**: splitting a tensor over a mesh, and reading
+/// its shards.
 impl Tensor {
     /// This tensor laid out on `sharding`: each mesh device gets its block
     /// (`jax.device_put(x, sharding)`). Blocks past the end of an uneven

@@ -109,7 +109,7 @@ pub fn with_device<R>(device: Device, body: impl FnOnce() -> R) -> R {
     body()
 }
 
-/// Which device holds a tensor, and moving it.
+/// **Devices and sharding**: which device holds a tensor, and moving it.
 impl Tensor {
     /// The device holding this eager tensor (an error for a symbolic one).
     pub fn device(&self) -> Result<Device> {

@@ -55,7 +55,9 @@ pub(crate) fn scalar_bytes(value: Scalar, dtype: DType) -> Result<Vec<u8>> {
     }
 }
 
-/// Making tensors from host data, and reading them back.
+/// **Constructors** from host data: vectors, slices, scalars, `ndarray`
+/// arrays and raw bytes. Device-made constructors (`zeros`, `iota`,
+/// random) are in the same section further on.
 impl Tensor {
     /// A tensor of shape `dims` holding `data` in row-major order.
     ///
@@ -122,7 +124,11 @@ impl Tensor {
             buffer.with_committed(super::device::in_device_scope()),
         ))
     }
+}
 
+/// **Read-back**: copying a value to the host as a `Vec`, an `ndarray`
+/// array, one scalar or raw bytes. Each waits for the value to be computed.
+impl Tensor {
     /// Copies the value to a host array (dtype, dims and raw bytes).
     pub fn to_host_array(&self) -> Result<crate::runtime::HostArray> {
         if let Some(array) = self.sharded() {

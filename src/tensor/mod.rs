@@ -56,6 +56,34 @@ pub use eager::{EagerCacheStats, EagerProgram, eager_cache_stats, eager_programs
 /// assert_eq!(f.call((&x,))?.to_vec::<f32>()?, y.to_vec::<f32>()?);
 /// # Ok::<(), xlafn::Error>(())
 /// ```
+///
+/// # Methods by section
+///
+/// Each op's method is written beside its op (in `ops` or `composite`), so
+/// rustdoc shows the methods as many `impl Tensor` blocks; each block opens
+/// with the name of its section in bold. The book's "Tensor methods by
+/// section" page lists every method under these sections, each with its
+/// summary. The sections, with a method of each to start from:
+///
+/// | Section | What it holds | For example |
+/// |---|---|---|
+/// | **Constructors** | from host data, filled, like another, ranges, random | [`Tensor::from_vec`], [`Tensor::zeros`], [`Tensor::random_normal`] |
+/// | **Read-back** | values back on the host | [`Tensor::to_vec`], [`Tensor::to_ndarray`], [`Tensor::item`] |
+/// | **Type and shape** | dtype, shape, rank; checking a shape | [`Tensor::dtype`], [`Tensor::dims`], [`Tensor::ensure_shape`] |
+/// | **Devices and sharding** | placement, meshes, layout constraints | [`Tensor::to_device`], [`Tensor::shard`], [`Tensor::with_sharding_constraint`] |
+/// | **Shape and layout** | reshapes, transposes, joins, splits, pads, broadcasts | [`Tensor::reshape`], [`Tensor::concat`], [`Tensor::broadcast_to`] |
+/// | **Elementwise** | arithmetic, comparisons, maths, activations, casts, complex parts | [`Tensor::add`], [`Tensor::tanh`], [`Tensor::cast`], [`Tensor::where_`] |
+/// | **Reductions and statistics** | sums and extremes over axes, softmax, moments, norms | [`Tensor::reduce_sum`], [`Tensor::argmax`], [`Tensor::moments`] |
+/// | **Indexing** | gathers, scatters, run-time slices, segment reductions | [`Tensor::gather`], [`Tensor::tensor_scatter_nd_update`], [`Tensor::dynamic_slice`] |
+/// | **Sorting** | sorted values, their order, the largest k | [`Tensor::sort`], [`Tensor::top_k`] |
+/// | **Linear algebra** | products, diagonals, factorizations, solves, matrix functions | [`Tensor::matmul`], [`Tensor::cholesky`], [`Tensor::svd`], [`Tensor::expm`] |
+/// | **Convolution, pooling and scans** | convolutions, windowed reductions, cumulative scans | [`Tensor::conv2d`], [`Tensor::max_pool`], [`Tensor::cumsum`] |
+/// | **Fourier transforms** | complex and real FFTs | [`Tensor::fft`], [`Tensor::rfftn`] |
+///
+/// The operators (`&a + &b`, `-&a`, `&a * 2.0`, `%` as `floormod`) are
+/// sugar over the **Elementwise** methods. They cannot return a `Result`:
+/// an error panics eagerly and, while tracing, is returned by the call of
+/// the function being traced.
 #[derive(Clone)]
 pub struct Tensor {
     repr: Repr,
@@ -86,7 +114,8 @@ pub(crate) struct Symbol {
     pub function: Arc<str>,
 }
 
-/// What a tensor is: its dtype and shape, symbolic or on a device.
+/// **Type and shape**: what a tensor is (its dtype and shape, symbolic or
+/// on a device), and waiting for it to be computed.
 impl Tensor {
     pub(crate) fn from_buffer(buffer: Buffer) -> Tensor {
         Tensor {
