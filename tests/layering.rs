@@ -23,13 +23,13 @@ const ORDER: &[&[&str]] = &[
     &["runtime"],
     &["ir", "ops", "lower", "tensor", "trace", "variable"],
     &["function"],
+    &["sharding"],
     &["control"],
     &["vmap"],
     &["autograph"],
     &["autodiff"],
     &["debug"],
     &["composite"],
-    &["sharding"],
     &["distributed"],
     &["module"],
     &["random"],
@@ -47,26 +47,15 @@ const ORDER: &[&[&str]] = &[
 
 /// The back edges that remain: (file, the module it reaches up to).
 const KNOWN: &[(&str, &str)] = &[
-    // Control flow notes its loops on recording tapes.
-    ("src/control/mod.rs", "autodiff"),
-    // An eager tape records a `Function` call as one op.
-    ("src/function/call.rs", "autodiff"),
     // Functions partition over meshes: their types hold shardings.
     ("src/function/concrete.rs", "sharding"),
     ("src/function/polymorphic.rs", "sharding"),
     ("src/function/sharded.rs", "sharding"),
-    // Region ops' gradient and batching rules, written with the control
-    // flow and the region gradients they differentiate.
-    ("src/ops/control.rs", "autodiff"),
-    ("src/ops/control.rs", "control"),
-    ("src/ops/while_grad.rs", "autodiff"),
-    ("src/ops/while_grad.rs", "control"),
+    // A `while`'s batching rule is a counted loop over the examples.
     ("src/ops/while_batch.rs", "control"),
-    ("src/ops/shard_map.rs", "autodiff"),
     ("src/ops/shard_map.rs", "sharding"),
     ("src/ops/sharding_constraint.rs", "sharding"),
-    // A custom gradient is batched with `vmap` and runs its body off tape.
-    ("src/ops/custom_gradient.rs", "autodiff"),
+    // A custom gradient is batched with `vmap`.
     ("src/ops/custom_gradient.rs", "vmap"),
     // A windowed scan's gradient is an associative scan.
     ("src/ops/window.rs", "control"),

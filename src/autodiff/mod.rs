@@ -6,8 +6,10 @@
 //! inlined there) is noted with its input and output tensors, and so is
 //! every variable read. An eager call of a `Function` is noted as one
 //! `call` op: it runs compiled, and its vector-Jacobian product is a
-//! compiled backward function of the same graph. `gradient` walks the notes backwards applying each
-//! op's vector-Jacobian product (`OpDef::vjp`, defined next to the op).
+//! compiled backward function of the same graph (`call_rule`). `gradient`
+//! walks the notes backwards applying each op's vector-Jacobian product:
+//! `OpDef::vjp`, defined next to the op, except for the region ops `cond`,
+//! `while` and `shard_map`, whose rules are here (`region_rules`).
 //! Because the rules are written with tensor ops, the same walk computes
 //! gradients eagerly, builds the backward graph inside the graph being
 //! traced (so a whole training step is one XLA program), and is itself
@@ -18,15 +20,19 @@
 //! an eager tensor that was never watched (TensorFlow's rules). Gradients
 //! flow through `cond` (a `cond` of the branches' gradients) and
 //! `while_loop`/`for_range` (a backward loop over states recomputed from
-//! checkpoints, see `ops::control::While::vjp`); host callbacks have no
+//! checkpoints, see `while_grad`); host callbacks have no
 //! gradient rule (an error names the op).
 
+mod call_rule;
 mod cotangent;
 mod forward;
 mod forward_replay;
 mod jacobian;
+mod region_rules;
 mod remat;
 mod tape;
+mod while_grad;
+mod while_rows;
 
 use crate::error::Result;
 use crate::ir::{Graph, ValueId};
@@ -99,4 +105,3 @@ pub use forward::{ForwardAccumulator, hessian, hvp, jvp};
 pub use jacobian::UnconnectedGradients;
 pub use remat::recompute_grad;
 pub use tape::{GradientTape, Source};
-pub(crate) use tape::{pause_recording, record_op, record_variable_read, recording};

@@ -490,7 +490,7 @@ where
 /// backward loop reads them instead of recomputing them, and no state
 /// is checkpointed that would otherwise have been stored.
 fn recording_slots(inputs: &[&Tensor], op: &While) -> (Option<i64>, bool) {
-    if !crate::autodiff::recording() || !inputs.iter().any(|t| t.dtype().is_inexact()) {
+    if !crate::tensor::hooks::recording() || !inputs.iter().any(|t| t.dtype().is_inexact()) {
         return (None, false);
     }
     let slots = |activations: bool| {
@@ -506,7 +506,7 @@ fn recording_slots(inputs: &[&Tensor], op: &While) -> (Option<i64>, bool) {
                     .map(|v| op.body.graph.value_type(v).clone()),
             )
             .collect();
-        crate::ops::while_grad::record_slots(&recorded, op.trip_count)
+        crate::ops::while_record::record_slots(&recorded, op.trip_count)
     };
     let (without, with) = (slots(false), slots(true));
     match (without, with) {

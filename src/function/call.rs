@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::ir::Graph;
 use crate::lower;
 use crate::ops::Op;
-use crate::ops::control::{Call, CallVjp};
+use crate::ops::control::Call;
 use crate::runtime::{Buffer, Client, CompileOptions, Device, Executable, ProgramTraits, recycle};
 use crate::tensor::Tensor;
 use crate::trace::{self, CaptureSource};
@@ -29,7 +29,7 @@ impl ConcreteCore {
             return self.inline(args, var_args);
         }
         if self.is_sharded_call(args, var_args) {
-            if crate::autodiff::recording() {
+            if crate::tensor::hooks::recording() {
                 return Err(crate::error::Error::Value(format!(
                     "function '{}' runs sharded over a mesh, which an eager gradient tape cannot \
                      record: take the gradient inside the function (XLA partitions it too)",
@@ -46,7 +46,7 @@ impl ConcreteCore {
                 crate::tensor::replay(&self.graph, &refs)
             });
         }
-        if crate::autodiff::recording() {
+        if crate::tensor::hooks::recording() {
             return self.call_on_tape(args, var_args);
         }
         // Lock every variable the call reads or writes, in id order, from
@@ -195,7 +195,9 @@ impl ConcreteCore {
                 .map(|b| Tensor::from_buffer(b.with_committed(placement.committed)))
                 .collect();
             let refs: Vec<&Tensor> = inputs.iter().collect();
-            crate::autodiff::record_op(&self.tape_op(), &refs, &outs[..self.num_outputs]);
+            if let Some(recorder) = crate::tensor::hooks::recorder() {
+                (recorder.record_op)(&self.tape_op()?, &refs, &outs[..self.num_outputs]);
+            }
             Ok(outs)
         })
     }
@@ -220,8 +222,8 @@ impl ConcreteCore {
                     let var = r.resolve(var_args, &self.name)?;
                     let value = guards[slot_of(&vars, &var)].clone();
                     // The tape watches variables through their reads.
-                    if crate::autodiff::recording() {
-                        crate::autodiff::record_variable_read(var.id, &value);
+                    if let Some(recorder) = crate::tensor::hooks::recorder() {
+                        (recorder.record_variable_read)(var.id, &value);
                     }
                     value
                 }
@@ -242,16 +244,21 @@ impl ConcreteCore {
         Ok(outs)
     }
 
-    fn tape_op(&self) -> Op {
-        self.tape_op
+    fn tape_op(&self) -> Result<Op> {
+        if let Some(op) = self.tape_op.get() {
+            return Ok(op.clone());
+        }
+        let vjp = crate::tensor::hooks::call_vjp(self.graph.clone(), &self.name)?;
+        Ok(self
+            .tape_op
             .get_or_init(|| {
                 Op::from(Call {
                     graph: self.graph.clone(),
                     num_outputs: self.num_outputs,
-                    vjp: backward(self.graph.clone(), &self.name),
+                    vjp,
                 })
             })
-            .clone()
+            .clone())
     }
 
     /// (parameter, result) pairs: each variable both read and assigned is
@@ -373,52 +380,6 @@ pub(super) fn slot_of(vars: &[Arc<VariableInner>], v: &Arc<VariableInner>) -> us
     vars.iter()
         .position(|x| x.id == v.id)
         .expect("every variable a call uses is locked")
-}
-
-/// The compiled backward of a function's graph, for the op a call records
-/// on an eager tape: a `Function` of (inputs, output gradients, which
-/// inputs need a gradient) that recomputes the graph under a tape and
-/// returns the gradients of the needed floating-point inputs; traced once
-/// per input types and mask, on first use.
-fn backward(graph: Arc<Graph>, name: &str) -> CallVjp {
-    let backward = super::FunctionOptions::new()
-        .name(format!("{name}_grad"))
-        .build(
-            move |inputs: Vec<Tensor>,
-                  grads: Vec<Tensor>,
-                  wanted: Vec<bool>|
-                  -> Result<Vec<Tensor>> {
-                let wrt: Vec<Tensor> = inputs
-                    .iter()
-                    .zip(&wanted)
-                    .filter(|(_, w)| **w)
-                    .map(|(t, _)| t.clone())
-                    .collect();
-                let grads: Vec<Option<Tensor>> = grads.into_iter().map(Some).collect();
-                crate::autodiff::region_gradients(&graph, &inputs, &wrt, &grads)
-            },
-        );
-    Arc::new(
-        move |inputs: &[Tensor], outputs: &[Tensor], grads: &[Option<Tensor>], needed: &[bool]| {
-            let grads: Vec<Tensor> = grads
-                .iter()
-                .zip(outputs)
-                .map(|(g, o)| g.clone().map_or_else(|| o.zeros_like(), Ok))
-                .collect::<Result<_>>()?;
-            let wanted: Vec<bool> = inputs
-                .iter()
-                .zip(needed)
-                .map(|(t, n)| *n && t.dtype().is_inexact())
-                .collect();
-            let mut found = backward
-                .call((inputs.to_vec(), grads, wanted.clone()))?
-                .into_iter();
-            Ok(wanted
-                .iter()
-                .map(|w| w.then(|| found.next()).flatten())
-                .collect())
-        },
-    )
 }
 
 /// The traits a traced function's program is compiled by (see

@@ -279,43 +279,6 @@ impl OpDef for Cond {
         })?;
         Ok(cx.if_(&inputs[0], then_r, else_r, outputs))
     }
-
-    /// The gradient of a `cond` is a `cond` of the branches' gradients:
-    /// each branch is replayed under a tape with respect to the captured
-    /// values (zeros for the ones it does not use).
-    fn vjp(
-        &self,
-        inputs: &[Tensor],
-        _outputs: &[Tensor],
-        grads: &[Option<Tensor>],
-    ) -> Result<Vec<Option<Tensor>>> {
-        // Each distinct float input once: a value captured by both branches
-        // appears twice among the inputs but must get its gradient once.
-        let mut float: Vec<usize> = Vec::new();
-        for i in 1..inputs.len() {
-            if inputs[i].dtype().is_inexact()
-                && !float.iter().any(|&j| inputs[j].key() == inputs[i].key())
-            {
-                float.push(i);
-            }
-        }
-        let wrt: Vec<Tensor> = float.iter().map(|&i| inputs[i].clone()).collect();
-        let branch = |region: &Region| -> Result<Vec<Tensor>> {
-            let region_inputs: Vec<Tensor> =
-                region.captures.iter().map(|&i| inputs[i].clone()).collect();
-            crate::autodiff::region_gradients(&region.graph, &region_inputs, &wrt, grads)
-        };
-        let branch_grads: Vec<Tensor> = crate::control::cond(
-            &inputs[0],
-            || branch(&self.then_branch),
-            || branch(&self.else_branch),
-        )?;
-        let mut out = vec![None; inputs.len()];
-        for (slot, g) in float.into_iter().zip(branch_grads) {
-            out[slot] = Some(g);
-        }
-        Ok(out)
-    }
 }
 
 // ------------------------------------------------------------------ while
@@ -447,9 +410,9 @@ impl While {
     }
 
     /// Which loop values a state record keeps (see
-    /// [`super::while_grad::recorded_values`]).
+    /// [`super::while_record::recorded_values`]).
     pub(crate) fn recorded_values(&self) -> Vec<bool> {
-        super::while_grad::recorded_values(
+        super::while_record::recorded_values(
             &self.body.graph,
             &self.cond.graph,
             self.loop_types.len(),
@@ -459,7 +422,7 @@ impl While {
     /// The types of the recording outputs (see [`While::record`]): the
     /// trip count, then a `[slots, ...]` buffer per recorded loop value.
     fn record_types(&self, loop_values: &[TensorType], slots: i64) -> Result<Vec<TensorType>> {
-        if !(1..=super::while_grad::MAX_RECORD_SLOTS).contains(&slots) {
+        if !(1..=super::while_record::MAX_RECORD_SLOTS).contains(&slots) {
             return Err(Error::invalid(
                 "while",
                 format!("a state record of {slots} slots is out of range"),
@@ -610,26 +573,6 @@ impl OpDef for While {
         })?;
         let init: Vec<&Val> = init.iter().collect();
         Ok(cx.while_(&init, cond_r, body_r))
-    }
-
-    /// The gradient of a `while`: see [`super::while_grad`].
-    fn vjp(
-        &self,
-        inputs: &[Tensor],
-        outputs: &[Tensor],
-        grads: &[Option<Tensor>],
-    ) -> Result<Vec<Option<Tensor>>> {
-        self.vjp_needed(inputs, outputs, grads, &vec![true; inputs.len()])
-    }
-
-    fn vjp_needed(
-        &self,
-        inputs: &[Tensor],
-        outputs: &[Tensor],
-        grads: &[Option<Tensor>],
-        needed: &[bool],
-    ) -> Result<Vec<Option<Tensor>>> {
-        super::while_grad::LoopGradient::new(self, inputs, needed)?.run(outputs, grads)
     }
 }
 

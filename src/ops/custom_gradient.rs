@@ -143,7 +143,7 @@ impl CustomGradient {
         // tape: the op's results must be new tensors, so that gradients
         // reach them through the op alone (an identity when run).
         let all: Vec<&Tensor> = xs.iter().chain(&ys).collect();
-        let outs = if crate::trace::is_tracing() || crate::autodiff::recording() {
+        let outs = if crate::trace::is_tracing() || crate::tensor::hooks::recording() {
             apply(op, &all)?
         } else {
             ys
@@ -318,11 +318,11 @@ where
 /// One call of a custom-gradient function.
 fn call(body: &CustomBody, xs: &[Tensor]) -> Result<Vec<Tensor>> {
     let tracing = crate::trace::is_tracing();
-    if !tracing && !crate::autodiff::recording() {
+    if !tracing && !crate::tensor::hooks::recording() {
         return Ok(body(xs)?.0);
     }
     let (ys, grad_fn) = {
-        let _paused = crate::autodiff::pause_recording();
+        let _paused = crate::tensor::hooks::pause_recording();
         body(xs)?
     };
     if ys.is_empty() {
@@ -340,6 +340,8 @@ fn call(body: &CustomBody, xs: &[Tensor]) -> Result<Vec<Tensor>> {
     if tracing {
         return apply(op, &inputs);
     }
-    crate::autodiff::record_op(&op.into(), &inputs, &ys);
+    if let Some(recorder) = crate::tensor::hooks::recorder() {
+        (recorder.record_op)(&op.into(), &inputs, &ys);
+    }
     Ok(ys)
 }

@@ -43,8 +43,7 @@ pub mod split;
 pub mod stats;
 pub mod take_along;
 mod while_batch;
-pub(crate) mod while_grad;
-mod while_rows;
+pub(crate) mod while_record;
 pub mod window;
 
 use crate::dtype::{ArraySpec, DType};

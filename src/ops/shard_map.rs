@@ -156,63 +156,6 @@ impl OpDef for ShardMap {
             lower_subgraph(cx, &body, args)
         })
     }
-
-    /// Another shard_map over the same mesh, per device: the body's
-    /// gradient on the local blocks (JAX's rule without replication
-    /// checking). A result's cotangent replicated along an axis its spec
-    /// leaves out reaches every device whole, so it is divided by those
-    /// axes' size (the transposed `psum`s sum it back); an input's local
-    /// gradient along axes its spec leaves out is partial, so it is summed
-    /// over them.
-    fn vjp(
-        &self,
-        inputs: &[Tensor],
-        outputs: &[Tensor],
-        grads: &[Option<Tensor>],
-    ) -> Result<Vec<Option<Tensor>>> {
-        let wanted: Vec<usize> = (0..inputs.len())
-            .filter(|&i| inputs[i].dtype().is_inexact())
-            .collect();
-        if wanted.is_empty() {
-            return Ok(vec![None; inputs.len()]);
-        }
-        let cotangents: Vec<Tensor> = grads
-            .iter()
-            .zip(outputs)
-            .map(|(g, o)| g.clone().map_or_else(|| o.zeros_like(), Ok))
-            .collect::<Result<_>>()?;
-        let mut specs = self.in_specs.clone();
-        specs.extend(self.out_specs.iter().cloned());
-        let grad_specs: Vec<PartitionSpec> =
-            wanted.iter().map(|&i| self.in_specs[i].clone()).collect();
-        let all: Vec<&Tensor> = inputs.iter().chain(&cotangents).collect();
-        let n = inputs.len();
-        let found = crate::sharding::shard_map(&self.mesh, &specs, &grad_specs, &all, |local| {
-            let (xs, cts) = local.split_at(n);
-            let cts: Vec<Option<Tensor>> = cts
-                .iter()
-                .zip(&self.out_specs)
-                .map(|(ct, spec)| {
-                    let copies = self.replicas(spec);
-                    match copies > 1 {
-                        true => ct.mul_scalar(1.0 / copies as f64).map(Some),
-                        false => Ok(Some(ct.clone())),
-                    }
-                })
-                .collect::<Result<_>>()?;
-            let wrt: Vec<Tensor> = wanted.iter().map(|&i| xs[i].clone()).collect();
-            let local_grads = crate::autodiff::region_gradients(&self.body, xs, &wrt, &cts)?;
-            local_grads
-                .into_iter()
-                .zip(&wanted)
-                .map(|(g, &i)| self.sum_partial(g, &self.in_specs[i]))
-                .collect()
-        })?;
-        let mut found = found.into_iter();
-        Ok((0..n)
-            .map(|i| wanted.contains(&i).then(|| found.next()).flatten())
-            .collect())
-    }
 }
 
 impl ShardMap {
@@ -227,7 +170,7 @@ impl ShardMap {
     }
 
     /// How many devices hold each block of a value laid out as `spec`.
-    fn replicas(&self, spec: &PartitionSpec) -> usize {
+    pub(crate) fn replicas(&self, spec: &PartitionSpec) -> usize {
         self.unmentioned(spec)
             .iter()
             .map(|a| self.mesh.axis_size(a).unwrap_or(1))
@@ -235,7 +178,7 @@ impl ShardMap {
     }
 
     /// A local gradient summed over the axes `spec` replicates along.
-    fn sum_partial(&self, g: Tensor, spec: &PartitionSpec) -> Result<Tensor> {
+    pub(crate) fn sum_partial(&self, g: Tensor, spec: &PartitionSpec) -> Result<Tensor> {
         let axes = self.unmentioned(spec);
         if self.replicas(spec) <= 1 {
             return Ok(g);

@@ -350,7 +350,7 @@ fn padded_by(value: &Tensor, high: &[i64]) -> Result<Tensor> {
 /// when called inside a trace (the value placed is eager either way) or
 /// under a gradient tape (placing a value is not differentiated).
 fn on_devices(f: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
-    let _paused = crate::autodiff::pause_recording();
+    let _paused = crate::tensor::hooks::pause_recording();
     crate::trace::init_scope(f)
 }
 

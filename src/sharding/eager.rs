@@ -31,7 +31,7 @@ pub(crate) fn register() {
 /// inside is kept off it.
 pub(crate) fn run(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let f = one_op_function(op);
-    let _paused = crate::autodiff::pause_recording();
+    let _paused = crate::tensor::hooks::pause_recording();
     let owned: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
     f.call((owned,))
 }

@@ -1,5 +1,6 @@
-//! Layer: sharding (beside `tensor`). Meshes of devices with named axes,
-//! partition specs, named shardings, and the layout arithmetic they imply:
+//! Layer: sharding (above `function`, below `control`). Meshes of devices
+//! with named axes, partition specs, named shardings, and the layout
+//! arithmetic they imply:
 //! which block of a global array each device holds. XLA's SPMD
 //! partitioner does the partitioning; this module only describes it.
 //! Imports `runtime` (devices), `dtype` and `error`; `array` adds the

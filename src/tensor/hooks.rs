@@ -1,5 +1,6 @@
-//! Layer: tensor (the interpreters `apply` hands ops to). Imports `ops::Op`,
-//! `Tensor` and `error`; nothing above the tensor layer.
+//! Layer: tensor (the interpreters `apply` hands ops to). Imports `ops`
+//! (`Op`, `CallVjp`), `ir::Graph`, `Tensor` and `error`; nothing above the
+//! tensor layer.
 //!
 //! Besides running an op eagerly or adding it to the graph being traced,
 //! `apply` hands it to three interpreters that live in higher layers:
@@ -9,7 +10,11 @@
 //! does not import them back, each registers its entry points here when it
 //! first becomes active, and `apply` calls whatever is registered:
 //!
-//! - a tape registers the [`Recorder`] when it starts recording;
+//! - a tape registers the [`Recorder`] when it starts recording: what
+//!   `apply` notes, and what the layers between `tensor` and `autodiff`
+//!   (control flow, function calls, sharding, custom gradients) ask of
+//!   tapes: whether one records, pausing them, and the compiled gradient of
+//!   a function call;
 //! - `enable_check_numerics` registers the [`NumericsCheck`];
 //! - the first `Mesh` registers the sharded executor (no sharded tensor
 //!   exists without a mesh).
@@ -19,10 +24,13 @@
 //! off) costs `apply` one atomic load and one call of its `active` check.
 
 use crate::error::{Error, Result};
+use crate::ir::Graph;
 use crate::ops::Op;
+use crate::ops::control::CallVjp;
 use crate::tensor::Tensor;
+use std::any::Any;
 use std::panic::Location;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Gradient recording: what tapes (and forward accumulators) note.
 pub(crate) struct Recorder {
@@ -32,6 +40,13 @@ pub(crate) struct Recorder {
     pub(crate) record_op: fn(&Op, &[&Tensor], &[Tensor]),
     /// Notes a variable read (the variable's id and the value read).
     pub(crate) record_variable_read: fn(u64, &Tensor),
+    /// Stops every tape on this thread from recording until the returned
+    /// guard drops.
+    pub(crate) pause: fn() -> Box<dyn Any>,
+    /// The gradient of an eager call of a function's graph (named so), as
+    /// a compiled backward function: the rule of the `call` op a tape
+    /// notes for it.
+    pub(crate) call_vjp: fn(Arc<Graph>, &str) -> CallVjp,
 }
 
 /// Check-numerics: a look at every op's results while it is on.
@@ -68,6 +83,31 @@ pub(crate) fn register_sharded_execution(run: ShardedExecution) {
 #[inline]
 pub(crate) fn recorder() -> Option<&'static Recorder> {
     RECORDER.get().filter(|r| (r.active)())
+}
+
+/// Is a tape recording on this thread?
+#[inline]
+pub(crate) fn recording() -> bool {
+    recorder().is_some()
+}
+
+/// Stops every tape on this thread from recording until the guard drops
+/// (placing a value, running a custom gradient's forward body); `None`,
+/// with nothing to undo, when none records.
+pub(crate) fn pause_recording() -> Option<Box<dyn Any>> {
+    recorder().map(|r| (r.pause)())
+}
+
+/// The compiled gradient of a function call a tape notes; asked only while
+/// a tape records, whose start registered the recorder.
+pub(crate) fn call_vjp(graph: Arc<Graph>, name: &str) -> Result<CallVjp> {
+    match RECORDER.get() {
+        Some(r) => Ok((r.call_vjp)(graph, name)),
+        None => Err(Error::FailedPrecondition(
+            "a function call is noted on a tape but no tape was ever started (a bug in xlafn)"
+                .into(),
+        )),
+    }
 }
 
 /// The numerics check, when the mode is on.

@@ -1,7 +1,7 @@
 //! Loop values a `while` body fills row by row (a `TensorArray` collecting
 //! outputs), and how their gradient avoids copying them every step.
 //!
-//! Layer: ops (imports `ir::Graph`, `ops::Op`, `tensor`).
+//! Layer: autodiff (imports `ir::Graph`, `ops::Op`, `tensor`).
 //!
 //! Left to the general rule, the backward loop carries the cotangent of
 //! such an array and, per iteration, slices out the written rows and
@@ -16,10 +16,10 @@
 //! value gets `G` with every claimed row zeroed. That is exactly the
 //! general rule's result, for any order of writes.
 
-use super::Op;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::{Graph, ValueId};
+use crate::ops::Op;
 use crate::tensor::Tensor;
 
 /// A loop value whose body only overwrites whole rows of it: exactly one
