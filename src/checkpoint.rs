@@ -515,8 +515,9 @@ fn restore_from(
     if variables.is_empty() && !unused.is_empty() {
         return fail(
             "the module has no variables yet: a layer made lazily builds its weights on its \
-             first call; call the model once on an example input (or build its layers with their \
-             sizes) before restoring"
+             first call; build them before restoring (`build` with the input sizes: \
+             `Lstm::build(features, dtype)`, `MultiHeadAttention::build(..)`, a builder's \
+             `build(in_features)`) or call the model once on an example input"
                 .to_string(),
         );
     }

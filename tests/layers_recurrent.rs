@@ -669,3 +669,131 @@ fn errors_name_the_problem() {
     let e = bi.run(&x, Some(&one), None).unwrap_err();
     assert!(e.to_string().contains("4 initial states"), "{e}");
 }
+
+/// Every variable as (name, dims, values).
+fn snapshot(m: &dyn Module) -> Vec<(String, Vec<i64>, Vec<f64>)> {
+    m.named_variables()
+        .into_iter()
+        .map(|(n, v)| {
+            let t = v.read();
+            (n, t.dims(), t.to_f64_vec().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn build_makes_the_weights_a_first_call_would() {
+    // The inputs here are float64, so a first call builds float64 weights.
+    let (_, x) = input(7);
+    let key = xlafn::random::key(11).unwrap();
+    // Built ahead: the same names, shapes and values as built by a call.
+    let ahead = Lstm::new(U as i64, &key).unwrap();
+    assert!(ahead.named_variables().is_empty());
+    ahead.build(F as i64, x.dtype()).unwrap();
+    let by_call = Lstm::new(U as i64, &key).unwrap();
+    by_call.forward(&x).unwrap();
+    assert_eq!(snapshot(&ahead), snapshot(&by_call));
+    // The call then uses them as they are.
+    let before = snapshot(&ahead);
+    assert_close(
+        &host(&ahead.forward(&x).unwrap()),
+        &host(&by_call.forward(&x).unwrap()),
+        0.0,
+        "built-ahead output",
+    );
+    assert_eq!(snapshot(&ahead), before);
+    // Again for the same sizes: nothing changes.
+    ahead.build(F as i64, x.dtype()).unwrap();
+    assert_eq!(snapshot(&ahead), before);
+    for reset_after in [true, false] {
+        let ahead = Gru::new(U as i64, &key)
+            .unwrap()
+            .with_reset_after(reset_after);
+        ahead.build(F as i64, x.dtype()).unwrap();
+        let by_call = Gru::new(U as i64, &key)
+            .unwrap()
+            .with_reset_after(reset_after);
+        by_call.forward(&x).unwrap();
+        assert_eq!(
+            snapshot(&ahead),
+            snapshot(&by_call),
+            "reset_after {reset_after}"
+        );
+    }
+    // Stacks and pairs build each layer for what it reads.
+    let stacked = Gru::stacked(U as i64 + 1, 2, &key).unwrap();
+    stacked.build(F as i64, x.dtype()).unwrap();
+    let dims: Vec<(String, Vec<i64>)> = stacked
+        .named_variables()
+        .into_iter()
+        .map(|(n, v)| (n, v.dims().to_vec()))
+        .collect();
+    let u = U as i64 + 1;
+    assert_eq!(dims[0], ("layers.0.kernel".into(), vec![F as i64, 3 * u]));
+    assert_eq!(dims[3], ("layers.1.kernel".into(), vec![u, 3 * u]));
+    let by_call = Gru::stacked(U as i64 + 1, 2, &key).unwrap();
+    by_call.forward(&x).unwrap();
+    assert_eq!(snapshot(&stacked), snapshot(&by_call));
+    let bi = Lstm::bidirectional(U as i64, &key).unwrap();
+    bi.build(F as i64, x.dtype()).unwrap();
+    let by_call = Lstm::bidirectional(U as i64, &key).unwrap();
+    by_call.forward(&x).unwrap();
+    assert_eq!(snapshot(&bi), snapshot(&by_call));
+}
+
+#[test]
+fn build_errors_name_the_problem() {
+    let key = xlafn::random::key(12).unwrap();
+    let l = Lstm::new(U as i64, &key).unwrap();
+    let e = l.build(0, DType::F32).unwrap_err().to_string();
+    assert!(e.contains("Lstm") && e.contains("features >= 1"), "{e}");
+    assert!(
+        l.named_variables().is_empty(),
+        "a refused build makes nothing"
+    );
+    l.build(F as i64, DType::F32).unwrap();
+    // Built for 3 features, then asked for 5, or called on 5.
+    let e = l.build(5, DType::F32).unwrap_err().to_string();
+    assert!(e.contains("another size"), "{e}");
+    let x = Tensor::ones(&[B as i64, T as i64, 5], DType::F32);
+    let e = l.forward(&x).unwrap_err().to_string();
+    assert!(e.contains("built for 3"), "{e}");
+    let g = Gru::new(U as i64, &key).unwrap();
+    let e = g.build(-1, DType::F32).unwrap_err().to_string();
+    assert!(e.contains("Gru") && e.contains("got -1"), "{e}");
+}
+
+#[test]
+fn build_under_a_policy_makes_variables_in_its_variable_dtype() {
+    use xlafn::nn::mixed_precision::Policy;
+    let key = xlafn::random::key(15).unwrap();
+    let l = Lstm::new(U as i64, &key)
+        .unwrap()
+        .with_dtype_policy(Policy::mixed_bfloat16());
+    // Built "for bf16 inputs", the variables are the policy's float32.
+    l.build(F as i64, DType::BF16).unwrap();
+    for (name, v) in l.named_variables() {
+        assert_eq!(v.dtype(), DType::F32, "{name}");
+    }
+    let x = Tensor::ones(&[B as i64, T as i64, F as i64], DType::F32);
+    assert_eq!(l.forward(&x).unwrap().dtype(), DType::BF16);
+}
+
+#[test]
+fn a_built_layer_restores_a_checkpoint_without_a_forward_pass() {
+    let (_, x) = input(8);
+    let trained = Lstm::new(U as i64, &xlafn::random::key(13).unwrap()).unwrap();
+    let want = host(&trained.forward(&x).unwrap());
+    let path = std::env::temp_dir().join(format!("built-lstm-{}.ckpt", std::process::id()));
+    xlafn::checkpoint::save(&trained, &path).unwrap();
+    let fresh = Lstm::new(U as i64, &xlafn::random::key(14).unwrap()).unwrap();
+    fresh.build(F as i64, x.dtype()).unwrap();
+    xlafn::checkpoint::restore(&fresh, &path).unwrap();
+    assert_close(
+        &host(&fresh.forward(&x).unwrap()),
+        &want,
+        0.0,
+        "restored output",
+    );
+    let _ = std::fs::remove_file(&path);
+}

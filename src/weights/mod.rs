@@ -315,8 +315,9 @@ pub fn load_into(
     if variables.is_empty() && !weights.names().is_empty() {
         return Err(invalid(
             "the module has no variables yet: a layer made lazily builds its weights on its \
-             first call; call the model once on an example input (or build its layers with \
-             their sizes) before loading"
+             first call; build them before loading (`build` with the input sizes: \
+             `Lstm::build(features, dtype)`, `MultiHeadAttention::build(..)`, a builder's \
+             `build(in_features)`) or call the model once on an example input"
                 .to_string(),
         ));
     }
@@ -324,11 +325,17 @@ pub fn load_into(
     let refused = (!report.missing.is_empty() && !options.allow_missing)
         || (!report.unused.is_empty() && !options.allow_unused);
     if refused {
+        let unbuilt_hint = match report.unused.is_empty() {
+            true => "",
+            // A lazy layer lists no variables until it is built.
+            false => "; a layer not built yet has none: build it first",
+        };
         return Err(invalid(format!(
             "the file and the module do not match: variables with no tensor: [{}]; file \
-             tensors with no variable: [{}] (LoadOptions allows either; Mapping renames)",
+             tensors with no variable: [{}] (LoadOptions allows either; Mapping renames{})",
             quoted(&report.missing),
-            quoted(&report.unused)
+            quoted(&report.unused),
+            unbuilt_hint
         )));
     }
     let by_path: HashMap<&str, &Variable> =

@@ -32,7 +32,8 @@
 //! `go_backwards` the sequence is read from its end and the returned
 //! sequence is in that (reversed) order, as Keras returns it.
 //!
-//! Weights are made in the input's dtype on the first call. Under a
+//! Weights are made in the input's dtype on the first call, or by
+//! [`Recurrent::build`] (and `build` on stacks and pairs) before it. Under a
 //! mixed-precision [`Policy`] (the global one when the layer is made, or
 //! `dtype_policy`) they are made in its variable dtype and cast to its
 //! compute dtype, and the input and initial states are cast to that: the
@@ -105,6 +106,14 @@ pub trait Recurrent: Layer {
     fn set_go_backwards(&mut self, on: bool);
     /// Masked steps output zeros (true) or repeat the previous output.
     fn set_zero_output_for_mask(&mut self, on: bool);
+    /// Makes the weights now, for inputs of `features` in `dtype` (under a
+    /// policy, in its variable dtype whatever `dtype` says): Keras'
+    /// `build`. A first call does this itself; build first to load or
+    /// restore weights without a dummy forward pass, or before a first
+    /// call inside a loop body or branch (a variable cannot be made from a
+    /// value computed there). Building again for the same sizes does
+    /// nothing; for other sizes it is an error.
+    fn build(&self, features: i64, dtype: DType) -> Result<()>;
 }
 
 /// The options every recurrent layer shares.
@@ -306,6 +315,16 @@ impl Inputs {
     }
 }
 
+fn check_features(op: &str, features: i64) -> Result<()> {
+    if features < 1 {
+        return Err(Error::invalid(
+            op,
+            format!("build needs input features >= 1, got {features}"),
+        ));
+    }
+    Ok(())
+}
+
 fn check_units(op: &str, units: i64) -> Result<()> {
     if units < 1 {
         return Err(Error::invalid(
@@ -489,6 +508,17 @@ impl Recurrent for Lstm {
     fn state_count(&self) -> usize {
         2
     }
+    fn build(&self, features: i64, dtype: DType) -> Result<()> {
+        let (f, u) = (features, self.units);
+        check_features("Lstm", f)?;
+        let dtype = variable_dtype(self.policy.as_ref(), dtype);
+        self.kernel.get(&[f, 4 * u], dtype)?;
+        self.recurrent_kernel.get(&[u, 4 * u], dtype)?;
+        if let Some(bias) = &self.bias {
+            bias.get(&[4 * u], dtype)?;
+        }
+        Ok(())
+    }
     fn run(
         &self,
         x: &Tensor,
@@ -586,6 +616,20 @@ impl Recurrent for Gru {
     }
     fn state_count(&self) -> usize {
         1
+    }
+    fn build(&self, features: i64, dtype: DType) -> Result<()> {
+        let (f, u) = (features, self.units);
+        check_features("Gru", f)?;
+        let dtype = variable_dtype(self.policy.as_ref(), dtype);
+        self.kernel.get(&[f, 3 * u], dtype)?;
+        self.recurrent_kernel.get(&[u, 3 * u], dtype)?;
+        if let Some(bias) = &self.bias {
+            match self.reset_after {
+                true => bias.get(&[2, 3 * u], dtype)?,
+                false => bias.get(&[3 * u], dtype)?,
+            };
+        }
+        Ok(())
     }
     fn run(
         &self,
@@ -688,6 +732,18 @@ impl<R: Recurrent> Stacked<R> {
         Ok(Stacked { layers })
     }
 
+    /// Makes every layer's weights now ([`Recurrent::build`]): the first
+    /// for inputs of `features`, each next one for the previous one's
+    /// units.
+    pub fn build(&self, features: i64, dtype: DType) -> Result<()> {
+        let mut features = features;
+        for layer in &self.layers {
+            layer.build(features, dtype)?;
+            features = layer.units();
+        }
+        Ok(())
+    }
+
     /// Whether the last layer returns sequences.
     pub fn with_return_sequences(mut self, on: bool) -> Stacked<R> {
         if let Some(last) = self.layers.last_mut() {
@@ -772,6 +828,13 @@ impl<R: Recurrent> Bidirectional<R> {
         forward.set_zero_output_for_mask(sequences);
         backward.set_zero_output_for_mask(sequences);
         Bidirectional { forward, backward }
+    }
+
+    /// Makes both directions' weights now, for inputs of `features`
+    /// ([`Recurrent::build`]).
+    pub fn build(&self, features: i64, dtype: DType) -> Result<()> {
+        self.forward.build(features, dtype)?;
+        self.backward.build(features, dtype)
     }
 
     /// Whether both directions return sequences.
