@@ -21,8 +21,8 @@
 use super::tape::GradientTape;
 use crate::error::Result;
 use crate::ir::{Graph, ValueId};
-use crate::ops::Op;
 use crate::ops::control::{Cond, Region, While};
+use crate::ops::{Op, OpDef};
 use crate::tensor::{Tensor, apply};
 use std::collections::HashMap;
 
@@ -82,7 +82,7 @@ fn transposed(op: &Op, inputs: &[Tensor], tangents: &[Option<Tensor>]) -> Result
         })
         .collect::<Result<_>>()?;
     let needed: Vec<bool> = tangents.iter().map(Option::is_some).collect();
-    let grads = super::region_rules::vjp_needed(op, inputs, &outputs, &cotangents, &needed)?;
+    let grads = op.vjp_needed(inputs, &outputs, &cotangents, &needed)?;
     let mut pairing: Option<Tensor> = None;
     for (g, t) in grads.iter().zip(tangents) {
         if let (Some(g), Some(t)) = (g, t) {

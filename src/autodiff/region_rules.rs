@@ -1,10 +1,10 @@
 //! Layer: autodiff. The gradient rules of the region ops (`cond`,
 //! `while`, `shard_map`): written with the control flow, the sharding and
 //! the region gradients they differentiate, which all sit above the op
-//! definitions, so they live here and not beside their ops. Every
-//! gradient the tape or the JVP asks of an op goes through [`vjp_needed`],
-//! which picks these rules for the region ops and the op's own
-//! `OpDef::vjp_needed` for every other.
+//! definitions, so they live here and not beside their ops. A tape
+//! registers [`region_vjp`] with its recorder (`tensor::hooks`); each
+//! region op's `OpDef::vjp_needed` calls what is registered, so the op's
+//! definition still answers for its gradient, as every other op's does.
 //!
 //! Imports `ops` (the region ops' definitions), `control` (`cond`),
 //! `sharding` (`shard_map`), `tensor`, and `while_grad` beside it.
@@ -13,24 +13,24 @@ use super::while_grad::LoopGradient;
 use crate::error::Result;
 use crate::ops::control::{Cond, Region, While};
 use crate::ops::shard_map::ShardMap;
-use crate::ops::{Op, OpDef};
 use crate::sharding::PartitionSpec;
 use crate::tensor::Tensor;
+use crate::tensor::hooks::RegionOp;
 
-/// The gradients of `op`'s inputs for which `needed` is set (the others may
-/// be `None`), from its inputs, outputs and the gradients at its outputs.
-pub(crate) fn vjp_needed(
-    op: &Op,
+/// The gradients of a region op's inputs for which `needed` is set (the
+/// others may be `None`), from its inputs, outputs and the gradients at
+/// its outputs.
+pub(crate) fn region_vjp(
+    op: RegionOp<'_>,
     inputs: &[Tensor],
     outputs: &[Tensor],
     grads: &[Option<Tensor>],
     needed: &[bool],
 ) -> Result<Vec<Option<Tensor>>> {
     match op {
-        Op::Cond(cond) => cond_vjp(cond, inputs, outputs, grads),
-        Op::While(w) => while_vjp(w, inputs, outputs, grads, needed),
-        Op::ShardMap(map) => shard_map_vjp(map, inputs, outputs, grads),
-        other => other.vjp_needed(inputs, outputs, grads, needed),
+        RegionOp::Cond(cond) => cond_vjp(cond, inputs, outputs, grads),
+        RegionOp::While(w) => while_vjp(w, inputs, outputs, grads, needed),
+        RegionOp::ShardMap(map) => shard_map_vjp(map, inputs, outputs, grads),
     }
 }
 

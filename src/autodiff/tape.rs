@@ -192,6 +192,7 @@ impl GradientTape {
             record_variable_read,
             pause: || Box::new(pause_recording()),
             call_vjp: super::call_rule::compiled_call_vjp,
+            region_vjp: super::region_rules::region_vjp,
         });
         let started = STARTED.with(|n| {
             n.set(n.get() + 1);
@@ -333,13 +334,10 @@ impl GradientTape {
                 grads.entry(x.key()).or_default().place(x, begin, g.clone());
                 continue;
             }
-            let in_grads = super::region_rules::vjp_needed(
-                &entry.op,
-                &entry.inputs,
-                &entry.outputs,
-                &out_grads,
-                &needed,
-            )?;
+            let in_grads =
+                entry
+                    .op
+                    .vjp_needed(&entry.inputs, &entry.outputs, &out_grads, &needed)?;
             for ((input, g), needed) in entry.inputs.iter().zip(in_grads).zip(&needed) {
                 if let (Some(g), true) = (g, needed) {
                     accumulate(&mut grads, input.key(), g)?;

@@ -279,6 +279,28 @@ impl OpDef for Cond {
         })?;
         Ok(cx.if_(&inputs[0], then_r, else_r, outputs))
     }
+
+    /// A `cond` of the branches' gradients: the rule is
+    /// `autodiff::region_rules`, reached through the tape's recorder.
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.vjp_needed(inputs, outputs, grads, &vec![true; inputs.len()])
+    }
+
+    fn vjp_needed(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+        needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let op = crate::tensor::hooks::RegionOp::Cond(self);
+        crate::tensor::hooks::region_vjp(op, inputs, outputs, grads, needed)
+    }
 }
 
 // ------------------------------------------------------------------ while
@@ -573,6 +595,28 @@ impl OpDef for While {
         })?;
         let init: Vec<&Val> = init.iter().collect();
         Ok(cx.while_(&init, cond_r, body_r))
+    }
+
+    /// A backward loop over the forward states: the rule is
+    /// `autodiff::while_grad`, reached through the tape's recorder.
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.vjp_needed(inputs, outputs, grads, &vec![true; inputs.len()])
+    }
+
+    fn vjp_needed(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+        needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let op = crate::tensor::hooks::RegionOp::While(self);
+        crate::tensor::hooks::region_vjp(op, inputs, outputs, grads, needed)
     }
 }
 

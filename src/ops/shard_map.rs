@@ -156,6 +156,28 @@ impl OpDef for ShardMap {
             lower_subgraph(cx, &body, args)
         })
     }
+
+    /// Another `shard_map` of the body's gradient: the rule is
+    /// `autodiff::region_rules`, reached through the tape's recorder.
+    fn vjp(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.vjp_needed(inputs, outputs, grads, &vec![true; inputs.len()])
+    }
+
+    fn vjp_needed(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        grads: &[Option<Tensor>],
+        needed: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let op = crate::tensor::hooks::RegionOp::ShardMap(self);
+        crate::tensor::hooks::region_vjp(op, inputs, outputs, grads, needed)
+    }
 }
 
 impl ShardMap {

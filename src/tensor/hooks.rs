@@ -1,6 +1,6 @@
 //! Layer: tensor (the interpreters `apply` hands ops to). Imports `ops`
-//! (`Op`, `CallVjp`), `ir::Graph`, `Tensor` and `error`; nothing above the
-//! tensor layer.
+//! (`Op`, `CallVjp`, the region ops), `ir::Graph`, `Tensor` and `error`;
+//! nothing above the tensor layer.
 //!
 //! Besides running an op eagerly or adding it to the graph being traced,
 //! `apply` hands it to three interpreters that live in higher layers:
@@ -13,8 +13,8 @@
 //! - a tape registers the [`Recorder`] when it starts recording: what
 //!   `apply` notes, and what the layers between `tensor` and `autodiff`
 //!   (control flow, function calls, sharding, custom gradients) ask of
-//!   tapes: whether one records, pausing them, and the compiled gradient of
-//!   a function call;
+//!   tapes: whether one records, pausing them, the compiled gradient of a
+//!   function call, and the gradient rules of the region ops;
 //! - `enable_check_numerics` registers the [`NumericsCheck`];
 //! - the first `Mesh` registers the sharded executor (no sharded tensor
 //!   exists without a mesh).
@@ -26,7 +26,8 @@
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::ops::Op;
-use crate::ops::control::CallVjp;
+use crate::ops::control::{CallVjp, Cond, While};
+use crate::ops::shard_map::ShardMap;
 use crate::tensor::Tensor;
 use std::any::Any;
 use std::panic::Location;
@@ -47,7 +48,28 @@ pub(crate) struct Recorder {
     /// a compiled backward function: the rule of the `call` op a tape
     /// notes for it.
     pub(crate) call_vjp: fn(Arc<Graph>, &str) -> CallVjp,
+    /// The gradient rule of a region op (see [`region_vjp`]).
+    pub(crate) region_vjp: RegionVjp,
 }
+
+/// A region op whose gradient rule `autodiff` writes: the rules replay the
+/// op's regions under a tape and rebuild control flow or a `shard_map`
+/// around them, all of which sit above the op definitions.
+pub(crate) enum RegionOp<'a> {
+    Cond(&'a Cond),
+    While(&'a While),
+    ShardMap(&'a ShardMap),
+}
+
+/// `OpDef::vjp_needed` of a region op: its inputs, outputs, output
+/// gradients and which inputs need one, to the inputs' gradients.
+pub(crate) type RegionVjp = for<'a> fn(
+    RegionOp<'a>,
+    &[Tensor],
+    &[Tensor],
+    &[Option<Tensor>],
+    &[bool],
+) -> Result<Vec<Option<Tensor>>>;
 
 /// Check-numerics: a look at every op's results while it is on.
 pub(crate) struct NumericsCheck {
@@ -106,6 +128,24 @@ pub(crate) fn call_vjp(graph: Arc<Graph>, name: &str) -> Result<CallVjp> {
         None => Err(Error::FailedPrecondition(
             "a function call is noted on a tape but no tape was ever started (a bug in xlafn)"
                 .into(),
+        )),
+    }
+}
+
+/// The gradient of a region op, by the rule the tape registered: what
+/// `Cond`, `While` and `ShardMap` answer for `OpDef::vjp_needed`. Only a
+/// tape asks for gradients, and starting one registered the recorder.
+pub(crate) fn region_vjp(
+    op: RegionOp<'_>,
+    inputs: &[Tensor],
+    outputs: &[Tensor],
+    grads: &[Option<Tensor>],
+    needed: &[bool],
+) -> Result<Vec<Option<Tensor>>> {
+    match RECORDER.get() {
+        Some(r) => (r.region_vjp)(op, inputs, outputs, grads, needed),
+        None => Err(Error::FailedPrecondition(
+            "a region op's gradient is asked but no tape was ever started (a bug in xlafn)".into(),
         )),
     }
 }

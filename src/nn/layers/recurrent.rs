@@ -358,7 +358,18 @@ fn forget_bias_init() -> Initializer {
 /// [`Recurrent`]'s option accessors, the same for every cell layer (each
 /// keeps its options in `opts`); expanded inside each `impl Recurrent`.
 macro_rules! cell_options {
-    () => {
+    ($op:literal) => {
+        fn build(&self, features: i64, dtype: DType) -> Result<()> {
+            check_features($op, features)?;
+            let dtype = variable_dtype(self.policy.as_ref(), dtype);
+            let [kernel, recurrent, bias] = self.weight_dims(features);
+            self.kernel.get(&kernel, dtype)?;
+            self.recurrent_kernel.get(&recurrent, dtype)?;
+            if let Some(b) = &self.bias {
+                b.get(&bias, dtype)?;
+            }
+            Ok(())
+        }
         fn return_sequences(&self) -> bool {
             self.opts.return_sequences
         }
@@ -499,6 +510,13 @@ impl Lstm {
         self.bias = use_bias.then(|| Param::lazy(init, &self.key));
         self
     }
+
+    /// The dims of `kernel`, `recurrent_kernel` and `bias` for inputs of
+    /// `features`: what a call reads and `build` makes.
+    fn weight_dims(&self, features: i64) -> [Vec<i64>; 3] {
+        let u = self.units;
+        [vec![features, 4 * u], vec![u, 4 * u], vec![4 * u]]
+    }
 }
 
 impl Recurrent for Lstm {
@@ -507,17 +525,6 @@ impl Recurrent for Lstm {
     }
     fn state_count(&self) -> usize {
         2
-    }
-    fn build(&self, features: i64, dtype: DType) -> Result<()> {
-        let (f, u) = (features, self.units);
-        check_features("Lstm", f)?;
-        let dtype = variable_dtype(self.policy.as_ref(), dtype);
-        self.kernel.get(&[f, 4 * u], dtype)?;
-        self.recurrent_kernel.get(&[u, 4 * u], dtype)?;
-        if let Some(bias) = &self.bias {
-            bias.get(&[4 * u], dtype)?;
-        }
-        Ok(())
     }
     fn run(
         &self,
@@ -532,12 +539,13 @@ impl Recurrent for Lstm {
         let inputs = Inputs::new(x, initial_state, self.policy.as_ref())?;
         let x = &inputs.x;
         let (u, dtype) = (self.units, x.dtype());
-        let kernel = inputs.read(&self.kernel, &[f, 4 * u])?;
-        let recurrent = inputs.read(&self.recurrent_kernel, &[u, 4 * u])?;
+        let [kernel_dims, recurrent_dims, bias_dims] = self.weight_dims(f);
+        let kernel = inputs.read(&self.kernel, &kernel_dims)?;
+        let recurrent = inputs.read(&self.recurrent_kernel, &recurrent_dims)?;
         let bias = self
             .bias
             .as_ref()
-            .map(|p| inputs.read(p, &[4 * u]))
+            .map(|p| inputs.read(p, &bias_dims))
             .transpose()?;
         let states = initial_states(OP, inputs.states.as_deref(), 2, b, u, dtype)?;
         let mask = mask.map(|m| time_major_mask(OP, m, b, t)).transpose()?;
@@ -554,7 +562,7 @@ impl Recurrent for Lstm {
         };
         scan(&projected, states, mask, u, self.opts, &step)
     }
-    cell_options!();
+    cell_options!("Lstm");
 }
 
 /// Keras' `GRU`: `kernel` `[features, 3 * units]`, `recurrent_kernel`
@@ -608,6 +616,17 @@ impl Gru {
         self.bias = use_bias.then(|| Param::lazy(Initializer::Zeros, &self.key));
         self
     }
+
+    /// The dims of `kernel`, `recurrent_kernel` and `bias` (two rows, input
+    /// and recurrent, with `reset_after`) for inputs of `features`.
+    fn weight_dims(&self, features: i64) -> [Vec<i64>; 3] {
+        let u = self.units;
+        let bias = match self.reset_after {
+            true => vec![2, 3 * u],
+            false => vec![3 * u],
+        };
+        [vec![features, 3 * u], vec![u, 3 * u], bias]
+    }
 }
 
 impl Recurrent for Gru {
@@ -616,20 +635,6 @@ impl Recurrent for Gru {
     }
     fn state_count(&self) -> usize {
         1
-    }
-    fn build(&self, features: i64, dtype: DType) -> Result<()> {
-        let (f, u) = (features, self.units);
-        check_features("Gru", f)?;
-        let dtype = variable_dtype(self.policy.as_ref(), dtype);
-        self.kernel.get(&[f, 3 * u], dtype)?;
-        self.recurrent_kernel.get(&[u, 3 * u], dtype)?;
-        if let Some(bias) = &self.bias {
-            match self.reset_after {
-                true => bias.get(&[2, 3 * u], dtype)?,
-                false => bias.get(&[3 * u], dtype)?,
-            };
-        }
-        Ok(())
     }
     fn run(
         &self,
@@ -644,13 +649,14 @@ impl Recurrent for Gru {
         let inputs = Inputs::new(x, initial_state, self.policy.as_ref())?;
         let x = &inputs.x;
         let (u, dtype) = (self.units, x.dtype());
-        let kernel = inputs.read(&self.kernel, &[f, 3 * u])?;
-        let recurrent = inputs.read(&self.recurrent_kernel, &[u, 3 * u])?;
+        let [kernel_dims, recurrent_dims, bias_dims] = self.weight_dims(f);
+        let kernel = inputs.read(&self.kernel, &kernel_dims)?;
+        let recurrent = inputs.read(&self.recurrent_kernel, &recurrent_dims)?;
         let (input_bias, recurrent_bias) = match (&self.bias, self.reset_after) {
             (None, _) => (None, None),
-            (Some(p), false) => (Some(inputs.read(p, &[3 * u])?), None),
+            (Some(p), false) => (Some(inputs.read(p, &bias_dims)?), None),
             (Some(p), true) => {
-                let both = inputs.read(p, &[2, 3 * u])?;
+                let both = inputs.read(p, &bias_dims)?;
                 let [i, r]: [Tensor; 2] = both.split(2, 0)?.try_into().expect("two rows");
                 (Some(i.reshape(&[3 * u])?), Some(r.reshape(&[3 * u])?))
             }
@@ -705,7 +711,7 @@ impl Recurrent for Gru {
         };
         scan(&projected, states, mask, u, self.opts, &step)
     }
-    cell_options!();
+    cell_options!("Gru");
 }
 
 /// Recurrent layers in sequence, each reading the previous one's output
