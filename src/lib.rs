@@ -130,12 +130,13 @@
 //! crate's `unsafe`) ← the knot of `ir` (graphs), `ops` (the op catalog),
 //! `lower` (StableHLO text), `tensor` (the user's values), `trace` and
 //! `variable`, which import each other because gradient and batching
-//! rules are written with tensors ← `function` ← `control`, `vmap`,
-//! `autodiff`, `debug` ← the composites (linear algebra written with
-//! tensors and loops) ← `sharding`, `distributed` ← `nn`, `optimizers`,
+//! rules are written with tensors ← `function` ← `sharding` ← `control`,
+//! `vmap`, `autodiff`, `debug` ← the composites (linear algebra and scans
+//! written with tensors and loops) ← `distributed` ← `nn`, `optimizers`,
 //! `export`, `checkpoint`, `weights`, `data`, `train`. `tensor` reaches
-//! the tapes, check-numerics and sharded execution above it only through
-//! what they register (`tensor::hooks`). `tests/layering.rs` holds the
+//! the tapes, check-numerics, sharded execution and the rules `vmap` and
+//! `autodiff` write for region ops only through what they register
+//! (`tensor::hooks`). `tests/layering.rs` holds the
 //! order and the few back edges left, and fails on a new one; the book's
 //! internals chapter explains both.
 

@@ -51,14 +51,8 @@ const KNOWN: &[(&str, &str)] = &[
     ("src/function/concrete.rs", "sharding"),
     ("src/function/polymorphic.rs", "sharding"),
     ("src/function/sharded.rs", "sharding"),
-    // A `while`'s batching rule is a counted loop over the examples.
-    ("src/ops/while_batch.rs", "control"),
     ("src/ops/shard_map.rs", "sharding"),
     ("src/ops/sharding_constraint.rs", "sharding"),
-    // A custom gradient is batched with `vmap`.
-    ("src/ops/custom_gradient.rs", "vmap"),
-    // A windowed scan's gradient is an associative scan.
-    ("src/ops/window.rs", "control"),
     // A sharded tensor holds its blocks as a `ShardedArray`.
     ("src/tensor/mod.rs", "sharding"),
 ];

@@ -519,7 +519,8 @@ impl OpDef for While {
     }
 
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> batching::Batched {
-        super::while_batch::batch_while(self, inputs, batched, size)
+        let op = crate::tensor::hooks::RegionBatchOp::While(self);
+        crate::tensor::hooks::region_batch(op, inputs, batched, size)
     }
 
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {

@@ -32,8 +32,13 @@
 //! built on custom gradients (`solve`, `det`, `cumprod`) export. Variables read in the body are not tracked (their
 //! reads are not recorded): pass their values as inputs.
 //!
-//! Imports `ir`, `lower::emitter`, `dtype`, `error`, `tensor`, `trace`
-//! (is a trace active?) and `autodiff` (pausing and recording tapes).
+//! Its batching rule is `vmap`'s (`vmap/custom_gradient_rule.rs`, reached
+//! through `tensor::hooks`): the batched body and gradient function are
+//! `vmap`s of the user's.
+//!
+//! Imports `ir`, `lower::emitter`, `dtype`, `error`, `tensor` (and its
+//! hooks: pausing and recording tapes, the batching rule) and `trace` (is
+//! a trace active?).
 
 use super::{OpDef, expect_arity};
 use crate::dtype::ArraySpec;
@@ -111,84 +116,25 @@ impl CustomGradient {
 }
 
 impl CustomGradient {
-    /// The batching rule (see `batch`).
-    fn batched(
-        &self,
-        inputs: &[Tensor],
-        batched: &[bool],
-        size: i64,
-    ) -> Result<Vec<(Tensor, bool)>> {
-        let n = self.num_inputs;
-        let xs = &inputs[..n];
-        let ys = inputs[n..]
-            .iter()
-            .zip(&batched[n..])
-            .map(|(y, &b)| super::batching::materialized(y, b, size))
-            .collect::<Result<Vec<_>>>()?;
-        let in_axes: Vec<Option<i64>> = batched[..n].iter().map(|&b| b.then_some(0)).collect();
-        let body = self.body.clone();
-        let axes = in_axes.clone();
-        let batched_body: CustomBody = Arc::new(move |xs: &[Tensor]| {
-            let forward = |ex: &[Tensor]| Ok(body(ex)?.0);
-            let ys = crate::vmap::vmap_with(forward, xs, &axes, 0)?;
-            Ok((ys, mapped_grad_fn(body.clone(), xs, &axes)))
-        });
-        let grad_fn = mapped_grad_fn(self.body.clone(), xs, &in_axes);
-        let op = CustomGradient {
-            num_inputs: n,
-            body: batched_body,
+    /// A custom-gradient op over `body` whose first run, on `xs` here,
+    /// gave `grad_fn` (how `vmap`'s rule builds the batched op).
+    pub(crate) fn with_first_run(
+        num_inputs: usize,
+        body: CustomBody,
+        xs: &[Tensor],
+        grad_fn: GradFn,
+    ) -> Self {
+        CustomGradient {
+            num_inputs,
+            body,
             saved: Arc::new(Mutex::new((place(xs), grad_fn))),
-        };
-        // Unlike a call's body, the replayed body was recorded by any
-        // tape: the op's results must be new tensors, so that gradients
-        // reach them through the op alone (an identity when run).
-        let all: Vec<&Tensor> = xs.iter().chain(&ys).collect();
-        let outs = if crate::trace::is_tracing() || crate::tensor::hooks::recording() {
-            apply(op, &all)?
-        } else {
-            ys
-        };
-        Ok(outs.into_iter().map(|y| (y, true)).collect())
+        }
     }
-}
 
-/// The gradient function of a batched custom-gradient op: the body's
-/// gradient function for each example (`vmap`), on the examples of `xs`
-/// (`in_axes`) and of the arriving gradients; an input every example
-/// shares gets the sum of the examples' gradients, as it would in a loop.
-fn mapped_grad_fn(body: CustomBody, xs: &[Tensor], in_axes: &[Option<i64>]) -> GradFn {
-    let xs = xs.to_vec();
-    let in_axes = in_axes.to_vec();
-    Arc::new(move |dys: &[Tensor]| {
-        let n = xs.len();
-        let per_example = |args: &[Tensor]| -> Result<Vec<Tensor>> {
-            let (xs, dys) = args.split_at(n);
-            let (_, grad) = body(xs)?;
-            user_gradients(&grad, dys, n)?
-                .into_iter()
-                .zip(xs)
-                .map(|(g, x)| g.map_or_else(|| x.zeros_like(), Ok))
-                .collect()
-        };
-        let args: Vec<Tensor> = xs.iter().chain(dys).cloned().collect();
-        let mut axes = in_axes.clone();
-        axes.extend(std::iter::repeat_n(Some(0), dys.len()));
-        let grads = crate::vmap::vmap_with(per_example, &args, &axes, 0)?;
-        grads
-            .into_iter()
-            .zip(&xs)
-            .zip(&in_axes)
-            .map(|((g, x), axis)| {
-                if !x.dtype().is_inexact() {
-                    return Ok(None);
-                }
-                match axis {
-                    Some(_) => Ok(Some(g)),
-                    None => g.reduce_sum(&[0], false).map(Some),
-                }
-            })
-            .collect()
-    })
+    /// The body the user wrote.
+    pub(crate) fn body(&self) -> &CustomBody {
+        &self.body
+    }
 }
 
 impl OpDef for CustomGradient {
@@ -201,7 +147,8 @@ impl OpDef for CustomGradient {
     /// over the examples: a tape outside the `vmap` still never
     /// differentiates the body.
     fn batch(&self, inputs: &[Tensor], batched: &[bool], size: i64) -> super::batching::Batched {
-        Some(self.batched(inputs, batched, size))
+        let op = crate::tensor::hooks::RegionBatchOp::CustomGradient(self);
+        crate::tensor::hooks::region_batch(op, inputs, batched, size)
     }
 
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -244,7 +191,11 @@ impl OpDef for CustomGradient {
 
 /// The user's gradient function on `upstream`, which must give one
 /// gradient (or `None`) per input of the `n`.
-fn user_gradients(grad: &GradFn, upstream: &[Tensor], n: usize) -> Result<Vec<Option<Tensor>>> {
+pub(crate) fn user_gradients(
+    grad: &GradFn,
+    upstream: &[Tensor],
+    n: usize,
+) -> Result<Vec<Option<Tensor>>> {
     let found = grad(upstream)?;
     if found.len() != n {
         return Err(Error::invalid(

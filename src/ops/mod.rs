@@ -42,7 +42,6 @@ pub mod special;
 pub mod split;
 pub mod stats;
 pub mod take_along;
-mod while_batch;
 pub(crate) mod while_record;
 pub mod window;
 

@@ -8,16 +8,15 @@
 //! Gradients: a sum window's is the transposed window sum, computed as the
 //! input gradient of the equivalent convolution with a kernel of ones
 //! (`ops::conv`); a product window's is that of `g * y`, divided by the
-//! input (not finite at zeros; `cumprod` has an exact one of its own,
-//! `cumprod_with_exact_gradient`); a max or min
+//! input (not finite at zeros; `Tensor::cumprod`, a composite in
+//! `composite::cumprod`, has an exact one of its own); a max or min
 //! window's scatters each output gradient to
 //! the element its window chose, with StableHLO's `select_and_scatter`
 //! ([`SelectAndScatterAdd`], no dilation). Padding a max window pads with
 //! -inf, so padded elements are never chosen.
 //!
-//! Layer: ops. Imports `ir`, `lower::Emitter`, `ops::conv`, `tensor`, and
-//! for `cumprod`'s gradient `ops::custom_gradient` and
-//! `control::associative_scan`.
+//! Layer: ops. Imports `ir`, `lower::Emitter`, `ops::conv`, `ops::reduce`,
+//! `dtype`, `error` and `tensor`.
 
 use super::batching;
 use super::conv::{Conv, ConvDims, Layout, Padding};
@@ -531,7 +530,7 @@ impl Tensor {
     /// A one-dimensional window along `axis` covering, for each position,
     /// the elements before it (or after it, `reverse`), itself included
     /// unless `exclusive`.
-    fn cumulative(
+    pub(crate) fn cumulative(
         &self,
         kind: WindowKind,
         axis: i64,
@@ -583,37 +582,6 @@ impl Tensor {
         self.cumulative(WindowKind::Sum, axis, exclusive, reverse)
     }
 
-    /// `tf.math.cumprod` along `axis`. Its gradient never divides by the
-    /// input, so it is exact where elements are 0, as JAX's
-    /// (TensorFlow's divides by the input, which is wrong there).
-    #[track_caller]
-    pub fn cumprod(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        let shape = self.shape();
-        let dims = shape.dims().unwrap_or(&[]);
-        let rank = dims.len() as i64;
-        let a = if axis < 0 { axis + rank } else { axis };
-        let known = (0..rank).contains(&a) && dims[a as usize].is_some();
-        if !self.dtype().is_float() || !known {
-            // Integers (no gradient), or the window's own error.
-            return self.cumulative(WindowKind::Prod, axis, exclusive, reverse);
-        }
-        // Every variant from the inclusive forward one: reversing and
-        // shifting are ops the gradient passes through.
-        let axis = a;
-        let x = if reverse {
-            self.reverse(&[axis])?
-        } else {
-            self.clone()
-        };
-        let y = cumprod_with_exact_gradient(&x, axis)?;
-        let y = if exclusive {
-            shifted_with_one(&y, axis, true)?
-        } else {
-            y
-        };
-        if reverse { y.reverse(&[axis]) } else { Ok(y) }
-    }
-
     /// The running maximum along `axis` (`jax.lax.cummax`).
     #[track_caller]
     pub fn cummax(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
@@ -635,47 +603,4 @@ impl Tensor {
         let sums = self.sub(&shift)?.exp()?.cumsum(axis, exclusive, reverse)?;
         sums.log()?.add(&shift)
     }
-}
-
-/// The inclusive forward cumulative product along `axis`, with a gradient
-/// that never divides: for `y = cumprod(x)` and output gradient `g`,
-/// `dx[i] = E[i] R[i]` with `E` the exclusive product (of the elements
-/// before `i`) and `R[i] = g[i] + x[i+1] R[i+1]`, the reverse linear
-/// recurrence that [`crate::control::associative_scan`] computes in
-/// `log2(n)` rounds. Written with ops, so it can be differentiated again.
-fn cumprod_with_exact_gradient(x: &Tensor, axis: i64) -> Result<Tensor> {
-    let f = super::custom_gradient::custom_gradient(move |xs: &[Tensor]| {
-        let x = xs[0].clone();
-        let y = x.cumulative(WindowKind::Prod, axis, false, false)?;
-        let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
-            let before = shifted_with_one(&x.cumprod(axis, false, false)?, axis, true)?;
-            // a[i] = x[i+1] (the last one is never read), b[i] = g[i].
-            let next = shifted_with_one(&x, axis, false)?;
-            let compose = |lo: &[Tensor], hi: &[Tensor]| -> Result<Vec<Tensor>> {
-                Ok(vec![lo[0].mul(&hi[0])?, hi[0].mul(&lo[1])?.add(&hi[1])?])
-            };
-            let r = crate::control::associative_scan(compose, &[next, g[0].clone()], true, axis)?;
-            Ok(vec![Some(before.mul(&r[1])?)])
-        };
-        Ok((vec![y], grad))
-    });
-    Ok(f(std::slice::from_ref(x))?.remove(0))
-}
-
-/// `x` moved one place along `axis`, a 1 entering at the end it leaves:
-/// towards its end (`toward_end`, an inclusive cumulative product made
-/// exclusive) or towards its start.
-fn shifted_with_one(x: &Tensor, axis: i64, toward_end: bool) -> Result<Tensor> {
-    // One padded 1 in, one element cut off (a negative padding): shapes
-    // need not be known.
-    let rank = x.rank();
-    let (mut low, mut high) = (vec![0; rank], vec![0; rank]);
-    let (into, out) = if toward_end {
-        (&mut low, &mut high)
-    } else {
-        (&mut high, &mut low)
-    };
-    into[axis as usize] = 1;
-    out[axis as usize] = -1;
-    x.pad_general(&low, &high, &vec![0; rank], 1i64)
 }

@@ -1,5 +1,6 @@
 //! Layer: tensor (the interpreters `apply` hands ops to). Imports `ops`
-//! (`Op`, `CallVjp`, the region ops), `ir::Graph`, `Tensor` and `error`;
+//! (`Op`, `CallVjp`, `Batched`, the region ops), `ir::Graph`, `Tensor` and
+//! `error`;
 //! nothing above the tensor layer.
 //!
 //! Besides running an op eagerly or adding it to the graph being traced,
@@ -15,6 +16,9 @@
 //!   (control flow, function calls, sharding, custom gradients) ask of
 //!   tapes: whether one records, pausing them, the compiled gradient of a
 //!   function call, and the gradient rules of the region ops;
+//! - `vmap` registers the batching rules it writes itself (`while` loops
+//!   and custom gradients, see [`RegionBatch`]) when it first replays a
+//!   function, before any op is asked for a batching rule;
 //! - `enable_check_numerics` registers the [`NumericsCheck`];
 //! - the first `Mesh` registers the sharded executor (no sharded tensor
 //!   exists without a mesh).
@@ -26,7 +30,9 @@
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::ops::Op;
+use crate::ops::batching::Batched;
 use crate::ops::control::{CallVjp, Cond, While};
+use crate::ops::custom_gradient::CustomGradient;
 use crate::ops::shard_map::ShardMap;
 use crate::tensor::Tensor;
 use std::any::Any;
@@ -71,6 +77,17 @@ pub(crate) type RegionVjp = for<'a> fn(
     &[bool],
 ) -> Result<Vec<Option<Tensor>>>;
 
+/// An op whose batching rule `vmap` writes: a `while` whose condition
+/// differs per example becomes a counted loop (`control`), and a custom
+/// gradient's batched body and gradient are `vmap`s of the user's.
+pub(crate) enum RegionBatchOp<'a> {
+    While(&'a While),
+    CustomGradient(&'a CustomGradient),
+}
+
+/// `OpDef::batch` of those ops: inputs, which are batched, the batch size.
+pub(crate) type RegionBatch = for<'a> fn(RegionBatchOp<'a>, &[Tensor], &[bool], i64) -> Batched;
+
 /// Check-numerics: a look at every op's results while it is on.
 pub(crate) struct NumericsCheck {
     /// Is the mode on?
@@ -85,6 +102,7 @@ pub(crate) type ShardedExecution = fn(Op, &[&Tensor]) -> Result<Vec<Tensor>>;
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
 static NUMERICS_CHECK: OnceLock<NumericsCheck> = OnceLock::new();
 static SHARDED_EXECUTION: OnceLock<ShardedExecution> = OnceLock::new();
+static REGION_BATCH: OnceLock<RegionBatch> = OnceLock::new();
 
 /// Registers gradient recording (idempotent: the first registration stays).
 pub(crate) fn register_recorder(recorder: Recorder) {
@@ -99,6 +117,27 @@ pub(crate) fn register_numerics_check(check: NumericsCheck) {
 /// Registers sharded execution (idempotent).
 pub(crate) fn register_sharded_execution(run: ShardedExecution) {
     let _ = SHARDED_EXECUTION.set(run);
+}
+
+/// Registers `vmap`'s batching rules of region ops (idempotent).
+pub(crate) fn register_region_batch(rule: RegionBatch) {
+    let _ = REGION_BATCH.set(rule);
+}
+
+/// The batching rule of a `while` or custom-gradient op. Only `vmap`
+/// batches, and it registers the rule before its first replay.
+pub(crate) fn region_batch(
+    op: RegionBatchOp<'_>,
+    inputs: &[Tensor],
+    batched: &[bool],
+    size: i64,
+) -> Batched {
+    match REGION_BATCH.get() {
+        Some(rule) => rule(op, inputs, batched, size),
+        None => Some(Err(Error::FailedPrecondition(
+            "an op is batched but vmap never registered its rules (a bug in xlafn)".into(),
+        ))),
+    }
 }
 
 /// The recorder, when a tape is recording on this thread.

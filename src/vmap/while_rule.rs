@@ -23,14 +23,16 @@
 //! while it runs; the gradient's backward loop, batched by this rule too,
 //! then walks each example's record back from its own count.
 //!
-//! Layer: ops. Imports `ops::control::While`, `ops::batching`,
-//! `control::counted_while_loop` (the loop builder), `tensor`.
+//! Layer: vmap (registered into `tensor::hooks`, which `While::batch`
+//! calls). Imports `ops::control::While`, `ops::batching`,
+//! `control::counted_while_loop` (the loop builder), `ir`, `dtype`,
+//! `tensor` and `error`.
 
-use super::batching::{self, Batched, materialized};
-use super::control::While;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, ValueId};
+use crate::ops::batching::{self, Batched, materialized};
+use crate::ops::control::While;
 use crate::tensor::Tensor;
 use std::cell::Cell;
 
@@ -119,7 +121,7 @@ impl Plan<'_> {
     /// flags) and its captured inputs.
     fn replay(
         &self,
-        region: &super::control::Region,
+        region: &crate::ops::control::Region,
         graph: &Graph,
         state: &[Tensor],
     ) -> Result<Vec<(Tensor, bool)>> {
@@ -350,13 +352,13 @@ impl Record {
 /// (`[B, 1, ...]`) written at its own `slot` (`[B]`): the batching rule of
 /// `dynamic_update_slice` for a start per example.
 fn per_example_write(buffer: &Tensor, update: &Tensor, slot: &Tensor, size: i64) -> Result<Tensor> {
-    use super::OpDef;
+    use crate::ops::OpDef;
     let zero = Tensor::try_scalar(0i32)?;
     let mut inputs = vec![buffer.clone(), update.clone(), slot.clone()];
     inputs.extend(std::iter::repeat_n(zero, buffer.rank() - 2));
     let mut batched = vec![true, true, true];
     batched.extend(std::iter::repeat_n(false, buffer.rank() - 2));
-    let op = super::Op::DynamicUpdateSlice(super::indexing::DynamicUpdateSlice);
+    let op = crate::ops::Op::DynamicUpdateSlice(crate::ops::indexing::DynamicUpdateSlice);
     let rule = op
         .batch(&inputs, &batched, size)
         .ok_or_else(|| Error::invalid("vmap", "dynamic_update_slice lost its batching rule"))?;

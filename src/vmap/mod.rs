@@ -16,14 +16,22 @@
 //! `fallback_to_while_loop`), with an `info` line on the `xlafn::vmap`
 //! target naming the op.
 //!
+//! The batching rules that need `vmap` or `control` themselves live here
+//! rather than beside their ops (`while_rule.rs`, `custom_gradient_rule.rs`),
+//! registered into `tensor::hooks` before the first replay.
+//!
 //! Layer: beside `control`. Imports `trace` (region traces),
-//! `ops::OpDef` (the rules), `control` (the fallback loop), `tensor`.
+//! `ops::batching` (the rules), `control` (the fallback loop), `tensor`.
+
+mod custom_gradient_rule;
+mod while_rule;
 
 use crate::control::{TensorArray, for_range};
 use crate::error::{Error, Result};
 use crate::ir::{Shape, TensorType};
 use crate::ops::batching::{self, materialized};
 use crate::tensor::Tensor;
+use crate::tensor::hooks::RegionBatchOp;
 use crate::trace;
 
 /// `f` mapped over the first axis of every input (`jax.vmap(f)`): output
@@ -264,11 +272,27 @@ fn vectorized(
     captured: &[Tensor],
     size: i64,
 ) -> Result<std::result::Result<Vec<(Tensor, bool)>, &'static str>> {
+    crate::tensor::hooks::register_region_batch(region_batch);
     let fed = inputs
         .iter()
         .cloned()
         .chain(captured.iter().map(|t| (t.clone(), false)));
     batching::replay(graph, fed.collect(), size)
+}
+
+/// The batching rules of the ops whose rules are written here.
+fn region_batch(
+    op: RegionBatchOp<'_>,
+    inputs: &[Tensor],
+    batched: &[bool],
+    size: i64,
+) -> batching::Batched {
+    match op {
+        RegionBatchOp::While(op) => while_rule::batch_while(op, inputs, batched, size),
+        RegionBatchOp::CustomGradient(op) => Some(custom_gradient_rule::batch_custom_gradient(
+            op, inputs, batched, size,
+        )),
+    }
 }
 
 /// The fallback: `f` on each example in a loop on the device, its
