@@ -127,7 +127,8 @@
 //! | `jax.export`, `torch.export` | [`ConcreteFunction::export`] |
 //!
 //! The crate is layered bottom-up: `runtime` (PJRT, and all of the
-//! crate's `unsafe`) ← the knot of `ir` (graphs), `ops` (the op catalog),
+//! crate's `unsafe`) ← `mesh` (meshes, partition specs and sharded
+//! arrays, as data) ← the knot of `ir` (graphs), `ops` (the op catalog),
 //! `lower` (StableHLO text), `tensor` (the user's values), `trace` and
 //! `variable`, which import each other because gradient and batching
 //! rules are written with tensors ← `function` ← `sharding` ← `control`,
@@ -136,9 +137,8 @@
 //! `export`, `checkpoint`, `weights`, `data`, `train`. `tensor` reaches
 //! the tapes, check-numerics, sharded execution and the rules `vmap` and
 //! `autodiff` write for region ops only through what they register
-//! (`tensor::hooks`). `tests/layering.rs` holds the
-//! order and the few back edges left, and fails on a new one; the book's
-//! internals chapter explains both.
+//! (`tensor::hooks`). `tests/layering.rs` holds the order and fails on an
+//! import that points up it; the book's internals chapter explains it.
 
 #![warn(missing_docs)]
 
@@ -181,6 +181,7 @@ pub mod ir;
 /// Unstable internals, not part of the public API: Lowering graphs to StableHLO text.
 #[doc(hidden)]
 pub mod lower;
+mod mesh;
 pub mod module;
 pub mod nn;
 /// Unstable internals, not part of the public API: The op catalog: each op's attributes, shape rule, lowering and gradient. The user-facing parts are `Tensor` methods and the re-exports at the crate root.

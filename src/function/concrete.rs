@@ -61,7 +61,7 @@ pub(crate) struct ConcreteCore {
     /// `FunctionOptions::in_shardings`/`out_shardings`, if given.
     pub(super) shardings: Option<Arc<ShardingOptions>>,
     /// The mesh of a `shard_map` in the graph, if any.
-    pub(super) graph_mesh: Option<Arc<crate::sharding::Mesh>>,
+    pub(super) graph_mesh: Option<Arc<crate::mesh::Mesh>>,
     /// The specializations compiled for a mesh (see `sharded`).
     pub(super) sharded: RwLock<HashMap<ShardedKey, Arc<ShardedProgram>>>,
 }

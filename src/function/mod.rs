@@ -14,6 +14,7 @@ mod lifting;
 pub mod output;
 pub mod polymorphic;
 mod sharded;
+mod sharded_eager;
 pub mod signature;
 mod stages;
 pub mod trace_type;
@@ -29,5 +30,6 @@ pub use output::{IntoOutput, Output};
 pub use polymorphic::{
     Function, FunctionOptions, function, functions_run_eagerly, run_functions_eagerly,
 };
+pub(crate) use sharded::sharded_tensor;
 pub use stages::{Compiled, Lowered, StageTimes};
 pub use trace_type::{CustomTraceType, Literal, TensorSpec, TraceType};

@@ -16,7 +16,7 @@ use super::sharded::ShardingOptions;
 use super::signature::Signature;
 use super::trace_type::{TensorSpec, TraceType};
 use crate::error::{Error, Result};
-use crate::sharding::NamedSharding;
+use crate::mesh::NamedSharding;
 use crate::single_flight::SingleFlight;
 use crate::tensor::Tensor;
 use crate::trace::{FinishedTrace, TraceGuard};

@@ -20,11 +20,11 @@ use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::lower::{self, Annotations, Partitioning};
-use crate::ops::Op;
-use crate::runtime::{Buffer, Client, CompileOptions, Executable, OpSharding, Partitioner};
-use crate::sharding::{
+use crate::mesh::{
     Mesh, NamedSharding, ShardedArray, hlo_sharding_text, named_from_op, same_layout,
 };
+use crate::ops::Op;
+use crate::runtime::{Buffer, Client, CompileOptions, Executable, OpSharding, Partitioner};
 use crate::tensor::Tensor;
 use crate::trace::CaptureSource;
 use crate::variable::Variable;
@@ -49,7 +49,15 @@ pub(crate) struct ShardedProgram {
 /// What a sharded specialization is compiled for.
 pub(crate) type ShardedKey = (Vec<ArraySpec>, Vec<NamedSharding>);
 
-use crate::sharding::MESH_NAME as MESH;
+use crate::mesh::MESH_NAME as MESH;
+
+/// A tensor holding `array`. Every sharded tensor is made here, so the
+/// executor of eager ops on sharded tensors (`sharded_eager`) is
+/// registered before the first one exists.
+pub(crate) fn sharded_tensor(array: ShardedArray) -> Tensor {
+    super::sharded_eager::register();
+    Tensor::from_sharded(Arc::new(array))
+}
 
 /// The mesh a `shard_map` in `graph` (or in a region inside it) runs on:
 /// a function holding one runs partitioned over it.
@@ -105,7 +113,7 @@ impl ConcreteCore {
         self.shardings.is_some()
             || self.graph_mesh.is_some()
             || args.iter().any(Tensor::is_sharded)
-            || crate::sharding::any_sharded_arrays()
+            || crate::mesh::any_sharded_arrays()
                 && self.captures.iter().any(|c| match &c.source {
                     // `lock_for_call`, not a plain lock: inside a host
                     // callback a variable held by the running call must
@@ -216,7 +224,7 @@ impl ConcreteCore {
                     spec.dims.clone(),
                     blocks,
                 )?;
-                Ok(Tensor::from_sharded(Arc::new(array)))
+                Ok(sharded_tensor(array))
             })
             .collect::<Result<_>>()?;
         for (r, result) in &self.updates {

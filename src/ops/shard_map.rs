@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ir::{Graph, Shape, TensorType};
 use crate::lower::emitter::ManualShardings;
 use crate::lower::{Combiner, Emitter, Val, lower_subgraph};
-use crate::sharding::{MESH_NAME, Mesh, NamedSharding, PartitionSpec};
+use crate::mesh::{MESH_NAME, Mesh, NamedSharding, PartitionSpec};
 use crate::tensor::Tensor;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::TensorType;
 use crate::lower::{Emitter, Val};
-use crate::sharding::{MESH_NAME, Mesh, NamedSharding, PartitionSpec, hlo_sharding_text};
+use crate::mesh::{MESH_NAME, Mesh, NamedSharding, PartitionSpec, hlo_sharding_text};
 use crate::tensor::{Tensor, apply1};
 
 /// The operand, unchanged in value, laid out as `spec` over a mesh of

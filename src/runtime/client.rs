@@ -683,6 +683,21 @@ pub(crate) fn leave_run() {
     RUN.lock().unwrap_or_else(|e| e.into_inner()).take();
 }
 
+/// `device`, checked to be one of the default client's devices (a device
+/// of another client, e.g. one made with `Client::from_plugin`, cannot
+/// hold the default client's buffers or run its programs). It may be
+/// another process's device: meshes span those.
+pub(crate) fn default_client_device(device: Device) -> Result<Device> {
+    let client = Client::default_client()?;
+    match client.knows(device) {
+        true => Ok(device),
+        false => Err(Error::Value(format!(
+            "device {device} does not belong to the default {} client",
+            client.platform_name()
+        ))),
+    }
+}
+
 /// Refuses a buffer on another process's device: its memory is not this
 /// process's to write or read.
 pub(crate) fn check_addressable(device: Device) -> Result<()> {

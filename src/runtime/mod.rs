@@ -36,11 +36,11 @@ mod wait;
 pub use crate::dtype::ArraySpec;
 pub use buffer::{Buffer, DeviceMemory, live_buffer_count, live_memory};
 pub use call_scope::{CallScope, current_call_scope, with_call_scope};
-pub(crate) use client::check_addressable;
 pub use client::{
     CPU_MULTI_PROCESS_MESSAGE, Client, Device, MAX_CPU_DEVICES, OptionValue, Platform,
     cpu_device_count, set_cpu_device_count,
 };
+pub(crate) use client::{check_addressable, default_client_device};
 #[cfg(feature = "distributed")]
 pub(crate) use client::{check_can_join_run, join_run, leave_run};
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};

@@ -1,257 +1,83 @@
-//! Sharded values: a global array stored as one (padded) block per mesh
-//! device, and the host-side block copies that put an array onto a
-//! sharding and gather it back.
+//! Laying tensors out on a mesh and reading them back: `Tensor::shard`,
+//! `from_shards`, `from_process_local_data`, `addressable_shards`,
+//! `unshard`. Cutting a value already on a device into blocks is done
+//! with tensor ops on the devices (no trip through the host), and moving
+//! a sharded value to another layout is a compiled program (`reshard`).
+//!
+//! Layer: sharding. Imports `mesh` (the descriptions and
+//! `ShardedArray`), `function::sharded_tensor`, `tensor`, `trace`,
+//! `runtime`, `dtype` and `error`.
 
-use super::NamedSharding;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::runtime::{Buffer, Client, Device};
+use crate::function::sharded_tensor;
+use crate::mesh::{NamedSharding, ShardedArray, extent_inside};
+use crate::runtime::{Buffer, Device};
 use crate::tensor::Tensor;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Set once the first sharded array is made: until then no variable can
-/// hold one, and function calls skip looking (a lock per variable).
-static ANY_MADE: AtomicBool = AtomicBool::new(false);
-
-/// Has this process ever made a sharded array?
-pub(crate) fn any_sharded_arrays() -> bool {
-    ANY_MADE.load(Ordering::Relaxed)
+/// Lays a value held on one device out on `sharding` without a trip
+/// through the host (see [`from_replicas`]).
+fn from_device(value: &Tensor, sharding: &NamedSharding) -> Result<ShardedArray> {
+    from_replicas(std::slice::from_ref(value), sharding)
 }
 
-/// A global array split over a mesh: device `p` of the mesh holds the
-/// block at `sharding.shard_origin(p, dims)` of shape
-/// `sharding.shard_dims(dims)`; blocks reaching past the array's end are
-/// padded, and what the padding holds is unspecified.
-///
-/// A process holds the blocks of its own devices only, the mesh's
-/// [`addressable_partitions`](super::Mesh::addressable_partitions): all of
-/// them, unless the mesh spans the processes of a multi-process run,
-/// where each process holds its part (JAX's arrays that are not fully
-/// addressable).
-pub struct ShardedArray {
-    sharding: NamedSharding,
-    dtype: DType,
-    dims: Vec<i64>,
-    /// The blocks of `partitions`, in the same order.
-    shards: Vec<Arc<Buffer>>,
-    partitions: Vec<usize>,
-}
-
-impl std::fmt::Debug for ShardedArray {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "ShardedArray({}{:?}, {})",
-            self.dtype, self.dims, self.sharding
-        )
-    }
-}
-
-impl ShardedArray {
-    /// Puts host bytes (dense, row-major) onto `sharding`.
-    pub(crate) fn from_host(
-        bytes: &[u8],
-        dtype: DType,
-        dims: &[i64],
-        sharding: &NamedSharding,
-    ) -> Result<ShardedArray> {
-        sharding.check_rank(dims.len())?;
-        let client = Client::default_client()?;
-        let block = sharding.shard_dims(dims);
-        let element = dtype.size_in_bytes()?;
-        let devices = sharding.mesh().devices();
-        let partitions = sharding.mesh().addressable_partitions();
-        let shards = partitions
-            .iter()
-            .map(|&p| {
-                let origin = sharding.shard_origin(p, dims);
-                let bytes = extract_block(bytes, dims, &origin, &block, element);
-                Buffer::from_bytes(&client, devices[p], dtype, &bytes, &block)
-                    .map(|b| Arc::new(b.with_committed(true)))
-            })
-            .collect::<Result<_>>()?;
-        ANY_MADE.store(true, Ordering::Relaxed);
-        Ok(ShardedArray {
-            sharding: sharding.clone(),
-            dtype,
-            dims: dims.to_vec(),
-            shards,
-            partitions,
+/// Lays out on `sharding` a value of which each of `replicas` is a
+/// whole copy on one device, without a trip through the host. Each
+/// block is cut from the copy on its own device when there is one, so
+/// it moves nowhere, else from the first copy and then copied device
+/// to device. A split pads a copy once to a whole number of blocks,
+/// then cuts each block with a `dynamic_slice` whose start is an
+/// operand, so one shape compiles two small programs however many
+/// devices there are. Replicating is a copy per device.
+fn from_replicas(replicas: &[Tensor], sharding: &NamedSharding) -> Result<ShardedArray> {
+    let Some(first) = replicas.first() else {
+        return Err(Error::Value(format!(
+            "cannot lay a value out on {sharding}: this process holds no copy of it"
+        )));
+    };
+    let dims = first.dims();
+    sharding.check_rank(dims.len())?;
+    let block = sharding.shard_dims(&dims);
+    let devices = sharding.mesh().devices();
+    let partitions = sharding.mesh().addressable_partitions();
+    let origins: Vec<Vec<i64>> = partitions
+        .iter()
+        .map(|&p| sharding.shard_origin(p, &dims))
+        .collect();
+    let sources: Vec<Device> = replicas.iter().map(Tensor::device).collect::<Result<_>>()?;
+    let mut padded: Vec<Option<Tensor>> = vec![None; replicas.len()];
+    let shards = partitions
+        .iter()
+        .zip(&origins)
+        .map(|(&p, origin)| {
+            let device = devices[p];
+            let source = sources.iter().position(|d| *d == device).unwrap_or(0);
+            let whole = match &padded[source] {
+                Some(t) => t.clone(),
+                None => {
+                    let t = padded_to_blocks(&replicas[source], &dims, &origins, &block)?;
+                    padded[source] = Some(t.clone());
+                    t
+                }
+            };
+            let piece = match whole.dims() == block {
+                true => whole,
+                false => {
+                    let starts: Vec<Tensor> = origin.iter().map(|&o| Tensor::scalar(o)).collect();
+                    whole.dynamic_slice(&starts, &block)?
+                }
+            };
+            block_on(piece, device)
         })
-    }
-
-    /// Lays a value held on one device out on `sharding` without a trip
-    /// through the host (see [`from_replicas`](Self::from_replicas)).
-    pub(crate) fn from_device(value: &Tensor, sharding: &NamedSharding) -> Result<ShardedArray> {
-        Self::from_replicas(std::slice::from_ref(value), sharding)
-    }
-
-    /// Lays out on `sharding` a value of which each of `replicas` is a
-    /// whole copy on one device, without a trip through the host. Each
-    /// block is cut from the copy on its own device when there is one, so
-    /// it moves nowhere, else from the first copy and then copied device
-    /// to device. A split pads a copy once to a whole number of blocks,
-    /// then cuts each block with a `dynamic_slice` whose start is an
-    /// operand, so one shape compiles two small programs however many
-    /// devices there are. Replicating is a copy per device.
-    pub(crate) fn from_replicas(
-        replicas: &[Tensor],
-        sharding: &NamedSharding,
-    ) -> Result<ShardedArray> {
-        let Some(first) = replicas.first() else {
-            return Err(Error::Value(format!(
-                "cannot lay a value out on {sharding}: this process holds no copy of it"
-            )));
-        };
-        let dims = first.dims();
-        sharding.check_rank(dims.len())?;
-        let block = sharding.shard_dims(&dims);
-        let devices = sharding.mesh().devices();
-        let partitions = sharding.mesh().addressable_partitions();
-        let origins: Vec<Vec<i64>> = partitions
-            .iter()
-            .map(|&p| sharding.shard_origin(p, &dims))
-            .collect();
-        let sources: Vec<Device> = replicas.iter().map(Tensor::device).collect::<Result<_>>()?;
-        let mut padded: Vec<Option<Tensor>> = vec![None; replicas.len()];
-        let shards = partitions
-            .iter()
-            .zip(&origins)
-            .map(|(&p, origin)| {
-                let device = devices[p];
-                let source = sources.iter().position(|d| *d == device).unwrap_or(0);
-                let whole = match &padded[source] {
-                    Some(t) => t.clone(),
-                    None => {
-                        let t = padded_to_blocks(&replicas[source], &dims, &origins, &block)?;
-                        padded[source] = Some(t.clone());
-                        t
-                    }
-                };
-                let piece = match whole.dims() == block {
-                    true => whole,
-                    false => {
-                        let starts: Vec<Tensor> =
-                            origin.iter().map(|&o| Tensor::scalar(o)).collect();
-                        whole.dynamic_slice(&starts, &block)?
-                    }
-                };
-                block_on(piece, device)
-            })
-            .collect::<Result<_>>()?;
-        ANY_MADE.store(true, Ordering::Relaxed);
-        Ok(ShardedArray {
-            sharding: sharding.clone(),
-            dtype: first.dtype(),
-            dims,
-            shards,
-            partitions,
-        })
-    }
-
-    /// Wraps the blocks a partitioned program returned: one per
-    /// addressable partition of the mesh, in mesh order.
-    pub(crate) fn from_shards(
-        sharding: NamedSharding,
-        dtype: DType,
-        dims: Vec<i64>,
-        shards: Vec<Buffer>,
-    ) -> Result<ShardedArray> {
-        let block = sharding.shard_dims(&dims);
-        let devices = sharding.mesh().devices();
-        let partitions = sharding.mesh().addressable_partitions();
-        if shards.len() != partitions.len()
-            || shards.iter().zip(&partitions).any(|(s, &p)| {
-                s.dims() != block.as_slice() || s.dtype() != dtype || s.device() != devices[p]
-            })
-        {
-            return Err(Error::Value(format!(
-                "the blocks of a {dtype}{dims:?} array on {sharding} must be {dtype}{block:?}, one \
-                 per mesh device of this process in order"
-            )));
-        }
-        ANY_MADE.store(true, Ordering::Relaxed);
-        Ok(ShardedArray {
-            sharding,
-            dtype,
-            dims,
-            shards: shards
-                .into_iter()
-                .map(|b| Arc::new(b.with_committed(true)))
-                .collect(),
-            partitions,
-        })
-    }
-
-    /// The sharding.
-    pub fn sharding(&self) -> &NamedSharding {
-        &self.sharding
-    }
-
-    /// The element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// The global dimensions.
-    pub fn dims(&self) -> &[i64] {
-        &self.dims
-    }
-
-    /// This process's (padded) blocks, in mesh order: one per mesh
-    /// device in a one-process run.
-    pub fn shards(&self) -> &[Arc<Buffer>] {
-        &self.shards
-    }
-
-    /// The mesh partitions whose blocks [`shards`](Self::shards) are.
-    pub fn partitions(&self) -> &[usize] {
-        &self.partitions
-    }
-
-    /// Does this process hold every block?
-    pub fn is_fully_addressable(&self) -> bool {
-        self.partitions.len() == self.sharding.mesh().size()
-    }
-
-    /// The whole array as dense row-major bytes, assembled from the
-    /// blocks with their padding left out. In a multi-process run this
-    /// needs this process's blocks to cover the array (a replicated
-    /// array, say); otherwise it is an error that points to
-    /// `addressable_shards`.
-    pub fn to_host_bytes(&self) -> Result<Vec<u8>> {
-        let rank = self.dims.len();
-        if !self.sharding.covers(&self.partitions, rank) {
-            return Err(Error::Value(format!(
-                "a {}{:?} array on {} spans the devices of several processes, and this one \
-                 holds {} of its {} blocks, not the whole value: read this process's part with \
-                 addressable_shards(), or first gather the whole value onto every device with \
-                 shard(&NamedSharding::replicated(mesh))",
-                self.dtype,
-                self.dims,
-                self.sharding,
-                self.partitions.len(),
-                self.sharding.mesh().size()
-            )));
-        }
-        let element = self.dtype.size_in_bytes()?;
-        let total = self.dims.iter().product::<i64>() as usize * element;
-        let mut out = vec![0u8; total];
-        let block = self.sharding.shard_dims(&self.dims);
-        for (&p, shard) in self.partitions.iter().zip(&self.shards) {
-            let origin = self.sharding.shard_origin(p, &self.dims);
-            insert_block(
-                &mut out,
-                &self.dims,
-                &origin,
-                &shard.to_bytes()?,
-                &block,
-                element,
-            );
-        }
-        Ok(out)
-    }
+        .collect::<Result<_>>()?;
+    Ok(ShardedArray::from_blocks(
+        sharding,
+        first.dtype(),
+        dims,
+        shards,
+        partitions,
+    ))
 }
 
 /// `piece` as a block committed to `device`. A fresh piece already there
@@ -354,95 +180,6 @@ fn on_devices(f: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
     crate::trace::init_scope(f)
 }
 
-/// The part of a block at `origin` that lies inside a `global` array,
-/// per dimension: the block's shape without its padding (0 for a block
-/// wholly past the end).
-fn extent_inside(global: &[i64], origin: &[i64], block: &[i64]) -> Vec<i64> {
-    (0..global.len())
-        .map(|d| (global[d] - origin[d]).clamp(0, block[d]))
-        .collect()
-}
-
-/// Calls `row(offset_in_block, offset_in_global, len)` for each run of
-/// the block's last dimension that lies inside the global array (in
-/// elements). Dimensions of the block past the array's end are skipped.
-fn for_each_row(
-    global: &[i64],
-    origin: &[i64],
-    block: &[i64],
-    mut row: impl FnMut(usize, usize, usize),
-) {
-    let rank = global.len();
-    if rank == 0 {
-        row(0, 0, 1);
-        return;
-    }
-    let inside = extent_inside(global, origin, block);
-    if inside.contains(&0) {
-        return;
-    }
-    let mut index = vec![0i64; rank - 1];
-    loop {
-        let (mut in_block, mut in_global) = (0i64, 0i64);
-        for d in 0..rank - 1 {
-            in_block = in_block * block[d] + index[d];
-            in_global = in_global * global[d] + origin[d] + index[d];
-        }
-        in_block *= block[rank - 1];
-        in_global = in_global * global[rank - 1] + origin[rank - 1];
-        row(
-            in_block as usize,
-            in_global as usize,
-            inside[rank - 1] as usize,
-        );
-        // Odometer over the leading dimensions.
-        let mut d = rank - 1;
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            index[d] += 1;
-            if index[d] < inside[d] {
-                break;
-            }
-            index[d] = 0;
-        }
-    }
-}
-
-/// The block of `global` at `origin` of shape `block`, zero-padded where
-/// it reaches past the array.
-fn extract_block(
-    bytes: &[u8],
-    global: &[i64],
-    origin: &[i64],
-    block: &[i64],
-    element: usize,
-) -> Vec<u8> {
-    let mut out = vec![0u8; block.iter().product::<i64>() as usize * element];
-    for_each_row(global, origin, block, |b, g, len| {
-        out[b * element..(b + len) * element]
-            .copy_from_slice(&bytes[g * element..(g + len) * element]);
-    });
-    out
-}
-
-/// Writes the part of a block inside the array back into `out`.
-fn insert_block(
-    out: &mut [u8],
-    global: &[i64],
-    origin: &[i64],
-    block_bytes: &[u8],
-    block: &[i64],
-    element: usize,
-) {
-    for_each_row(global, origin, block, |b, g, len| {
-        out[g * element..(g + len) * element]
-            .copy_from_slice(&block_bytes[b * element..(b + len) * element]);
-    });
-}
-
 /// **Devices and sharding**: splitting a tensor over a mesh, and reading
 /// its shards.
 impl Tensor {
@@ -493,19 +230,19 @@ impl Tensor {
             let whole = self.shard(&replicated)?;
             return on_devices(|| {
                 let copies = whole.addressable_shards()?;
-                let array = ShardedArray::from_replicas(&copies, sharding)?;
-                Ok(Tensor::from_sharded(Arc::new(array)))
+                let array = from_replicas(&copies, sharding)?;
+                Ok(sharded_tensor(array))
             });
         }
         if self.eager_buffer().is_some() {
             return on_devices(|| {
-                let array = ShardedArray::from_device(self, sharding)?;
-                Ok(Tensor::from_sharded(Arc::new(array)))
+                let array = from_device(self, sharding)?;
+                Ok(sharded_tensor(array))
             });
         }
         let host = self.to_host_array()?;
         let array = ShardedArray::from_host(&host.bytes, host.dtype, &host.dims, sharding)?;
-        Ok(Tensor::from_sharded(Arc::new(array)))
+        Ok(sharded_tensor(array))
     }
 
     /// A tensor of shape `dims` laid out on `sharding`, assembled from one
@@ -581,7 +318,7 @@ impl Tensor {
             })
             .collect::<Result<Vec<Buffer>>>()?;
         let array = ShardedArray::from_shards(sharding.clone(), dtype, dims.to_vec(), placed)?;
-        Ok(Tensor::from_sharded(Arc::new(array)))
+        Ok(sharded_tensor(array))
     }
 
     /// A tensor of shape `global_dims` laid out on `sharding`, from the
@@ -689,38 +426,5 @@ impl Tensor {
             return Ok(self.clone());
         };
         Tensor::from_host_bytes(array.dtype(), array.dims(), &array.to_host_bytes()?)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn blocks_round_trip_with_padding_in_every_dimension() {
-        let global = [5i64, 3];
-        let bytes: Vec<u8> = (0..15u8).collect();
-        let block = [2i64, 2];
-        let mut back = vec![255u8; 15];
-        for r in 0..3 {
-            for c in 0..2 {
-                let origin = [r * 2, c * 2];
-                let b = extract_block(&bytes, &global, &origin, &block, 1);
-                assert_eq!(b.len(), 4);
-                insert_block(&mut back, &global, &origin, &b, &block, 1);
-            }
-        }
-        assert_eq!(back, bytes);
-        // The corner block holds one value and three zeros of padding.
-        assert_eq!(
-            extract_block(&bytes, &global, &[4, 2], &block, 1),
-            vec![14, 0, 0, 0]
-        );
-        // Scalars and blocks wholly outside.
-        assert_eq!(extract_block(&[7], &[], &[], &[], 1), vec![7]);
-        assert_eq!(
-            extract_block(&bytes, &global, &[6, 0], &block, 1),
-            vec![0; 4]
-        );
     }
 }

@@ -47,25 +47,10 @@ pub fn local_devices() -> Result<Vec<Device>> {
     Ok(Client::default_client()?.devices().to_vec())
 }
 
-/// `device`, checked to be one of the default client's devices (a device
-/// of another client, e.g. one made with `Client::from_plugin`, cannot
-/// hold the default client's buffers or run its programs). It may be
-/// another process's device: meshes span those.
-pub(crate) fn client_device(device: Device) -> Result<Device> {
-    let client = Client::default_client()?;
-    match client.knows(device) {
-        true => Ok(device),
-        false => Err(Error::Value(format!(
-            "device {device} does not belong to the default {} client",
-            client.platform_name()
-        ))),
-    }
-}
-
 /// `device`, checked to be one of this process's devices of the default
 /// client: one that can hold its values.
 pub(crate) fn local_device(device: Device) -> Result<Device> {
-    let device = client_device(device)?;
+    let device = crate::runtime::default_client_device(device)?;
     crate::runtime::check_addressable(device)?;
     Ok(device)
 }

@@ -7,7 +7,7 @@
 //! `apply` hands it to three interpreters that live in higher layers:
 //! gradient tapes note it (`autodiff`), check-numerics inspects its
 //! results (`debug`), and an op on a sharded tensor runs partitioned over
-//! its mesh (`sharding`). Those layers import `tensor`; so that `tensor`
+//! its mesh (`function`'s sharded calls). Those layers import `tensor`; so that `tensor`
 //! does not import them back, each registers its entry points here when it
 //! first becomes active, and `apply` calls whatever is registered:
 //!
@@ -20,8 +20,8 @@
 //!   and custom gradients, see [`RegionBatch`]) when it first replays a
 //!   function, before any op is asked for a batching rule;
 //! - `enable_check_numerics` registers the [`NumericsCheck`];
-//! - the first `Mesh` registers the sharded executor (no sharded tensor
-//!   exists without a mesh).
+//! - `function::sharded_tensor`, through which every sharded tensor is
+//!   made, registers the sharded executor before the first one exists.
 //!
 //! Registration happens once per process; an interpreter that is
 //! registered but idle (no tape recording on this thread, check-numerics
@@ -195,9 +195,10 @@ pub(crate) fn numerics_check() -> Option<&'static NumericsCheck> {
     NUMERICS_CHECK.get().filter(|c| (c.active)())
 }
 
-/// Runs `op` on inputs of which one is sharded. A sharded tensor is made
-/// only over a mesh, whose construction registered the executor, so a
-/// missing one is xlafn's own bug, reported rather than panicking.
+/// Runs `op` on inputs of which one is sharded. Every sharded tensor is
+/// made through `function::sharded_tensor`, which registered the
+/// executor, so a missing one is xlafn's own bug, reported rather than
+/// panicking.
 pub(crate) fn run_sharded(op: Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     match SHARDED_EXECUTION.get() {
         Some(run) => run(op, inputs),

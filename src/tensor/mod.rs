@@ -14,8 +14,8 @@ mod device;
 mod display;
 pub(crate) mod hooks;
 mod host;
-pub(crate) use device::{client_device, gather_on, place};
 pub use device::{default_device, devices, local_devices, with_device};
+pub(crate) use device::{gather_on, place};
 pub(crate) use display::render_array;
 #[cfg(feature = "data")]
 pub(crate) use host::scalar_bytes;
@@ -26,9 +26,9 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::ValueId;
 use crate::ir::{Scalar, Shape, TensorType};
+use crate::mesh::ShardedArray;
 use crate::ops::Op;
 use crate::runtime::Buffer;
-use crate::sharding::ShardedArray;
 use crate::trace::{self, GraphId};
 use std::sync::Arc;
 

@@ -2,11 +2,15 @@
 //! partitioned over its inputs' mesh, as JAX runs `x + 1` on a sharded
 //! array, so the result comes back sharded the way XLA's propagation
 //! lays it out. The functions are cached per op (with its attributes);
-//! each compiles once per input types and shardings. Imports `function`
-//! and `ops`.
+//! each compiles once per input types and shardings.
+//!
+//! Layer: function (registered into `tensor::hooks` by
+//! [`sharded_tensor`](super::sharded::sharded_tensor), through which every
+//! sharded tensor is made). Imports `function`, `ops`, `tensor` and
+//! `error`.
 
+use super::{Function, FunctionOptions};
 use crate::error::Result;
-use crate::function::{Function, FunctionOptions};
 use crate::ops::{Op, OpDef};
 use crate::tensor::{Tensor, apply};
 use std::collections::HashMap;
@@ -20,8 +24,8 @@ type OneOp = Function<(Vec<Tensor>,), Vec<Tensor>>;
 static ONE_OP_FUNCTIONS: Mutex<Option<HashMap<Op, OneOp>>> = Mutex::new(None);
 
 /// Makes `run` the executor `tensor::apply` hands ops on sharded tensors
-/// to; every mesh's construction calls it, so it is registered before any
-/// sharded tensor exists.
+/// to; every sharded tensor is made through `sharded_tensor`, which calls
+/// this first.
 pub(crate) fn register() {
     crate::tensor::hooks::register_sharded_execution(run);
 }
