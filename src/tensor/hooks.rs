@@ -7,9 +7,10 @@
 //! `apply` hands it to three interpreters that live in higher layers:
 //! gradient tapes note it (`autodiff`), check-numerics inspects its
 //! results (`debug`), and an op on a sharded tensor runs partitioned over
-//! its mesh (`function`'s sharded calls). Those layers import `tensor`; so that `tensor`
-//! does not import them back, each registers its entry points here when it
-//! first becomes active, and `apply` calls whatever is registered:
+//! its mesh (`function`'s sharded calls). Those layers import `tensor`;
+//! so that `tensor` does not import them back, each registers its entry
+//! points here when it first becomes active, and `apply` calls whatever
+//! is registered:
 //!
 //! - a tape registers the [`Recorder`] when it starts recording: what
 //!   `apply` notes, and what the layers between `tensor` and `autodiff`
