@@ -22,7 +22,7 @@ use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::trace;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 
 static NEXT_VARIABLE: AtomicU64 = AtomicU64::new(1);
 
@@ -95,6 +95,46 @@ pub(crate) struct VariableInner {
     /// False while a variable created from a traced value waits for its
     /// lifted initializer to run (see [`Variable::try_new`]).
     initialized: AtomicBool,
+    /// The built-in layer holding it, set when that layer lists it.
+    layer_kind: OnceLock<LayerKind>,
+}
+
+/// The kind of built-in layer a variable belongs to, and so what its
+/// weights are called and laid out like in other frameworks: what
+/// `weights::Mapping::torch` and `flax` read to convert a checkpoint by
+/// module kind rather than by name. A built-in layer notes it on its
+/// variables when it lists them ([`Variable::layer_kind`]); a variable
+/// made by hand has none, and presets leave it to the mapping's other
+/// rules.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayerKind {
+    /// `Linear` (`kernel [in, out]`, `bias`).
+    Linear,
+    /// `Conv1d`..`Conv3d` (`kernel [k.., in / groups, filters]`, `bias`).
+    Conv,
+    /// `ConvTranspose2d` (`kernel [k.., filters, in]`, Keras' layout).
+    ConvTranspose,
+    /// `DepthwiseConv2d` (`kernel [k.., in, multiplier]`).
+    DepthwiseConv,
+    /// `Embedding` (`embeddings [vocab, dim]`).
+    Embedding,
+    /// `BatchNorm` (`gamma`, `beta`, `moving_mean`, `moving_variance`).
+    BatchNorm,
+    /// `LayerNorm`, `GroupNorm`, `RmsNorm` (`gamma`, `beta`).
+    Norm,
+    /// `Lstm` (`kernel [in, 4u]`, `recurrent_kernel [u, 4u]`, `bias [4u]`;
+    /// gates i, f, c, o).
+    Lstm,
+    /// `Gru` (`kernel [in, 3u]`, `recurrent_kernel [u, 3u]`, `bias [3u]`,
+    /// or `[2, 3u]` with `reset_after`; gates z, r, h).
+    Gru,
+    /// A `MultiHeadAttention` projection: `query`, `key` and `value`
+    /// (`kernel [features, heads, head_dim]`, `bias [heads, head_dim]`).
+    AttentionInput,
+    /// A `MultiHeadAttention`'s `output` projection (`kernel [heads,
+    /// head_dim, features]`, `bias [features]`).
+    AttentionOutput,
 }
 
 impl VariableInner {
@@ -336,6 +376,7 @@ impl Variable {
             slot_key: id,
             trainable: AtomicBool::new(true),
             initialized: AtomicBool::new(initialized),
+            layer_kind: OnceLock::new(),
         });
         if !initialized {
             if !trace::is_tracing() {
@@ -366,6 +407,19 @@ impl Variable {
     /// else `Variable:<id>`.
     pub fn name(&self) -> String {
         self.inner.name.get()
+    }
+
+    /// The kind of built-in layer this variable belongs to (see
+    /// [`LayerKind`]), once that layer has listed it; `None` for a
+    /// variable made by hand.
+    pub fn layer_kind(&self) -> Option<LayerKind> {
+        self.inner.layer_kind.get().copied()
+    }
+
+    /// Notes the layer kind holding this variable; the first one stays (a
+    /// weight tied between two layers keeps its first layer's).
+    pub(crate) fn note_layer_kind(&self, kind: LayerKind) {
+        let _ = self.inner.layer_kind.set(kind);
     }
 
     /// Names the variable by its `path` in a module tree, unless it has a
@@ -521,6 +575,7 @@ impl Variable {
             slot_key: stands_for.unwrap_or(id),
             trainable: AtomicBool::new(true),
             initialized: AtomicBool::new(true),
+            layer_kind: OnceLock::new(),
         };
         Ok(Variable {
             inner: Arc::new(inner),

@@ -8,11 +8,26 @@
 //! so a whole file is checked against a module before any data is read;
 //! the same steps then apply to each tensor's value.
 //!
-//! Layer: part of `weights`, over `tensor` ops.
+//! A framework preset ([`Mapping::torch`], [`Mapping::flax`]) is one rule
+//! built from a module: every variable of a built-in layer (its
+//! [`LayerKind`]) with the names and layouts that framework gives it. A
+//! preset may make one variable from several file tensors (PyTorch's two
+//! LSTM biases are summed, Flax's per-gate LSTM kernels concatenated) and
+//! several variables from one (PyTorch's `in_proj_weight` is cut into the
+//! query, key and value kernels); the load then checks that every part of
+//! a combined variable is there. `presets.rs` holds the frameworks'
+//! conventions.
+//!
+//! Layer: part of `weights`, over `tensor` ops and `module` (the
+//! variables a preset reads).
 
+use super::presets;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::module::Module;
 use crate::tensor::Tensor;
+use crate::variable::LayerKind;
+use std::collections::HashMap;
 
 /// A tensor's dtype and dimensions, as a header gives them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,17 +48,81 @@ type Select = Box<dyn Fn(&str) -> bool>;
 
 /// One change of a tensor's layout or type.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Transform {
+pub(crate) enum Transform {
     Transpose(Vec<i64>),
     TorchKernel,
     Reshape(Vec<i64>),
     Cast(DType),
+    /// Reverses these axes (a kernel's spatial axes).
+    Flip(Vec<i64>),
+    /// Cuts `axis` into `order.len()` equal blocks and puts block
+    /// `order[i]` at place `i` (gate orders).
+    ReorderBlocks {
+        axis: i64,
+        order: Vec<usize>,
+    },
+    /// `len` entries of `axis` from `start` (one of PyTorch's fused
+    /// `in_proj` rows).
+    Slice {
+        axis: i64,
+        start: i64,
+        len: i64,
+    },
+}
+
+/// How the parts of a variable made from several file tensors combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// Added (PyTorch's `bias_ih + bias_hh`).
+    Sum,
+    /// Stacked along a new first axis, in part order (a GRU's input and
+    /// recurrent biases).
+    Stack,
+    /// Concatenated along this axis, in part order (Flax's per-gate LSTM
+    /// kernels).
+    Concat(i64),
+}
+
+impl Combine {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Combine::Sum => "summed",
+            Combine::Stack => "stacked",
+            Combine::Concat(_) => "concatenated",
+        }
+    }
+}
+
+/// Which part of a combined variable a file tensor is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Part {
+    pub combine: Combine,
+    pub slot: usize,
+    pub of: usize,
+}
+
+/// What a preset makes of one file tensor: a variable, the steps on the
+/// way, and the part it is when the variable has several.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    pub variable: String,
+    pub steps: Vec<Transform>,
+    pub part: Option<Part>,
+}
+
+/// A framework's names for a module's variables: file tensor name to
+/// what it becomes (no targets: skipped, as PyTorch's
+/// `num_batches_tracked`).
+pub(crate) struct Preset {
+    pub framework: &'static str,
+    pub table: HashMap<String, Vec<Target>>,
 }
 
 enum Rule {
     Rename(Box<dyn Fn(&str) -> String>),
     Skip(Select),
     Transform(Select, Transform),
+    Preset(Preset),
 }
 
 /// How file tensors become module variables: an ordered list of rules
@@ -73,12 +152,15 @@ impl std::fmt::Debug for Mapping {
     }
 }
 
-/// The steps one tensor takes, found from its header entry.
+/// The steps one tensor takes to one variable, found from its header
+/// entry.
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
     pub name: String,
     pub info: WeightInfo,
     steps: Vec<Transform>,
+    /// The part it is of a variable made from several tensors.
+    pub part: Option<Part>,
 }
 
 impl Mapping {
@@ -155,45 +237,129 @@ impl Mapping {
         self
     }
 
+    /// PyTorch's names and layouts for the built-in layers of `module`
+    /// (by each variable's [`LayerKind`]; build lazy layers first): a
+    /// `state_dict` loads with no renames. Rules before this one see the
+    /// file's names (drop a wrapper's prefix there); rules after it see
+    /// the module's. The conventions, layer by layer, are in the book's
+    /// porting chapter; in short: `weight`/`bias` with `[out, in, k..]`
+    /// kernels transposed to channels-last; BatchNorm's running
+    /// statistics (`num_batches_tracked` skipped); `weight_ih_l{k}`,
+    /// `weight_hh_l{k}` and the sum of both biases for `Lstm` (stacks
+    /// and `_reverse` directions too); GRU gates reordered from r, z, n
+    /// to z, r, h; `MultiheadAttention`'s fused `in_proj_weight` cut into
+    /// query, key and value; an `nn.Sequential`'s `N.` for `layers.N.`.
+    pub fn torch(mut self, module: &(impl Module + ?Sized)) -> Mapping {
+        self.rules
+            .push(Rule::Preset(presets::torch(&layer_variables(module))));
+        self
+    }
+
+    /// Flax's names and layouts for the built-in layers of `module` (a
+    /// flattened `params` tree, `.`-separated, with or without the
+    /// `params.`/`batch_stats.` collection in front): `scale`/`bias`,
+    /// `embedding`, `mean`/`var`, attention's `out`, per-gate LSTM cells
+    /// (`ii`..`ho`) concatenated, `ConvTranspose` kernels flipped.
+    pub fn flax(mut self, module: &(impl Module + ?Sized)) -> Mapping {
+        self.rules
+            .push(Rule::Preset(presets::flax(&layer_variables(module))));
+        self
+    }
+
     /// What the file tensor `name` with header entry `info` becomes: the
-    /// variable name and its dtype and dims, or `None` when skipped.
+    /// variable name and its dtype and dims, or `None` when skipped (the
+    /// first variable, when a preset makes several from it).
     /// Errors when a step does not fit (a reshape of another element
     /// count, a transpose of another rank), naming the tensor.
     pub fn map_info(&self, name: &str, info: &WeightInfo) -> Result<Option<(String, WeightInfo)>> {
-        Ok(self.plan(name, info)?.map(|p| (p.name, p.info)))
+        Ok(self
+            .plan(name, info)?
+            .into_iter()
+            .next()
+            .map(|p| (p.name, p.info)))
     }
 
-    pub(crate) fn plan(&self, file_name: &str, info: &WeightInfo) -> Result<Option<Plan>> {
-        let mut plan = Plan {
+    /// Every variable the file tensor becomes (none: skipped).
+    pub(crate) fn plan(&self, file_name: &str, info: &WeightInfo) -> Result<Vec<Plan>> {
+        let mut plans = vec![Plan {
             name: file_name.to_string(),
             info: info.clone(),
             steps: Vec::new(),
-        };
+            part: None,
+        }];
         for rule in &self.rules {
-            match rule {
-                Rule::Rename(f) => plan.name = f(&plan.name),
-                Rule::Skip(select) if select(&plan.name) => return Ok(None),
-                Rule::Skip(_) => {}
-                Rule::Transform(select, t) if select(&plan.name) => {
-                    plan.info = apply_info(t, &plan.info).map_err(|m| {
-                        Error::invalid(
-                            "weights",
-                            format!(
-                                "tensor '{file_name}' (mapped to '{}', {}): {m}",
-                                plan.name, plan.info
-                            ),
-                        )
-                    })?;
-                    plan.steps.push(t.clone());
+            let mut next = Vec::with_capacity(plans.len());
+            for mut plan in plans {
+                match rule {
+                    Rule::Rename(f) => {
+                        plan.name = f(&plan.name);
+                        next.push(plan);
+                    }
+                    Rule::Skip(select) if select(&plan.name) => {}
+                    Rule::Transform(select, t) if select(&plan.name) => {
+                        plan.step(file_name, t)?;
+                        next.push(plan);
+                    }
+                    Rule::Preset(preset) => match preset.table.get(&plan.name) {
+                        Some(targets) => {
+                            for target in targets {
+                                let mut branch = plan.clone();
+                                branch.name = target.variable.clone();
+                                for t in &target.steps {
+                                    branch.step(file_name, t).map_err(|e| {
+                                        preset_error(preset.framework, &plan.name, e)
+                                    })?;
+                                }
+                                branch.part = target.part;
+                                next.push(branch);
+                            }
+                        }
+                        None => next.push(plan),
+                    },
+                    Rule::Skip(_) | Rule::Transform(..) => next.push(plan),
                 }
-                Rule::Transform(..) => {}
             }
+            plans = next;
         }
-        Ok(Some(plan))
+        Ok(plans)
     }
 }
 
+/// The variables of `module` that a built-in layer holds: path, kind and
+/// dims, what a preset is made from.
+fn layer_variables(module: &(impl Module + ?Sized)) -> Vec<(String, LayerKind, Vec<i64>)> {
+    module
+        .named_variables()
+        .into_iter()
+        .filter_map(|(path, v)| Some((path, v.layer_kind()?, v.dims().to_vec())))
+        .collect()
+}
+
+fn preset_error(framework: &str, name: &str, e: Error) -> Error {
+    Error::invalid(
+        "weights",
+        format!(
+            "{e} (in {framework}'s layout for '{name}': the file's tensor is not the shape that layer has there)"
+        ),
+    )
+}
+
 impl Plan {
+    /// Adds step `t`, checked against the header entry so far.
+    fn step(&mut self, file_name: &str, t: &Transform) -> Result<()> {
+        self.info = apply_info(t, &self.info).map_err(|m| {
+            Error::invalid(
+                "weights",
+                format!(
+                    "tensor '{file_name}' (mapped to '{}', {}): {m}",
+                    self.name, self.info
+                ),
+            )
+        })?;
+        self.steps.push(t.clone());
+        Ok(())
+    }
+
     /// Applies the steps to the tensor's value.
     pub(crate) fn apply(&self, value: Tensor) -> Result<Tensor> {
         let mut value = value;
@@ -208,10 +374,30 @@ impl Plan {
                 Transform::Reshape(dims) => value.reshape(dims)?,
                 Transform::Cast(d) if *d == value.dtype() => value,
                 Transform::Cast(d) => value.cast(*d)?,
+                Transform::Flip(axes) => value.reverse(axes)?,
+                Transform::ReorderBlocks { axis, order } => {
+                    let block = value.dims()[*axis as usize] / order.len() as i64;
+                    let blocks: Vec<Tensor> = order
+                        .iter()
+                        .map(|&b| slice_axis(&value, *axis, b as i64 * block, block))
+                        .collect::<Result<_>>()?;
+                    Tensor::concat(&blocks, *axis)?
+                }
+                Transform::Slice { axis, start, len } => slice_axis(&value, *axis, *start, *len)?,
             };
         }
         Ok(value)
     }
+}
+
+/// `len` entries of `value` along `axis` from `start`.
+fn slice_axis(value: &Tensor, axis: i64, start: i64, len: i64) -> Result<Tensor> {
+    let dims = value.dims();
+    let mut begin = vec![0; dims.len()];
+    let mut size = dims.clone();
+    begin[axis as usize] = start;
+    size[axis as usize] = len;
+    value.slice(&begin, &size)
 }
 
 /// PyTorch's `[out, in, k...]` to `[k..., in, out]` (`[out, in]` to `[in,
@@ -259,6 +445,39 @@ fn apply_info(t: &Transform, info: &WeightInfo) -> std::result::Result<WeightInf
             dtype: *d,
             dims: dims.clone(),
         }),
+        Transform::Flip(axes) => match axes.iter().all(|&a| (0..dims.len() as i64).contains(&a)) {
+            true => Ok(info.clone()),
+            false => Err(format!(
+                "cannot flip axes {axes:?} of a rank-{} tensor",
+                dims.len()
+            )),
+        },
+        Transform::ReorderBlocks { axis, order } => {
+            let size = dims.get(*axis as usize).copied().unwrap_or(-1);
+            match size >= 0 && !order.is_empty() && size % order.len() as i64 == 0 {
+                true => Ok(info.clone()),
+                false => Err(format!(
+                    "cannot cut axis {axis} of {dims:?} into {} equal blocks",
+                    order.len()
+                )),
+            }
+        }
+        Transform::Slice { axis, start, len } => {
+            let size = dims.get(*axis as usize).copied().unwrap_or(-1);
+            match *start >= 0 && *len >= 0 && start.checked_add(*len).is_some_and(|e| e <= size) {
+                true => {
+                    let mut dims = dims.clone();
+                    dims[*axis as usize] = *len;
+                    Ok(WeightInfo {
+                        dtype: info.dtype,
+                        dims,
+                    })
+                }
+                false => Err(format!(
+                    "cannot take {len} entries of axis {axis} from {start} in {dims:?}"
+                )),
+            }
+        }
     }
 }
 

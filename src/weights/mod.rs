@@ -57,8 +57,10 @@
 //! `serde_json` (the index).
 
 mod mapping;
+mod presets;
 
-pub use mapping::{Mapping, WeightInfo};
+pub use crate::variable::LayerKind;
+pub use mapping::{Combine, Mapping, WeightInfo};
 
 use crate::checkpoint::{Checkpoint, from_safetensors};
 use crate::error::{Error, Result};
@@ -282,8 +284,9 @@ impl LoadOptions {
 /// What a load did ([`check`] gives what one would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LoadReport {
-    /// `(file tensor, variable path)` for each variable assigned, in the
-    /// module's order.
+    /// `(file tensor, variable path)` for each file tensor a variable was
+    /// made from, in the module's order (a combined variable once per
+    /// part; a tensor cut into several variables once per variable).
     pub loaded: Vec<(String, String)>,
     /// File tensors mapped to no variable, sorted.
     pub unused: Vec<String>,
@@ -291,6 +294,127 @@ pub struct LoadReport {
     pub missing: Vec<String>,
     /// File tensors the mapping skipped, sorted.
     pub skipped: Vec<String>,
+    /// Variables made from several file tensors, in the module's order.
+    pub combined: Vec<CombinedWeight>,
+}
+
+/// A variable a preset made from several file tensors (PyTorch's two LSTM
+/// biases, Flax's per-gate kernels).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CombinedWeight {
+    /// The variable's path.
+    pub variable: String,
+    /// The file tensors, in part order.
+    pub sources: Vec<String>,
+    /// How they were combined.
+    pub how: Combine,
+}
+
+/// How one variable is made: one file tensor's plan, or the parts of a
+/// combined one, by slot.
+#[derive(Default)]
+struct Recipe {
+    parts: Vec<(String, mapping::Plan)>,
+}
+
+impl Recipe {
+    /// Adds `file`'s plan; two whole tensors, or two for one slot, are
+    /// an error.
+    fn add(&mut self, file: &str, plan: mapping::Plan) -> Result<()> {
+        let clash = self.parts.iter().find(|(_, p)| match (p.part, plan.part) {
+            (Some(a), Some(b)) => a.slot == b.slot || a.combine != b.combine || a.of != b.of,
+            _ => true,
+        });
+        if let Some((other, _)) = clash {
+            return Err(invalid(format!(
+                "file tensors '{other}' and '{file}' both map to variable '{}'",
+                plan.name
+            )));
+        }
+        self.parts.push((file.to_string(), plan));
+        self.parts.sort_by_key(|(_, p)| p.part.map(|p| p.slot));
+        Ok(())
+    }
+
+    fn combine(&self) -> Option<Combine> {
+        self.parts
+            .first()
+            .and_then(|(_, p)| p.part.map(|p| p.combine))
+    }
+
+    /// Refuses a combined variable with parts missing, or whose parts do
+    /// not add up to it: loading half of one would be a silent wrong
+    /// answer (an LSTM with one of its two biases).
+    fn check_complete(&self, path: &str, dims: &[i64]) -> Result<()> {
+        let Some(part) = self.parts.first().and_then(|(_, p)| p.part) else {
+            return Ok(());
+        };
+        let files: Vec<String> = self.parts.iter().map(|(f, _)| f.clone()).collect();
+        if self.parts.len() != part.of {
+            return Err(invalid(format!(
+                "variable '{path}' is {} from {} file tensors, but the file has only {} of them:                  [{}]",
+                part.combine.describe(),
+                part.of,
+                self.parts.len(),
+                quoted(&files)
+            )));
+        }
+        if let Combine::Concat(axis) = part.combine {
+            let total: i64 = self
+                .parts
+                .iter()
+                .map(|(_, p)| p.info.dims[axis as usize])
+                .sum();
+            if dims.get(axis as usize) != Some(&total) {
+                return Err(invalid(format!(
+                    "variable '{path}' is {dims:?}, but its parts [{}] concatenate to {total}                      along axis {axis}",
+                    quoted(&files)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads, transforms and combines the parts.
+    fn value(&self, weights: &Weights) -> Result<Tensor> {
+        let values: Vec<Tensor> = self
+            .parts
+            .iter()
+            .map(|(file, plan)| plan.apply(weights.tensor(file)?))
+            .collect::<Result<_>>()?;
+        match self.combine() {
+            None => Ok(values.into_iter().next().expect("a recipe has a part")),
+            Some(Combine::Sum) => values[1..]
+                .iter()
+                .try_fold(values[0].clone(), |a, b| a.add(b)),
+            Some(Combine::Stack) => Tensor::stack(&values, 0),
+            Some(Combine::Concat(axis)) => Tensor::concat(&values, axis),
+        }
+    }
+}
+
+/// What a part's header must be for variable `v`: the whole variable,
+/// one entry of a stack, or a piece of a concatenation (the same rank,
+/// and the same sizes off the axis).
+fn part_fits(plan: &mapping::Plan, v: &Variable) -> bool {
+    let (got, want) = (&plan.info.dims, v.dims());
+    if plan.info.dtype != v.dtype() {
+        return false;
+    }
+    match plan.part.map(|p| p.combine) {
+        None | Some(Combine::Sum) => *got == want,
+        Some(Combine::Stack) => {
+            want.first() == plan.part.map(|p| p.of as i64).as_ref() && got[..] == want[1..]
+        }
+        Some(Combine::Concat(axis)) => {
+            got.len() == want.len()
+                && got
+                    .iter()
+                    .zip(want.iter())
+                    .enumerate()
+                    .all(|(i, (g, w))| i == axis as usize || g == w)
+        }
+    }
 }
 
 /// Loads `weights` into the variables of `module` through `mapping`.
@@ -321,7 +445,7 @@ pub fn load_into(
                 .to_string(),
         ));
     }
-    let (report, plans) = plan(&variables, weights, mapping)?;
+    let (report, recipes) = plan(&variables, weights, mapping)?;
     let refused = (!report.missing.is_empty() && !options.allow_missing)
         || (!report.unused.is_empty() && !options.allow_unused);
     if refused {
@@ -340,10 +464,11 @@ pub fn load_into(
     }
     let by_path: HashMap<&str, &Variable> =
         variables.iter().map(|(n, v)| (n.as_str(), v)).collect();
-    let mut values = Vec::with_capacity(report.loaded.len());
-    for (file_name, path) in &report.loaded {
-        let value = plans[path].apply(weights.tensor(file_name)?)?;
-        values.push((by_path[path.as_str()], value));
+    let mut values = Vec::with_capacity(recipes.len());
+    for (path, _) in &variables {
+        if let Some(recipe) = recipes.get(path) {
+            values.push((by_path[path.as_str()], recipe.value(weights)?));
+        }
     }
     for (v, value) in values {
         v.assign(&value)?;
@@ -364,52 +489,75 @@ pub fn check(
     Ok(plan(&module.named_variables(), weights, mapping)?.0)
 }
 
-/// The report, and each matched variable's plan by path.
+/// The report, and each matched variable's recipe by path.
 fn plan(
     variables: &[(String, Variable)],
     weights: &Weights,
     mapping: &Mapping,
-) -> Result<(LoadReport, HashMap<String, mapping::Plan>)> {
+) -> Result<(LoadReport, HashMap<String, Recipe>)> {
     let by_path: HashMap<&str, &Variable> =
         variables.iter().map(|(n, v)| (n.as_str(), v)).collect();
     let mut report = LoadReport::default();
-    let mut plans: HashMap<String, (String, mapping::Plan)> = HashMap::new();
+    let mut recipes: HashMap<String, Recipe> = HashMap::new();
     for name in weights.names() {
-        let Some(plan) = mapping.plan(name, &weights.info(name)?)? else {
+        let plans = mapping.plan(name, &weights.info(name)?)?;
+        if plans.is_empty() {
             report.skipped.push(name.to_string());
             continue;
-        };
-        let Some(v) = by_path.get(plan.name.as_str()) else {
+        }
+        let mut used = false;
+        for plan in plans {
+            let Some(v) = by_path.get(plan.name.as_str()) else {
+                continue;
+            };
+            used = true;
+            if !part_fits(&plan, v) {
+                let part = match plan.part {
+                    Some(p) => format!(
+                        " as part {} of {} ({})",
+                        p.slot + 1,
+                        p.of,
+                        p.combine.describe()
+                    ),
+                    None => String::new(),
+                };
+                return Err(invalid(format!(
+                    "variable '{}' is {}{:?}, but file tensor '{name}' ({}) maps to {}{part}{}",
+                    plan.name,
+                    v.dtype(),
+                    v.dims(),
+                    weights.info(name)?,
+                    plan.info,
+                    layout_hint(&plan.info.dims, v.dims(), plan.info.dtype != v.dtype())
+                )));
+            }
+            recipes
+                .entry(plan.name.clone())
+                .or_default()
+                .add(name, plan)?;
+        }
+        if !used {
             report.unused.push(name.to_string());
+        }
+    }
+    for (path, v) in variables {
+        let Some(recipe) = recipes.get(path) else {
+            report.missing.push(path.clone());
             continue;
         };
-        if plan.info.dtype != v.dtype() || plan.info.dims != v.dims() {
-            return Err(invalid(format!(
-                "variable '{}' is {}{:?}, but file tensor '{name}' ({}) maps to {}{}",
-                plan.name,
-                v.dtype(),
-                v.dims(),
-                weights.info(name)?,
-                plan.info,
-                layout_hint(&plan.info.dims, v.dims(), plan.info.dtype != v.dtype())
-            )));
+        recipe.check_complete(path, v.dims())?;
+        for (file, _) in &recipe.parts {
+            report.loaded.push((file.clone(), path.clone()));
         }
-        if let Some((other, _)) = plans.get(&plan.name) {
-            return Err(invalid(format!(
-                "file tensors '{other}' and '{name}' both map to variable '{}'",
-                plan.name
-            )));
-        }
-        plans.insert(plan.name.clone(), (name.to_string(), plan));
-    }
-    for (path, _) in variables {
-        match plans.get(path) {
-            Some((file_name, _)) => report.loaded.push((file_name.clone(), path.clone())),
-            None => report.missing.push(path.clone()),
+        if let Some(how) = recipe.combine() {
+            report.combined.push(CombinedWeight {
+                variable: path.clone(),
+                sources: recipe.parts.iter().map(|(f, _)| f.clone()).collect(),
+                how,
+            });
         }
     }
-    let plans = plans.into_iter().map(|(k, (_, p))| (k, p)).collect();
-    Ok((report, plans))
+    Ok((report, recipes))
 }
 
 /// What to try when a file tensor's dims do not fit its variable's: a

@@ -53,7 +53,7 @@ use crate::module::{Module, join};
 use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::random;
 use crate::tensor::Tensor;
-use crate::variable::Variable;
+use crate::variable::{LayerKind, Variable};
 
 const OP: &str = "MultiHeadAttention";
 
@@ -734,9 +734,13 @@ impl Layer for MultiHeadAttention {
 /// `query`, `key`, `value`, `output`, each with `kernel` and `bias`.
 impl Module for MultiHeadAttention {
     fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
-        self.query.visit_variables(&join(prefix, "query"), f);
-        self.key.visit_variables(&join(prefix, "key"), f);
-        self.value.visit_variables(&join(prefix, "value"), f);
+        {
+            let f = &mut super::util::noting(LayerKind::AttentionInput, f);
+            self.query.visit_variables(&join(prefix, "query"), f);
+            self.key.visit_variables(&join(prefix, "key"), f);
+            self.value.visit_variables(&join(prefix, "value"), f);
+        }
+        let f = &mut super::util::noting(LayerKind::AttentionOutput, f);
         self.output.visit_variables(&join(prefix, "output"), f);
     }
 }

@@ -12,7 +12,7 @@ use crate::module::Module;
 use crate::nn::mixed_precision::Policy;
 use crate::ops::conv::{ConvOptions, Padding};
 use crate::tensor::Tensor;
-use crate::variable::Variable;
+use crate::variable::{LayerKind, Variable};
 
 /// A convolution over `N` spatial axes of a channels-last input
 /// `[batch, spatial.., in]`, with a kernel `[k.., in / groups, filters]`:
@@ -203,6 +203,7 @@ impl<const N: usize> Conv<N> {
 
 impl<const N: usize> Module for Conv<N> {
     fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        let f = &mut super::util::noting(LayerKind::Conv, f);
         self.weights.visit_variables(prefix, f);
     }
 }

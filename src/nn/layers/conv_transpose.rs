@@ -14,11 +14,11 @@ use crate::module::Module;
 use crate::nn::mixed_precision::Policy;
 use crate::ops::conv::Padding;
 use crate::tensor::Tensor;
-use crate::variable::Variable;
+use crate::variable::{LayerKind, Variable};
 
 /// The setters both layers share (they differ only in the kernel's shape).
 macro_rules! options {
-    ($ty:ident) => {
+    ($ty:ident, $kind:ident) => {
         impl $ty {
             /// The step per spatial axis (default 1).
             pub fn strides(mut self, strides: [i64; 2]) -> $ty {
@@ -97,6 +97,7 @@ macro_rules! options {
 
         impl Module for $ty {
             fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+                let f = &mut super::util::noting(LayerKind::$kind, f);
                 self.weights.visit_variables(prefix, f);
             }
         }
@@ -142,7 +143,7 @@ pub struct ConvTranspose2d {
     weights: KernelBias,
 }
 
-options!(ConvTranspose2d);
+options!(ConvTranspose2d, ConvTranspose);
 
 impl ConvTranspose2d {
     /// A transposed convolution with `filters` outputs and windows of
@@ -281,7 +282,7 @@ pub struct DepthwiseConv2d {
     weights: KernelBias,
 }
 
-options!(DepthwiseConv2d);
+options!(DepthwiseConv2d, DepthwiseConv);
 
 impl DepthwiseConv2d {
     /// A depthwise convolution with windows of `kernel_size`, its weights

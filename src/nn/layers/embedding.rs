@@ -10,7 +10,7 @@ use crate::initializers::Initializer;
 use crate::module::{Module, join};
 use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::tensor::Tensor;
-use crate::variable::Variable;
+use crate::variable::{LayerKind, Variable};
 
 /// A lookup table of `vocab` vectors of `dim` values: integer ids `[...]`
 /// give `[..., dim]`, each id its row of `embeddings` (`[vocab, dim]`).
@@ -147,6 +147,7 @@ impl Embedding {
 
 impl Module for Embedding {
     fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        let f = &mut super::util::noting(LayerKind::Embedding, f);
         self.embeddings
             .visit_variables(&join(prefix, "embeddings"), f);
     }

@@ -11,7 +11,7 @@ use crate::initializers::Initializer;
 use crate::module::Module;
 use crate::nn::mixed_precision::Policy;
 use crate::tensor::Tensor;
-use crate::variable::Variable;
+use crate::variable::{LayerKind, Variable};
 
 /// `activation(x @ kernel + bias)` over the last axis of an input of any
 /// rank `[..., in]`, giving `[..., units]` (Keras' `Dense`).
@@ -147,6 +147,7 @@ impl Linear {
 
 impl Module for Linear {
     fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        let f = &mut super::util::noting(LayerKind::Linear, f);
         self.weights.visit_variables(prefix, f);
     }
 }

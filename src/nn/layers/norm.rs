@@ -26,7 +26,7 @@ use crate::module::{Module, join};
 use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::random;
 use crate::tensor::Tensor;
-use crate::variable::Variable;
+use crate::variable::{LayerKind, Variable};
 
 /// The optional per-feature scale (`gamma`, ones) and offset (`beta`,
 /// zeros) of a normalization, both `[features]`.
@@ -179,6 +179,7 @@ macro_rules! norm_options {
 
         impl Module for $ty {
             fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+                let f = &mut super::util::noting(LayerKind::Norm, f);
                 self.weights.visit_variables(prefix, f);
             }
         }
@@ -424,6 +425,7 @@ impl GroupNorm {
 
 impl Module for GroupNorm {
     fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        let f = &mut super::util::noting(LayerKind::Norm, f);
         self.weights.visit_variables(prefix, f);
     }
 }
@@ -658,6 +660,7 @@ impl BatchNorm {
 /// and its checkpoints keep the moving statistics.
 impl Module for BatchNorm {
     fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+        let f = &mut super::util::noting(LayerKind::BatchNorm, f);
         f(join(prefix, "gamma"), &self.gamma);
         f(join(prefix, "beta"), &self.beta);
         f(join(prefix, "moving_mean"), &self.moving_mean);

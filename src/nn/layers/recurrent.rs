@@ -64,7 +64,7 @@ use crate::module::{Module, join};
 use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::random;
 use crate::tensor::Tensor;
-use crate::variable::Variable;
+use crate::variable::{LayerKind, Variable};
 use std::sync::Arc;
 
 /// What a recurrent layer returns: its outputs and its final states
@@ -451,6 +451,7 @@ macro_rules! cell_layer_api {
         /// `kernel`, `recurrent_kernel`, `bias` (Keras' names).
         impl Module for $cell {
             fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
+                let f = &mut super::util::noting(LayerKind::$cell, f);
                 self.kernel.visit_variables(&join(prefix, "kernel"), f);
                 self.recurrent_kernel
                     .visit_variables(&join(prefix, "recurrent_kernel"), f);

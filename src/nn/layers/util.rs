@@ -11,7 +11,7 @@ use crate::module::{Module, join};
 use crate::nn::mixed_precision::{Policy, current_policy};
 use crate::random;
 use crate::tensor::Tensor;
-use crate::variable::Variable;
+use crate::variable::{LayerKind, Variable};
 
 /// The `i`-th key derived from a layer's key, one per weight, so no two
 /// weights of a layer draw the same bits.
@@ -239,5 +239,18 @@ pub(crate) fn check_positive(layer: &str, what: &str, values: &[i64]) -> Result<
             layer,
             format!("{what} must be >= 1, got {values:?}"),
         ))
+    }
+}
+
+/// `f`, noting `kind` on each variable it is handed: how a built-in
+/// layer's `visit_variables` tells framework presets
+/// (`weights::Mapping::torch`) what its variables are.
+pub(crate) fn noting(
+    kind: LayerKind,
+    f: &mut dyn FnMut(String, &Variable),
+) -> impl FnMut(String, &Variable) + '_ {
+    move |path, v| {
+        v.note_layer_kind(kind);
+        f(path, v)
     }
 }

@@ -1,0 +1,406 @@
+//! The frameworks' names and layouts for xlafn's built-in layers: the
+//! tables behind `Mapping::torch` and `Mapping::flax`. Each variable of a
+//! built-in layer (path, [`LayerKind`], dims) gets the file tensor names
+//! that framework's saver writes for it, and the steps from that layout
+//! to xlafn's. Where a framework's module path cannot be told from
+//! xlafn's path alone (an `nn.Sequential` has no `layers` segment; a
+//! PyTorch `LSTM` holds its stack and both directions in one module),
+//! every candidate name is listed; a file has only one of them, and two
+//! present at once are refused by the load as two tensors for one
+//! variable.
+//!
+//! Layer: part of `weights`. Imports `variable::LayerKind` and the
+//! mapping's types.
+
+use super::mapping::{Combine, Part, Preset, Target, Transform};
+use crate::variable::LayerKind;
+use std::collections::HashMap;
+
+/// A variable of a built-in layer: path, kind, dims.
+type LayerVariable = (String, LayerKind, Vec<i64>);
+
+/// Collects candidate names and their targets.
+#[derive(Default)]
+struct Table(HashMap<String, Vec<Target>>);
+
+impl Table {
+    fn add(&mut self, file_name: String, variable: &str, steps: Vec<Transform>) {
+        self.add_part(file_name, variable, steps, None);
+    }
+
+    fn add_part(
+        &mut self,
+        file_name: String,
+        variable: &str,
+        steps: Vec<Transform>,
+        part: Option<Part>,
+    ) {
+        self.0.entry(file_name).or_default().push(Target {
+            variable: variable.to_string(),
+            steps,
+            part,
+        });
+    }
+
+    /// A name the framework writes that no variable takes.
+    fn skip(&mut self, file_name: String) {
+        self.0.entry(file_name).or_default();
+    }
+
+    fn into_preset(self, framework: &'static str) -> Preset {
+        Preset {
+            framework,
+            table: self.0,
+        }
+    }
+}
+
+/// `(layer path, leaf name)` of a variable path.
+fn split_leaf(path: &str) -> (&str, &str) {
+    match path.rfind('.') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => ("", path),
+    }
+}
+
+/// `prefix.name`, or `name` at the top.
+fn join(prefix: &str, name: &str) -> String {
+    crate::module::join(prefix, name)
+}
+
+/// The path, and the path with every `layers.N` segment (xlafn's
+/// `Sequential`, `Stacked`) written `N` (PyTorch's `nn.Sequential`).
+fn sequential_candidates(path: &str) -> Vec<String> {
+    let segments: Vec<&str> = path.split('.').filter(|s| !s.is_empty()).collect();
+    let mut collapsed = Vec::with_capacity(segments.len());
+    let mut i = 0;
+    while i < segments.len() {
+        let numbered = segments
+            .get(i + 1)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if segments[i] == "layers" && numbered {
+            i += 1;
+        }
+        collapsed.push(segments[i]);
+        i += 1;
+    }
+    let mut out = vec![path.to_string()];
+    let collapsed = collapsed.join(".");
+    if collapsed != path {
+        out.push(collapsed);
+    }
+    out
+}
+
+/// The ways a recurrent cell at `cell` may sit in a PyTorch `LSTM`/`GRU`:
+/// `(module path, layer index, reverse)`. A cell inside xlafn's
+/// `Stacked` (`.layers.N`) is layer `N` of one PyTorch module; inside
+/// `Bidirectional` (`.forward`/`.backward`) a direction of it. The cell
+/// as a module of its own (layer 0, forward) is always a candidate.
+fn recurrent_candidates(cell: &str) -> Vec<(String, usize, bool)> {
+    let mut out = vec![(cell.to_string(), 0, false)];
+    let (rest, reverse) = match split_leaf(cell) {
+        (parent, "forward") => (parent, false),
+        (parent, "backward") => (parent, true),
+        _ => (cell, false),
+    };
+    let (module, layer) = match split_leaf(rest) {
+        (parent, n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            match split_leaf(parent) {
+                (module, "layers") => (module.to_string(), n.parse().unwrap_or(0)),
+                _ => (rest.to_string(), 0),
+            }
+        }
+        _ => (rest.to_string(), 0),
+    };
+    if (module.as_str(), layer, reverse) != (cell, 0, false) {
+        out.push((module, layer, reverse));
+    }
+    out
+}
+
+fn transpose2() -> Transform {
+    Transform::Transpose(vec![1, 0])
+}
+
+/// PyTorch's state-dict names (see `Mapping::torch`).
+pub(crate) fn torch(variables: &[LayerVariable]) -> Preset {
+    let mut table = Table::default();
+    for (path, kind, dims) in variables {
+        let (layer, leaf) = split_leaf(path);
+        match kind {
+            LayerKind::Linear
+            | LayerKind::Conv
+            | LayerKind::ConvTranspose
+            | LayerKind::DepthwiseConv
+            | LayerKind::Embedding
+            | LayerKind::Norm
+            | LayerKind::BatchNorm => {
+                for torch_layer in sequential_candidates(layer) {
+                    torch_plain(&mut table, &torch_layer, path, *kind, leaf, dims);
+                }
+            }
+            LayerKind::Lstm | LayerKind::Gru => {
+                for (module, k, reverse) in recurrent_candidates(layer) {
+                    for module in sequential_candidates(&module) {
+                        torch_recurrent(&mut table, &module, k, reverse, path, *kind, leaf, dims);
+                    }
+                }
+            }
+            LayerKind::AttentionInput | LayerKind::AttentionOutput => {
+                let (attention, projection) = split_leaf(layer);
+                for module in sequential_candidates(attention) {
+                    torch_attention(&mut table, &module, projection, path, leaf, dims);
+                }
+            }
+        }
+    }
+    table.into_preset("PyTorch")
+}
+
+/// A layer whose PyTorch module has `weight` and `bias`.
+fn torch_plain(
+    table: &mut Table,
+    module: &str,
+    path: &str,
+    kind: LayerKind,
+    leaf: &str,
+    dims: &[i64],
+) {
+    let name = |n: &str| join(module, n);
+    match (kind, leaf) {
+        (LayerKind::Embedding, "embeddings") => table.add(name("weight"), path, vec![]),
+        (LayerKind::BatchNorm | LayerKind::Norm, "gamma") => {
+            table.add(name("weight"), path, vec![])
+        }
+        (LayerKind::BatchNorm | LayerKind::Norm, "beta") => table.add(name("bias"), path, vec![]),
+        (LayerKind::BatchNorm, "moving_mean") => table.add(name("running_mean"), path, vec![]),
+        (LayerKind::BatchNorm, "moving_variance") => {
+            table.add(name("running_var"), path, vec![]);
+            table.skip(name("num_batches_tracked"));
+        }
+        // Depthwise: `[in * m, 1, k..]`, output channel `i * m + j`.
+        (LayerKind::DepthwiseConv, "kernel") if dims.len() >= 3 => {
+            let n = dims.len();
+            let (channels, multiplier) = (dims[n - 2], dims[n - 1]);
+            let mut torch_dims = vec![channels, multiplier];
+            torch_dims.extend(&dims[..n - 2]);
+            let mut perm: Vec<i64> = (2..n as i64).collect();
+            perm.extend([0, 1]);
+            let steps = vec![Transform::Reshape(torch_dims), Transform::Transpose(perm)];
+            table.add(name("weight"), path, steps);
+        }
+        // `[out, in, k..]` (Linear, Conv) and `[in, out, k..]`
+        // (ConvTranspose) both become xlafn's by the same permutation.
+        (_, "kernel") => table.add(name("weight"), path, vec![Transform::TorchKernel]),
+        (_, leaf) => table.add(name(leaf), path, vec![]),
+    }
+}
+
+/// A cell of a PyTorch `LSTM` or `GRU` module at `module`: layer `k`,
+/// `reverse` for the backward direction.
+#[allow(clippy::too_many_arguments)]
+fn torch_recurrent(
+    table: &mut Table,
+    module: &str,
+    k: usize,
+    reverse: bool,
+    path: &str,
+    kind: LayerKind,
+    leaf: &str,
+    dims: &[i64],
+) {
+    let suffix = if reverse { "_reverse" } else { "" };
+    let name = |n: &str| join(module, &format!("{n}_l{k}{suffix}"));
+    // PyTorch's GRU gates are r, z, n; xlafn's (Keras') z, r, h.
+    let gates = match kind {
+        LayerKind::Gru => vec![Transform::ReorderBlocks {
+            axis: 0,
+            order: vec![1, 0, 2],
+        }],
+        _ => vec![],
+    };
+    let with = |more: Vec<Transform>| gates.iter().cloned().chain(more).collect::<Vec<_>>();
+    match leaf {
+        "kernel" => table.add(name("weight_ih"), path, with(vec![transpose2()])),
+        "recurrent_kernel" => table.add(name("weight_hh"), path, with(vec![transpose2()])),
+        "bias" => {
+            // An LSTM's two biases are only ever added; a GRU's recurrent
+            // bias sits inside the reset gate, which xlafn's `reset_after`
+            // layout (`[2, 3u]`) keeps apart. Without `reset_after` there is
+            // no place for it: the biases stay unmapped and the load says so.
+            let combine = match (kind, dims.len()) {
+                (LayerKind::Lstm, _) => Combine::Sum,
+                (LayerKind::Gru, 2) => Combine::Stack,
+                _ => return,
+            };
+            for (slot, n) in ["bias_ih", "bias_hh"].into_iter().enumerate() {
+                let part = Part {
+                    combine,
+                    slot,
+                    of: 2,
+                };
+                table.add_part(name(n), path, with(vec![]), Some(part));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A projection of a PyTorch `MultiheadAttention` at `module`: the
+/// query, key and value rows of `in_proj_weight` (or the separate
+/// `q_proj_weight`.. when key and value sizes differ), `out_proj`.
+fn torch_attention(
+    table: &mut Table,
+    module: &str,
+    projection: &str,
+    path: &str,
+    leaf: &str,
+    dims: &[i64],
+) {
+    let name = |n: &str| join(module, n);
+    let index = match projection {
+        "query" => 0,
+        "key" => 1,
+        "value" => 2,
+        "output" => {
+            match leaf {
+                // `[features, heads * dim]` to `[heads, dim, features]`.
+                "kernel" => table.add(
+                    name("out_proj.weight"),
+                    path,
+                    vec![transpose2(), Transform::Reshape(dims.to_vec())],
+                ),
+                _ => table.add(name("out_proj.bias"), path, vec![]),
+            }
+            return;
+        }
+        _ => return,
+    };
+    let rows: i64 = dims[dims.len().saturating_sub(2)..].iter().product();
+    let cut = Transform::Slice {
+        axis: 0,
+        start: index * rows,
+        len: rows,
+    };
+    match leaf {
+        // `[heads * dim, features]` to `[features, heads, dim]`.
+        "kernel" => {
+            let steps = vec![transpose2(), Transform::Reshape(dims.to_vec())];
+            let mut fused = vec![cut.clone()];
+            fused.extend(steps.clone());
+            table.add(name("in_proj_weight"), path, fused);
+            let own = ["q_proj_weight", "k_proj_weight", "v_proj_weight"][index as usize];
+            table.add(name(own), path, steps);
+        }
+        _ => {
+            let steps = vec![cut, Transform::Reshape(dims.to_vec())];
+            table.add(name("in_proj_bias"), path, steps);
+        }
+    }
+}
+
+/// Flax's parameter names, flattened with `.` (see `Mapping::flax`).
+pub(crate) fn flax(variables: &[LayerVariable]) -> Preset {
+    let mut table = Table::default();
+    for (path, kind, dims) in variables {
+        let (layer, leaf) = split_leaf(path);
+        for collection in ["", "params", "batch_stats"] {
+            let layer = join(collection, layer);
+            flax_variable(&mut table, &layer, path, *kind, leaf, dims);
+        }
+    }
+    table.into_preset("Flax")
+}
+
+fn flax_variable(
+    table: &mut Table,
+    module: &str,
+    path: &str,
+    kind: LayerKind,
+    leaf: &str,
+    dims: &[i64],
+) {
+    let name = |n: &str| join(module, n);
+    match (kind, leaf) {
+        (LayerKind::Embedding, "embeddings") => table.add(name("embedding"), path, vec![]),
+        (LayerKind::BatchNorm | LayerKind::Norm, "gamma") => table.add(name("scale"), path, vec![]),
+        (LayerKind::BatchNorm | LayerKind::Norm, "beta") => table.add(name("bias"), path, vec![]),
+        (LayerKind::BatchNorm, "moving_mean") => table.add(name("mean"), path, vec![]),
+        (LayerKind::BatchNorm, "moving_variance") => table.add(name("var"), path, vec![]),
+        // Flax's `ConvTranspose` kernel `[k.., in, out]` is not flipped:
+        // xlafn's (Keras') is the forward convolution's, flipped.
+        (LayerKind::ConvTranspose, "kernel") if dims.len() >= 3 => {
+            let n = dims.len() as i64;
+            let mut perm: Vec<i64> = (0..n - 2).collect();
+            perm.extend([n - 1, n - 2]);
+            let steps = vec![
+                Transform::Flip((0..n - 2).collect()),
+                Transform::Transpose(perm),
+            ];
+            table.add(name("kernel"), path, steps);
+        }
+        (LayerKind::Lstm, _) => flax_lstm(table, module, path, leaf),
+        (LayerKind::AttentionOutput, leaf) => {
+            // Flax calls the output projection `out`.
+            let (attention, _) = split_leaf(module);
+            table.add(join(&join(attention, "out"), leaf), path, vec![]);
+        }
+        (_, leaf) => table.add(name(leaf), path, vec![]),
+    }
+}
+
+/// Flax's `LSTMCell`/`OptimizedLSTMCell`: a dense layer per gate, the
+/// input ones (`ii`, `if`, `ig`, `io`) without bias, the hidden ones
+/// (`hi`..`ho`) with; gates in xlafn's order i, f, c, o.
+fn flax_lstm(table: &mut Table, module: &str, path: &str, leaf: &str) {
+    let (gates, param) = match leaf {
+        "kernel" => (["ii", "if", "ig", "io"], "kernel"),
+        "recurrent_kernel" => (["hi", "hf", "hg", "ho"], "kernel"),
+        "bias" => (["hi", "hf", "hg", "ho"], "bias"),
+        _ => return,
+    };
+    let axis = if param == "bias" { 0 } else { 1 };
+    for (slot, gate) in gates.into_iter().enumerate() {
+        let part = Part {
+            combine: Combine::Concat(axis),
+            slot,
+            of: 4,
+        };
+        let file_name = join(&join(module, gate), param);
+        table.add_part(file_name, path, vec![], Some(part));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_and_stacked_paths_have_their_pytorch_spellings() {
+        assert_eq!(sequential_candidates("layers.0"), ["layers.0", "0"]);
+        assert_eq!(
+            sequential_candidates("enc.layers.2.conv"),
+            ["enc.layers.2.conv", "enc.2.conv"]
+        );
+        assert_eq!(sequential_candidates("fc"), ["fc"]);
+        assert_eq!(
+            recurrent_candidates("rnn.layers.1.backward"),
+            [
+                ("rnn.layers.1.backward".to_string(), 0, false),
+                ("rnn".to_string(), 1, true)
+            ]
+        );
+        assert_eq!(
+            recurrent_candidates("rnn.forward"),
+            [
+                ("rnn.forward".to_string(), 0, false),
+                ("rnn".to_string(), 0, false)
+            ]
+        );
+        assert_eq!(
+            recurrent_candidates("lstm"),
+            [("lstm".to_string(), 0, false)]
+        );
+    }
+}
