@@ -11,11 +11,12 @@ use xlafn::nn::layers::{
     Activation, Conv2d, ConvTranspose2d, DepthwiseConv2d, Embedding, Gru, Layer, Linear, Lstm,
     Mode, MultiHeadAttention, Recurrent, Sequential, Stacked,
 };
-use xlafn::nn::layers::{AttentionOptions, BatchNorm};
+use xlafn::nn::layers::{AttentionOptions, BatchNorm, LayerNorm};
 use xlafn::prelude::*;
 use xlafn::weights::{self, Combine, LoadOptions, Mapping, Weights};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/torch");
+const FLAX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/flax");
 
 /// The xlafn twin of the fixture script's `Net`: the same attribute
 /// names, so the state dict's names are the module's paths.
@@ -65,6 +66,11 @@ fn net() -> Result<Net> {
 
 fn io(name: &str) -> Tensor {
     let file = Weights::open(format!("{FIXTURES}/io.safetensors")).unwrap();
+    file.tensor(name).unwrap()
+}
+
+fn flax_io(name: &str) -> Tensor {
+    let file = Weights::open(format!("{FLAX}/io.safetensors")).unwrap();
     file.tensor(name).unwrap()
 }
 
@@ -234,5 +240,101 @@ fn a_layer_of_another_size_is_refused_with_both_shapes() {
     assert!(
         e.contains("'fc.bias' is f32[4]") && e.contains("f32[5]"),
         "{e}"
+    );
+}
+
+/// The xlafn twin of `scripts/flax_fixtures.py`'s network, with Flax's
+/// conventions where a layer's options hold them (BatchNorm's epsilon
+/// 1e-5, LayerNorm's 1e-6).
+#[derive(Module)]
+struct FlaxNet {
+    conv: Conv2d,
+    bn: BatchNorm,
+    fc: Linear,
+    deconv: ConvTranspose2d,
+    ln: LayerNorm,
+    lstm: Lstm,
+    attn: MultiHeadAttention,
+    emb: Embedding,
+}
+
+fn flax_net() -> Result<FlaxNet> {
+    let key = |i: u64| xlafn::random::key(i);
+    let mut bn = BatchNorm::new(4, DType::F32)?;
+    bn.epsilon = 1e-5;
+    let lstm = Lstm::new(6, &key(3)?)?.with_return_sequences(true);
+    lstm.build(4, DType::F32)?;
+    let attn = MultiHeadAttention::new(2, 4, &key(6)?)?;
+    attn.build(8, 8, 8, DType::F32)?;
+    Ok(FlaxNet {
+        conv: Conv2d::new(&key(1)?, 3, 4, [3, 3])?.padding(Padding::Same),
+        bn,
+        fc: Linear::new(&key(2)?, 6, 5)?,
+        deconv: ConvTranspose2d::new(&key(8)?, 3, 2, [3, 3])?
+            .strides([2, 2])
+            .padding(Padding::Valid),
+        ln: LayerNorm::new(6)?.epsilon(1e-6),
+        lstm,
+        attn,
+        emb: Embedding::new(&key(7)?, 10, 3)?,
+    })
+}
+
+#[test]
+fn a_flax_variables_tree_loads_with_the_preset_and_gives_flaxs_outputs() {
+    let net = flax_net().unwrap();
+    let file = Weights::open(format!("{FLAX}/variables.safetensors")).unwrap();
+    let mapping = Mapping::new().flax(&net);
+    let report = weights::load_into(&net, &file, &mapping, LoadOptions::default()).unwrap();
+    assert!(
+        report.unused.is_empty() && report.missing.is_empty(),
+        "{report:?}"
+    );
+    let concatenated: Vec<(&str, usize)> = report
+        .combined
+        .iter()
+        .map(|c| (c.variable.as_str(), c.sources.len()))
+        .collect();
+    assert_eq!(
+        concatenated,
+        [
+            ("lstm.kernel", 4),
+            ("lstm.recurrent_kernel", 4),
+            ("lstm.bias", 4)
+        ]
+    );
+    let image = flax_io("image");
+    let conv = net.conv.forward(&image).unwrap();
+    assert_close("conv", &conv, &flax_io("conv_out"));
+    assert_close("bn", &net.bn.forward(&conv).unwrap(), &flax_io("bn_out"));
+    let features = flax_io("features");
+    assert_close(
+        "fc",
+        &net.fc.forward(&features).unwrap(),
+        &flax_io("fc_out"),
+    );
+    assert_close(
+        "ln",
+        &net.ln.forward(&features).unwrap(),
+        &flax_io("ln_out"),
+    );
+    // Flax's kernel is not flipped; the preset flips it.
+    assert_close(
+        "deconv",
+        &net.deconv.forward(&image).unwrap(),
+        &flax_io("deconv_out"),
+    );
+    let lstm = net.lstm.forward(&flax_io("sequence")).unwrap();
+    assert_close("lstm", &lstm, &flax_io("lstm_out"));
+    let x = flax_io("tokens");
+    let attn = net
+        .attn
+        .call_qkv(&x, &x, &x, &AttentionOptions::new(), &Mode::inference())
+        .unwrap();
+    assert_close("attn", &attn, &flax_io("attn_out"));
+    assert_close(
+        "emb",
+        &net.emb.forward(&flax_io("ids")).unwrap(),
+        &flax_io("emb_out"),
     );
 }

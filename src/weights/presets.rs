@@ -340,7 +340,11 @@ fn flax_variable(
             ];
             table.add(name("kernel"), path, steps);
         }
-        (LayerKind::Lstm, _) => flax_lstm(table, module, path, leaf),
+        // The cell itself, or an `nn.RNN` holding it as `cell`.
+        (LayerKind::Lstm, _) => {
+            flax_lstm(table, module, path, leaf);
+            flax_lstm(table, &join(module, "cell"), path, leaf);
+        }
         (LayerKind::AttentionOutput, leaf) => {
             // Flax calls the output projection `out`.
             let (attention, _) = split_leaf(module);
