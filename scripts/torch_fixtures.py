@@ -71,7 +71,7 @@ def main(out: Path) -> None:
     io["ids"] = io["ids"].to(torch.int32)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.contiguous() for k, v in net.state_dict().items()}
-    torch.save(state, out / "state_dict.pth")
+    torch.save(net.state_dict(), out / "state_dict.pth")  # an OrderedDict with _metadata
     save_file(state, str(out / "state_dict.safetensors"))
     save_file({k: v.contiguous() for k, v in io.items()}, str(out / "io.safetensors"))
     print(f"wrote {len(state)} tensors and {len(io)} inputs/outputs to {out}")

@@ -1,7 +1,10 @@
 //! Weights from elsewhere: pretrained safetensors files (one file, or
-//! shards listed by a `model.safetensors.index.json`) loaded into a
-//! module whose names and layouts differ from the file's, by a
-//! [`Mapping`] of renames and layout changes.
+//! shards listed by a `model.safetensors.index.json`) and PyTorch's
+//! `torch.save` archives of a state dict (`.pth`, `.pt`, `.bin`, read by
+//! a restricted unpickler that builds tensors and dicts and runs no code)
+//! loaded into a module whose names and layouts differ from the file's,
+//! by a [`Mapping`] of renames and layout changes, or by a framework's
+//! preset ([`Mapping::torch`], [`Mapping::flax`]).
 //!
 //! Files are untrusted input. [`Weights::open`] reads headers only, with
 //! [`checkpoint`](crate::checkpoint)'s reader: the header's length is
@@ -53,11 +56,13 @@
 //! ```
 //!
 //! Layer: a user-facing module over `module`, `variable`, `tensor` ops,
-//! `checkpoint` (its safetensors reader), `export` (its file helpers) and
-//! `serde_json` (the index).
+//! `checkpoint` (its safetensors reader), `export` and `files` (file
+//! helpers), `serde_json` (the index) and `zip` (PyTorch's archives).
 
 mod mapping;
 mod presets;
+mod torch_file;
+mod torch_pickle;
 
 pub use crate::variable::LayerKind;
 pub use mapping::{Combine, Mapping, WeightInfo};
@@ -78,10 +83,11 @@ fn invalid(message: String) -> Error {
     Error::invalid("weights", message)
 }
 
-/// Open safetensors files, headers read and checked, data still on disk:
-/// one file, or the shards of an index.
+/// Open weight files, headers read and checked, data still on disk: one
+/// safetensors file, the shards of an index, or a PyTorch `torch.save`
+/// archive.
 pub struct Weights {
-    files: Vec<Checkpoint>,
+    files: Vec<Source>,
     /// Each tensor's file (an index into `files`).
     names: BTreeMap<String, usize>,
 }
@@ -97,6 +103,55 @@ impl std::fmt::Debug for Weights {
     }
 }
 
+/// One opened file.
+enum Source {
+    Safetensors(Checkpoint),
+    Torch(torch_file::TorchFile),
+}
+
+impl Source {
+    fn path(&self) -> &Path {
+        match self {
+            Source::Safetensors(c) => c.path(),
+            Source::Torch(t) => t.path(),
+        }
+    }
+
+    fn names(&self) -> Vec<&str> {
+        match self {
+            Source::Safetensors(c) => c.names(),
+            Source::Torch(t) => t.names(),
+        }
+    }
+
+    fn has(&self, name: &str) -> bool {
+        match self {
+            Source::Safetensors(c) => c.info(name).is_some(),
+            Source::Torch(t) => t.info(name).is_some(),
+        }
+    }
+
+    fn info(&self, name: &str) -> Result<WeightInfo> {
+        match self {
+            Source::Safetensors(c) => {
+                let info = c.info(name).expect("listed in the header");
+                Ok(WeightInfo {
+                    dtype: from_safetensors(info.dtype, name)?,
+                    dims: info.shape.iter().map(|&d| d as i64).collect(),
+                })
+            }
+            Source::Torch(t) => Ok(t.info(name).expect("listed in the pickle")),
+        }
+    }
+
+    fn tensor(&self, name: &str) -> Result<Tensor> {
+        match self {
+            Source::Safetensors(c) => c.tensor(name),
+            Source::Torch(t) => t.tensor(name),
+        }
+    }
+}
+
 /// The shard index format of Hugging Face's sharded checkpoints.
 #[derive(serde::Deserialize)]
 struct IndexJson {
@@ -105,8 +160,7 @@ struct IndexJson {
 
 impl Weights {
     /// Opens `path`: a shard index when its name ends in `.json`
-    /// ([`Weights::open_index`]), else one safetensors file
-    /// ([`Weights::open_file`]).
+    /// ([`Weights::open_index`]), else one file ([`Weights::open_file`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Weights> {
         let path = path.as_ref();
         match path.extension().and_then(|e| e.to_str()) {
@@ -115,10 +169,17 @@ impl Weights {
         }
     }
 
-    /// Opens one safetensors file (its header only).
+    /// Opens one file, its header only: a PyTorch `torch.save` archive
+    /// (a state dict, told by its zip signature whatever its name:
+    /// `.pth`, `.pt`, `.bin`) read with a restricted unpickler that runs
+    /// no code, or else a safetensors file.
     pub fn open_file(path: impl AsRef<Path>) -> Result<Weights> {
         eager_only()?;
-        let file = Checkpoint::open(path.as_ref())?;
+        let path = path.as_ref();
+        let file = match torch_file::looks_like_torch(path) {
+            true => Source::Torch(torch_file::TorchFile::open(path)?),
+            false => Source::Safetensors(Checkpoint::open(path)?),
+        };
         let names = file
             .names()
             .into_iter()
@@ -155,7 +216,7 @@ impl Weights {
         let root = folder
             .canonicalize()
             .map_err(|e| Error::io("weights: cannot resolve the index's folder", folder, e))?;
-        let mut files: Vec<Checkpoint> = Vec::new();
+        let mut files: Vec<Source> = Vec::new();
         let mut by_file: HashMap<String, usize> = HashMap::new();
         let mut names = BTreeMap::new();
         for (tensor, file) in &index.weight_map {
@@ -163,12 +224,12 @@ impl Weights {
                 Some(&i) => i,
                 None => {
                     let shard = shard_path(&root, file, path)?;
-                    files.push(Checkpoint::open(&shard)?);
+                    files.push(Source::Safetensors(Checkpoint::open(&shard)?));
                     by_file.insert(file.clone(), files.len() - 1);
                     files.len() - 1
                 }
             };
-            if files[i].info(tensor).is_none() {
+            if !files[i].has(tensor) {
                 return Err(invalid(format!(
                     "the index {} puts tensor '{tensor}' in '{file}', which has no such tensor",
                     path.display()
@@ -186,19 +247,14 @@ impl Weights {
 
     /// The files opened (one, or the index's shards in first-use order).
     pub fn files(&self) -> Vec<&Path> {
-        self.files.iter().map(Checkpoint::path).collect()
+        self.files.iter().map(Source::path).collect()
     }
 
     /// Tensor `name`'s dtype and dims, from its header; an error if the
     /// file has no such tensor or a dtype xlafn lacks (the 8-bit floats).
     /// Dims are exact: opening the file refused any above `i64::MAX`.
     pub fn info(&self, name: &str) -> Result<WeightInfo> {
-        let file = self.file_of(name)?;
-        let info = file.info(name).expect("listed in the header");
-        Ok(WeightInfo {
-            dtype: from_safetensors(info.dtype, name)?,
-            dims: info.shape.iter().map(|&d| d as i64).collect(),
-        })
+        self.file_of(name)?.info(name)
     }
 
     /// Reads tensor `name` (only its bytes), as the file holds it.
@@ -207,7 +263,7 @@ impl Weights {
         self.file_of(name)?.tensor(name)
     }
 
-    fn file_of(&self, name: &str) -> Result<&Checkpoint> {
+    fn file_of(&self, name: &str) -> Result<&Source> {
         self.names
             .get(name)
             .map(|&i| &self.files[i])
