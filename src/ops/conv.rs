@@ -451,6 +451,13 @@ impl Conv {
     /// d(loss)/d(input): the output gradient convolved with the reversed
     /// kernel, its roles transposed; strides become input dilation.
     pub(super) fn input_gradient(&self, g: &Tensor, lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+        self.input_gradient_for(g, &spatial_sizes(lhs, &self.dims.lhs), rhs)
+    }
+
+    /// [`Conv::input_gradient`] for an input of spatial sizes `in_sizes`
+    /// (its batch may be unknown: `conv2d_transpose` in a trace for any
+    /// batch has no input tensor, only its sizes).
+    fn input_gradient_for(&self, g: &Tensor, in_sizes: &[i64], rhs: &Tensor) -> Result<Tensor> {
         let d = &self.dims;
         let (mut kernel, mut groups) = (rhs.clone(), self.feature_group_count);
         let group_count = self.feature_group_count.max(self.batch_group_count);
@@ -461,7 +468,6 @@ impl Conv {
             kernel = merge_axis(&kernel, d.rhs.batch, d.rhs.feature)?;
             groups = group_count;
         }
-        let in_sizes = spatial_sizes(lhs, &d.lhs);
         let k_sizes = spatial_sizes(&kernel, &d.rhs);
         let out_sizes = spatial_sizes(g, &d.out);
         let padding = (0..in_sizes.len())
@@ -546,12 +552,11 @@ impl Conv {
 fn check_transpose_output(
     x: &Tensor,
     forward: &Conv,
-    like: &Tensor,
+    like: TensorType,
     filters: &Tensor,
     padding: &Padding,
-    output_shape: [i64; 4],
 ) -> Result<()> {
-    let computed = forward.infer(&[like.tensor_type(), filters.tensor_type()])?;
+    let computed = forward.infer(&[like.clone(), filters.tensor_type()])?;
     let shape = x.shape();
     let (Some(want), Some(got)) = (computed[0].shape.dims(), shape.dims()) else {
         return Ok(());
@@ -569,12 +574,23 @@ fn check_transpose_output(
         Padding::Valid => "VALID".to_string(),
         Padding::Explicit(p) => format!("explicit {p:?}"),
     };
+    let like_dims = match like.shape.dims() {
+        Some(dims) => {
+            let each: Vec<String> = dims
+                .iter()
+                .map(|d| d.map_or("None".to_string(), |v| v.to_string()))
+                .collect();
+            format!("[{}]", each.join(", "))
+        }
+        None => "of unknown rank".to_string(),
+    };
     Err(Error::invalid(
         "conv2d_transpose",
         format!(
-            "output_shape {output_shape:?} does not fit the input {}: a conv2d of output_shape \
+            "output_shape {} does not fit the input {}: a conv2d of output_shape \
              with strides {:?}, {padding} padding and dilations {:?} gives {}, not the input's \
              shape (TensorFlow: size of out_backprop doesn't match computed)",
+            like_dims,
             x.tensor_type(),
             forward.strides,
             forward.rhs_dilation,
@@ -837,6 +853,21 @@ impl Tensor {
         padding: Padding,
         dilations: [i64; 2],
     ) -> Result<Tensor> {
+        let shape = output_shape.map(Some);
+        self.conv2d_transpose_to(filters, shape, strides, padding, dilations)
+    }
+
+    /// [`Tensor::conv2d_transpose`] whose output batch may be unknown
+    /// (`None`), as in a trace for any batch; the spatial sizes and
+    /// features must be known.
+    pub(crate) fn conv2d_transpose_to(
+        &self,
+        filters: &Tensor,
+        output_shape: [Option<i64>; 4],
+        strides: [i64; 2],
+        padding: Padding,
+        dilations: [i64; 2],
+    ) -> Result<Tensor> {
         let mut o = ConvOptions::channels_last(2)?;
         o.strides = strides.to_vec();
         o.rhs_dilation = dilations.to_vec();
@@ -850,7 +881,13 @@ impl Tensor {
                 ),
             ));
         }
-        let inputs = [output_shape[1], output_shape[2]];
+        let (Some(h), Some(w)) = (output_shape[1], output_shape[2]) else {
+            return Err(Error::invalid(
+                "conv2d_transpose",
+                format!("needs the output's spatial sizes, got {output_shape:?}"),
+            ));
+        };
+        let inputs = [h, w];
         o.padding =
             Padding::Explicit(padding.resolve(&inputs, &f[..2], &o.strides, &o.rhs_dilation));
         let forward = Conv {
@@ -866,9 +903,9 @@ impl Tensor {
             batch_group_count: 1,
             reverse_kernel: false,
         };
-        let like = Tensor::fill(&output_shape, 0.0, self.dtype())?;
-        check_transpose_output(self, &forward, &like, filters, &padding, output_shape)?;
-        forward.input_gradient(self, &like, filters)
+        let like = TensorType::new(self.dtype(), Shape::from_dims(output_shape.to_vec()));
+        check_transpose_output(self, &forward, like, filters, &padding)?;
+        forward.input_gradient_for(self, &inputs, filters)
     }
 
     /// Reverses the given axes (the kernel gradient of a reversed kernel).

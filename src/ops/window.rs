@@ -447,10 +447,14 @@ fn pool_dims(
     strides: &[i64],
     padding: &Padding,
 ) -> Result<WindowDims> {
-    let dims = x.shape().as_known().ok_or_else(|| {
+    // Only the rank must be known, and for SAME padding the spatial sizes
+    // (the padding depends on them): the batch may be unknown, as in an
+    // export that serves any batch.
+    let shape = x.shape();
+    let dims = shape.dims().ok_or_else(|| {
         Error::invalid(
             op,
-            format!("needs an input of known shape, got {}", x.tensor_type()),
+            format!("needs an input of known rank, got {}", x.tensor_type()),
         )
     })?;
     let n = dims.len().saturating_sub(2);
@@ -473,10 +477,19 @@ fn pool_dims(
         Padding::Same => {
             let mut p = vec![(0, 0)];
             for i in 0..n {
-                let (size, k, s) = (dims[i + 1], ksize[i], strides[i]);
+                let (k, s) = (ksize[i], strides[i]);
                 if s < 1 {
                     return Err(Error::invalid(op, "strides must be >= 1"));
                 }
+                let size = dims[i + 1].ok_or_else(|| {
+                    Error::invalid(
+                        op,
+                        format!(
+                            "SAME padding needs the spatial sizes, and spatial dimension {i}                              of {} is unknown (VALID or explicit padding does not)",
+                            x.tensor_type()
+                        ),
+                    )
+                })?;
                 let out = (size + s - 1) / s;
                 let total = ((out - 1) * s + k - size).max(0);
                 p.push((total / 2, total - total / 2));

@@ -128,8 +128,11 @@ impl Projection {
             .reshape(&[size_in, size_out])?;
         let mut out = dims[..2].to_vec();
         out.extend(&kernel_dims[n_in..]);
+        // The batch may be unknown (-1, a trace for any batch): the
+        // reshapes then leave it to the element count.
+        let rows = if dims[0] < 0 { -1 } else { dims[0] * dims[1] };
         let y = x
-            .reshape(&[dims[0] * dims[1], size_in])?
+            .reshape(&[rows, size_in])?
             .matmul(&kernel)?
             .reshape(&out)?;
         match &self.bias {
@@ -690,7 +693,7 @@ impl MultiHeadAttention {
         let probs = match mask {
             None => scores.softmax(-1)?,
             Some(mask) => {
-                let mask = mask.reshape(&[b, 1, 1, t, s])?;
+                let mask = mask.reshape(&[mask.dims()[0], 1, 1, t, s])?;
                 // A large finite negative (Keras' choice for half
                 // precision), chosen by `where`, never added: no overflow,
                 // and exactly zero weight where any key is visible.
@@ -754,12 +757,15 @@ fn max_finite(dtype: DType) -> f64 {
 }
 
 /// The three known dimensions of a `[batch, length, features]` input.
+/// `[batch, length, features]` of `x`: length and features known, the
+/// batch -1 when unknown (a trace for any batch).
 fn known3(what: &str, x: &Tensor) -> Result<[i64; 3]> {
     let ok = x.dtype().is_float();
-    match x.shape().as_known() {
-        Some(d) if ok && d.len() == 3 => Ok([d[0], d[1], d[2]]),
+    match x.shape().dims() {
+        Some(&[b, Some(t), Some(f)]) if ok => Ok([b.unwrap_or(-1), t, f]),
         _ => Err(invalid(format!(
-            "{what} must be a float [batch, length, features] tensor of known shape, got {}",
+            "{what} must be a float [batch, length, features] tensor of known length and \
+             features, got {}",
             x.tensor_type()
         ))),
     }
@@ -782,17 +788,16 @@ fn same_dtype(xs: &[&Tensor]) -> Result<()> {
 
 /// A bool `[b|1, t, s]` mask (true: attend), or none.
 fn as_bool(what: &str, mask: &Tensor, want: &[i64]) -> Result<Tensor> {
-    let dims = mask.shape().as_known();
-    let fits = match &dims {
-        Some(d) => {
-            d.len() == want.len()
-                && d.iter()
-                    .zip(want)
-                    .enumerate()
-                    .all(|(i, (g, w))| g == w || (i == 0 && *g == 1))
-        }
-        None => false,
-    };
+    // The batch (first) dimension may be 1 (broadcast), or unknown on
+    // either side in a trace for any batch.
+    let known_rank = mask.shape().dims().is_some();
+    let d = mask.dims();
+    let fits = known_rank
+        && d.len() == want.len()
+        && d.iter()
+            .zip(want)
+            .enumerate()
+            .all(|(i, (g, w))| g == w || (i == 0 && (*g == 1 || *g == -1 || *w == -1)));
     let dtype = mask.dtype();
     if !fits || !(dtype == DType::Bool || dtype.is_int()) {
         return Err(invalid(format!(
@@ -827,5 +832,10 @@ fn build_mask(options: &AttentionOptions, b: i64, t: i64, s: i64) -> Result<Opti
             Some(m) => m.logical_and(&p)?,
         });
     }
-    mask.map(|m| m.broadcast_to(&[b, t, s])).transpose()
+    // With the batch unknown the mask keeps its own first dimension (1 or
+    // the batch), which the scores broadcast against.
+    match b < 0 {
+        true => Ok(mask),
+        false => mask.map(|m| m.broadcast_to(&[b, t, s])).transpose(),
+    }
 }

@@ -214,22 +214,27 @@ impl Layer for ConvTranspose2d {
         check_built(name, "input channels (axis -1)", built, channels, x)?;
         check_positive(name, "strides", &self.strides)?;
         check_positive(name, "dilation", &self.dilation)?;
-        let dims = x.shape().as_known().ok_or_else(|| {
-            Error::invalid(
-                name,
-                format!(
-                    "needs an input of known shape (the output's is computed from it), got {}",
-                    x.tensor_type()
-                ),
-            )
-        })?;
+        // The batch may be unknown (an export for any batch); the output's
+        // spatial sizes are computed from the input's, which must be known.
+        let shape = x.shape();
+        let spatial = match shape.dims() {
+            Some([_, Some(h), Some(w), _]) => [*h, *w],
+            _ => {
+                return Err(Error::invalid(
+                    name,
+                    format!(
+                        "needs an input of known spatial sizes (the output's are computed from                          them), got {}",
+                        x.tensor_type()
+                    ),
+                ));
+            }
+        };
+        let batch = shape.dims().and_then(|d| d[0]);
         let out = [
-            dims[0],
-            self.output_size(0, dims[1])?,
-            self.output_size(1, dims[2])?,
-            self.filters,
+            self.output_size(0, spatial[0])?,
+            self.output_size(1, spatial[1])?,
         ];
-        if out[1] < 1 || out[2] < 1 {
+        if out[0] < 1 || out[1] < 1 {
             return Err(Error::invalid(
                 name,
                 format!(
@@ -242,9 +247,9 @@ impl Layer for ConvTranspose2d {
         let kernel = self
             .weights
             .kernel(&self.kernel_dims(channels), x.dtype())?;
-        let y = x.conv2d_transpose(
+        let y = x.conv2d_transpose_to(
             &kernel,
-            out,
+            [batch, Some(out[0]), Some(out[1]), Some(self.filters)],
             self.strides,
             self.padding.clone(),
             self.dilation,
