@@ -87,27 +87,27 @@ fn convolutions_and_norms_serve_any_batch() {
 
 #[test]
 fn recurrent_layers_serve_any_batch() {
-    let lstm = Lstm::new(5, &key(5)).unwrap().with_return_sequences(true);
+    let lstm = Lstm::new(&key(5), 5).unwrap().with_return_sequences(true);
     lstm.build(3, DType::F32).unwrap();
     serves_any_batch("lstm", &[2, 4, 3], move |x| lstm.forward(x));
-    let gru = Gru::new(5, &key(6)).unwrap();
+    let gru = Gru::new(&key(6), 5).unwrap();
     gru.build(3, DType::F32).unwrap();
     serves_any_batch("gru", &[2, 4, 3], move |x| gru.forward(x));
-    let backwards = Gru::new(5, &key(9))
+    let backwards = Gru::new(&key(9), 5)
         .unwrap()
         .with_go_backwards(true)
         .with_return_sequences(true);
     backwards.build(3, DType::F32).unwrap();
     serves_any_batch("gru backwards", &[2, 4, 3], move |x| backwards.forward(x));
     let pair = Bidirectional::new(
-        Lstm::new(4, &key(10)).unwrap(),
-        Lstm::new(4, &key(11)).unwrap(),
+        Lstm::new(&key(10), 4).unwrap(),
+        Lstm::new(&key(11), 4).unwrap(),
     )
     .with_return_sequences(true);
     pair.build(3, DType::F32).unwrap();
     serves_any_batch("bidirectional", &[2, 4, 3], move |x| pair.forward(x));
     // A mask made from the input: steps whose first feature is negative.
-    let masked = Lstm::new(5, &key(12)).unwrap().with_return_sequences(true);
+    let masked = Lstm::new(&key(12), 5).unwrap().with_return_sequences(true);
     masked.build(3, DType::F32).unwrap();
     serves_any_batch("masked lstm", &[2, 4, 3], move |x| {
         let mask = x
@@ -120,7 +120,7 @@ fn recurrent_layers_serve_any_batch() {
 
 #[test]
 fn attention_and_embedding_serve_any_batch() {
-    let attn = MultiHeadAttention::new(2, 4, &key(7)).unwrap();
+    let attn = MultiHeadAttention::new(&key(7), 2, 4).unwrap();
     attn.build(8, 8, 8, DType::F32).unwrap();
     let both = std::sync::Arc::new(attn);
     let attn = both.clone();
@@ -203,8 +203,8 @@ fn an_exported_cnn_serves_batches_it_was_not_traced_with() {
 #[test]
 fn an_exported_lstm_serves_batches_it_was_not_traced_with() {
     let lstm = Stacked::new(vec![
-        Lstm::new(6, &key(22)).unwrap(),
-        Lstm::new(6, &key(23)).unwrap(),
+        Lstm::new(&key(22), 6).unwrap(),
+        Lstm::new(&key(23), 6).unwrap(),
     ])
     .unwrap();
     lstm.build(3, DType::F32).unwrap();
@@ -214,7 +214,7 @@ fn an_exported_lstm_serves_batches_it_was_not_traced_with() {
 
 #[test]
 fn an_exported_transformer_decoder_block_serves_batches_it_was_not_traced_with() {
-    let attn = MultiHeadAttention::new(2, 4, &key(25)).unwrap();
+    let attn = MultiHeadAttention::new(&key(25), 2, 4).unwrap();
     attn.build(8, 8, 8, DType::F32).unwrap();
     let (ln1, ln2) = (LayerNorm::new(8).unwrap(), LayerNorm::new(8).unwrap());
     let up = Linear::new(&key(26), 8, 16).unwrap();

@@ -60,7 +60,7 @@ const CFG: Cfg = Cfg {
 };
 
 fn layer(c: Cfg, seed: u64) -> MultiHeadAttention {
-    MultiHeadAttention::new(c.h as i64, c.kd as i64, &xlafn::random::key(seed).unwrap())
+    MultiHeadAttention::new(&xlafn::random::key(seed).unwrap(), c.h as i64, c.kd as i64)
         .unwrap()
         .with_num_kv_heads(c.g as i64)
         .unwrap()
@@ -287,7 +287,7 @@ fn self_attention_call_and_variable_names() {
         o: 6,
         ..CFG
     };
-    let mha = MultiHeadAttention::new(c.h as i64, c.kd as i64, &xlafn::random::key(3).unwrap())
+    let mha = MultiHeadAttention::new(&xlafn::random::key(3).unwrap(), c.h as i64, c.kd as i64)
         .unwrap()
         .with_num_kv_heads(c.g as i64)
         .unwrap()
@@ -679,7 +679,7 @@ const B: i64 = 2;
 const STEPS: i64 = 6;
 
 fn decoder() -> (Arc<MultiHeadAttention>, Tensor) {
-    let mha = MultiHeadAttention::new(4, 2, &xlafn::random::key(13).unwrap())
+    let mha = MultiHeadAttention::new(&xlafn::random::key(13).unwrap(), 4, 2)
         .unwrap()
         .with_num_kv_heads(2)
         .unwrap();
@@ -841,20 +841,20 @@ fn cache_of_several_positions_at_once_matches_full_causal_attention() {
 #[test]
 fn errors_name_the_problem() {
     let key = xlafn::random::key(0).unwrap();
-    let e = MultiHeadAttention::new(6, 4, &key)
+    let e = MultiHeadAttention::new(&key, 6, 4)
         .unwrap()
         .with_num_kv_heads(4)
         .unwrap_err();
     assert!(e.to_string().contains("divide num_heads 6"), "{e}");
-    assert!(MultiHeadAttention::new(0, 4, &key).is_err());
+    assert!(MultiHeadAttention::new(&key, 0, 4).is_err());
     assert!(
-        MultiHeadAttention::new(2, 4, &key)
+        MultiHeadAttention::new(&key, 2, 4)
             .unwrap()
             .with_dropout(1.0)
             .is_err()
     );
 
-    let mha = MultiHeadAttention::new(2, 4, &key).unwrap();
+    let mha = MultiHeadAttention::new(&key, 2, 4).unwrap();
     let x = Tensor::zeros(&[2, 3, 8], DType::F32);
     let none = AttentionOptions::new();
     let inf = Mode::inference();

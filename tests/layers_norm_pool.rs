@@ -416,3 +416,35 @@ fn pooling_matches_loops() {
         vec![2, 1]
     );
 }
+
+/// `epsilon`, `momentum` and `torch_momentum` set what a PyTorch port
+/// needs: one training batch moves the mean by PyTorch's rule
+/// (`0.9 * 0 + 0.1 * mean`), and inference divides by `sqrt(var + eps)`.
+#[test]
+fn batch_norm_builders_give_pytorchs_conventions() {
+    let bn = BatchNorm::new(2, DType::F32)
+        .unwrap()
+        .epsilon(1e-5)
+        .torch_momentum(0.1);
+    assert!((bn.momentum - 0.9).abs() < 1e-12 && bn.epsilon == 1e-5);
+    // Channel 0 holds 1, 3 (mean 2); channel 1 holds 2, 6 (mean 4).
+    let x = Tensor::from_vec(vec![1f32, 2., 3., 6.], &[2, 2]).unwrap();
+    bn.call(&x, Mode::training()).unwrap();
+    assert_close(
+        &host(&bn.moving_mean.read()),
+        &[0.2, 0.4],
+        1e-6,
+        "moving mean",
+    );
+    // Inference: (x - moving_mean) / sqrt(moving_variance + eps).
+    let y = host(&bn.call(&x, Mode::inference()).unwrap());
+    let var = host(&bn.moving_variance.read());
+    let want: Vec<f64> = [1f64, 2., 3., 6.]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v - [0.2, 0.4][i % 2]) / (var[i % 2] + 1e-5).sqrt())
+        .collect();
+    assert_close(&y, &want, 1e-5, "inference");
+    let keras = BatchNorm::new(2, DType::F32).unwrap().momentum(0.5);
+    assert_eq!(keras.momentum, 0.5);
+}

@@ -200,11 +200,11 @@ fn randomize(layer: &dyn Recurrent, kind: Kind, f: usize, seed: u64) -> Cell {
 }
 
 fn lstm(seed: u64) -> Lstm {
-    Lstm::new(U as i64, &xlafn::random::key(seed).unwrap()).unwrap()
+    Lstm::new(&xlafn::random::key(seed).unwrap(), U as i64).unwrap()
 }
 
 fn gru(seed: u64, reset_after: bool) -> Gru {
-    Gru::new(U as i64, &xlafn::random::key(seed).unwrap())
+    Gru::new(&xlafn::random::key(seed).unwrap(), U as i64)
         .unwrap()
         .with_reset_after(reset_after)
 }
@@ -360,7 +360,7 @@ fn layer_call_variable_names_and_shapes() {
     let no_bias = lstm(3).with_bias(false, false);
     no_bias.forward(&x).unwrap();
     assert_eq!(no_bias.named_variables().len(), 2);
-    let stacked = Lstm::stacked(U as i64, 2, &xlafn::random::key(4).unwrap()).unwrap();
+    let stacked = Lstm::stacked(&xlafn::random::key(4).unwrap(), U as i64, 2).unwrap();
     stacked.forward(&x).unwrap();
     let names: Vec<String> = stacked
         .named_variables()
@@ -369,7 +369,7 @@ fn layer_call_variable_names_and_shapes() {
         .collect();
     assert_eq!(names[0], "layers.0.kernel");
     assert_eq!(names[5], "layers.1.bias");
-    let bi = Gru::bidirectional(U as i64, &xlafn::random::key(5).unwrap()).unwrap();
+    let bi = Gru::bidirectional(&xlafn::random::key(5).unwrap(), U as i64).unwrap();
     assert_eq!(bi.forward(&x).unwrap().dims(), vec![B as i64, 2 * U as i64]);
     let names: Vec<String> = bi.named_variables().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names[0], "forward.kernel");
@@ -425,7 +425,7 @@ fn check_init(kernel: &[f64], recurrent: &[f64], gates: usize) {
 fn stacked_layers_feed_sequences_to_each_other() {
     let key = xlafn::random::key(8).unwrap();
     for sequences in [false, true] {
-        let stack = Lstm::stacked(U as i64, 2, &key)
+        let stack = Lstm::stacked(&key, U as i64, 2)
             .unwrap()
             .with_return_sequences(sequences);
         let first = randomize(&stack.layers[0], Kind::Lstm, F, 500);
@@ -455,7 +455,7 @@ fn stacked_layers_feed_sequences_to_each_other() {
 #[test]
 fn bidirectional_is_forward_plus_reversed_backward() {
     for (sequences, masked) in [(true, false), (true, true), (false, true)] {
-        let bi = Gru::bidirectional(U as i64, &xlafn::random::key(9).unwrap())
+        let bi = Gru::bidirectional(&xlafn::random::key(9).unwrap(), U as i64)
             .unwrap()
             .with_return_sequences(sequences);
         let kind = Kind::Gru { reset_after: true };
@@ -510,19 +510,19 @@ fn gradients_match_finite_differences() {
         (
             "lstm",
             Box::new(
-                Lstm::new(u as i64, &key)
+                Lstm::new(&key, u as i64)
                     .unwrap()
                     .with_return_sequences(true),
             ),
         ),
         (
             "gru",
-            Box::new(Gru::new(u as i64, &key).unwrap().with_go_backwards(true)),
+            Box::new(Gru::new(&key, u as i64).unwrap().with_go_backwards(true)),
         ),
         (
             "gru reset before",
             Box::new(
-                Gru::new(u as i64, &key)
+                Gru::new(&key, u as i64)
                     .unwrap()
                     .with_reset_after(false)
                     .with_return_sequences(true),
@@ -578,7 +578,7 @@ where
 #[test]
 fn compiled_gradient_is_two_loops_and_matches_eager() {
     let layer = Arc::new(
-        Lstm::new(U as i64, &xlafn::random::key(11).unwrap())
+        Lstm::new(&xlafn::random::key(11).unwrap(), U as i64)
             .unwrap()
             .with_return_sequences(true),
     );
@@ -626,7 +626,7 @@ fn the_grus_forward_loop_records_its_gates() {
 fn errors_name_the_problem() {
     let key = xlafn::random::key(12).unwrap();
     assert!(
-        Lstm::new(0, &key)
+        Lstm::new(&key, 0)
             .unwrap_err()
             .to_string()
             .contains("units")
@@ -662,10 +662,10 @@ fn errors_name_the_problem() {
     assert!(e.to_string().contains("built"), "{e}");
     let e = Stacked::<Gru>::new(Vec::new()).unwrap_err();
     assert!(e.to_string().contains("at least one"), "{e}");
-    let stack = Gru::stacked(U as i64, 2, &key).unwrap();
+    let stack = Gru::stacked(&key, U as i64, 2).unwrap();
     let e = stack.run(&x, Some(&one), None).unwrap_err();
     assert!(e.to_string().contains("2 initial states"), "{e}");
-    let bi: Bidirectional<Lstm> = Lstm::bidirectional(U as i64, &key).unwrap();
+    let bi: Bidirectional<Lstm> = Lstm::bidirectional(&key, U as i64).unwrap();
     let e = bi.run(&x, Some(&one), None).unwrap_err();
     assert!(e.to_string().contains("4 initial states"), "{e}");
 }
@@ -687,10 +687,10 @@ fn build_makes_the_weights_a_first_call_would() {
     let (_, x) = input(7);
     let key = xlafn::random::key(11).unwrap();
     // Built ahead: the same names, shapes and values as built by a call.
-    let ahead = Lstm::new(U as i64, &key).unwrap();
+    let ahead = Lstm::new(&key, U as i64).unwrap();
     assert!(ahead.named_variables().is_empty());
     ahead.build(F as i64, x.dtype()).unwrap();
-    let by_call = Lstm::new(U as i64, &key).unwrap();
+    let by_call = Lstm::new(&key, U as i64).unwrap();
     by_call.forward(&x).unwrap();
     assert_eq!(snapshot(&ahead), snapshot(&by_call));
     // The call then uses them as they are.
@@ -706,11 +706,11 @@ fn build_makes_the_weights_a_first_call_would() {
     ahead.build(F as i64, x.dtype()).unwrap();
     assert_eq!(snapshot(&ahead), before);
     for reset_after in [true, false] {
-        let ahead = Gru::new(U as i64, &key)
+        let ahead = Gru::new(&key, U as i64)
             .unwrap()
             .with_reset_after(reset_after);
         ahead.build(F as i64, x.dtype()).unwrap();
-        let by_call = Gru::new(U as i64, &key)
+        let by_call = Gru::new(&key, U as i64)
             .unwrap()
             .with_reset_after(reset_after);
         by_call.forward(&x).unwrap();
@@ -721,7 +721,7 @@ fn build_makes_the_weights_a_first_call_would() {
         );
     }
     // Stacks and pairs build each layer for what it reads.
-    let stacked = Gru::stacked(U as i64 + 1, 2, &key).unwrap();
+    let stacked = Gru::stacked(&key, U as i64 + 1, 2).unwrap();
     stacked.build(F as i64, x.dtype()).unwrap();
     let dims: Vec<(String, Vec<i64>)> = stacked
         .named_variables()
@@ -731,12 +731,12 @@ fn build_makes_the_weights_a_first_call_would() {
     let u = U as i64 + 1;
     assert_eq!(dims[0], ("layers.0.kernel".into(), vec![F as i64, 3 * u]));
     assert_eq!(dims[3], ("layers.1.kernel".into(), vec![u, 3 * u]));
-    let by_call = Gru::stacked(U as i64 + 1, 2, &key).unwrap();
+    let by_call = Gru::stacked(&key, U as i64 + 1, 2).unwrap();
     by_call.forward(&x).unwrap();
     assert_eq!(snapshot(&stacked), snapshot(&by_call));
-    let bi = Lstm::bidirectional(U as i64, &key).unwrap();
+    let bi = Lstm::bidirectional(&key, U as i64).unwrap();
     bi.build(F as i64, x.dtype()).unwrap();
-    let by_call = Lstm::bidirectional(U as i64, &key).unwrap();
+    let by_call = Lstm::bidirectional(&key, U as i64).unwrap();
     by_call.forward(&x).unwrap();
     assert_eq!(snapshot(&bi), snapshot(&by_call));
 }
@@ -744,7 +744,7 @@ fn build_makes_the_weights_a_first_call_would() {
 #[test]
 fn build_errors_name_the_problem() {
     let key = xlafn::random::key(12).unwrap();
-    let l = Lstm::new(U as i64, &key).unwrap();
+    let l = Lstm::new(&key, U as i64).unwrap();
     let e = l.build(0, DType::F32).unwrap_err().to_string();
     assert!(e.contains("Lstm") && e.contains("features >= 1"), "{e}");
     assert!(
@@ -758,7 +758,7 @@ fn build_errors_name_the_problem() {
     let x = Tensor::ones(&[B as i64, T as i64, 5], DType::F32);
     let e = l.forward(&x).unwrap_err().to_string();
     assert!(e.contains("built for 3"), "{e}");
-    let g = Gru::new(U as i64, &key).unwrap();
+    let g = Gru::new(&key, U as i64).unwrap();
     let e = g.build(-1, DType::F32).unwrap_err().to_string();
     assert!(e.contains("Gru") && e.contains("got -1"), "{e}");
 }
@@ -767,7 +767,7 @@ fn build_errors_name_the_problem() {
 fn build_under_a_policy_makes_variables_in_its_variable_dtype() {
     use xlafn::nn::mixed_precision::Policy;
     let key = xlafn::random::key(15).unwrap();
-    let l = Lstm::new(U as i64, &key)
+    let l = Lstm::new(&key, U as i64)
         .unwrap()
         .with_dtype_policy(Policy::mixed_bfloat16());
     // Built "for bf16 inputs", the variables are the policy's float32.
@@ -782,11 +782,11 @@ fn build_under_a_policy_makes_variables_in_its_variable_dtype() {
 #[test]
 fn a_built_layer_restores_a_checkpoint_without_a_forward_pass() {
     let (_, x) = input(8);
-    let trained = Lstm::new(U as i64, &xlafn::random::key(13).unwrap()).unwrap();
+    let trained = Lstm::new(&xlafn::random::key(13).unwrap(), U as i64).unwrap();
     let want = host(&trained.forward(&x).unwrap());
     let path = std::env::temp_dir().join(format!("built-lstm-{}.ckpt", std::process::id()));
     xlafn::checkpoint::save(&trained, &path).unwrap();
-    let fresh = Lstm::new(U as i64, &xlafn::random::key(14).unwrap()).unwrap();
+    let fresh = Lstm::new(&xlafn::random::key(14).unwrap(), U as i64).unwrap();
     fresh.build(F as i64, x.dtype()).unwrap();
     xlafn::checkpoint::restore(&fresh, &path).unwrap();
     assert_close(

@@ -276,8 +276,8 @@ fn scans_with_carries_and_outputs() {
 fn recurrent_layers() {
     // A [1, 3, 2] sequence through an Lstm and a Gru of 2 units; the
     // Hessian with respect to the input sequence.
-    let lstm = std::sync::Arc::new(Lstm::new(2, &xlafn::random::key(7).unwrap()).unwrap());
-    let gru = std::sync::Arc::new(Gru::new(2, &xlafn::random::key(8).unwrap()).unwrap());
+    let lstm = std::sync::Arc::new(Lstm::new(&xlafn::random::key(7).unwrap(), 2).unwrap());
+    let gru = std::sync::Arc::new(Gru::new(&xlafn::random::key(8).unwrap(), 2).unwrap());
     let x = [0.3, -0.5, 0.8, 0.1, -0.9, 0.4];
     for (name, layer) in [
         ("lstm", lstm as std::sync::Arc<dyn Recurrent + Send + Sync>),

@@ -123,7 +123,7 @@ fn without_a_policy_layers_compute_in_the_input_dtype() {
         let y = dense.forward(&Tensor::ones(&[2, 3], d)).unwrap();
         assert_eq!(y.dtype(), d);
     }
-    let mha = MultiHeadAttention::new(2, 4, &key(2)).unwrap();
+    let mha = MultiHeadAttention::new(&key(2), 2, 4).unwrap();
     mha.forward(&Tensor::ones(&[1, 3, 8], DType::BF16)).unwrap();
     assert!(dtypes(&mha).iter().all(|d| *d == DType::BF16));
 }
@@ -255,28 +255,28 @@ fn other_layers_follow_the_policy() {
         (
             "MultiHeadAttention",
             Box::new(
-                MultiHeadAttention::new(2, 4, &key(7))
+                MultiHeadAttention::new(&key(7), 2, 4)
                     .unwrap()
                     .with_dtype_policy(p),
             ),
-            Box::new(MultiHeadAttention::new(2, 4, &key(7)).unwrap()),
+            Box::new(MultiHeadAttention::new(&key(7), 2, 4).unwrap()),
             &x3,
         ),
         (
             "Lstm",
-            Box::new(Lstm::new(5, &key(8)).unwrap().with_dtype_policy(p)),
-            Box::new(Lstm::new(5, &key(8)).unwrap()),
+            Box::new(Lstm::new(&key(8), 5).unwrap().with_dtype_policy(p)),
+            Box::new(Lstm::new(&key(8), 5).unwrap()),
             &x3,
         ),
         (
             "Gru",
             Box::new(
-                Gru::new(5, &key(9))
+                Gru::new(&key(9), 5)
                     .unwrap()
                     .with_return_sequences(true)
                     .with_dtype_policy(p),
             ),
-            Box::new(Gru::new(5, &key(9)).unwrap().with_return_sequences(true)),
+            Box::new(Gru::new(&key(9), 5).unwrap().with_return_sequences(true)),
             &x3,
         ),
         (

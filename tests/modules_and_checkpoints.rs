@@ -606,14 +606,14 @@ fn huge_files_are_judged_by_their_header() {
 #[test]
 fn restoring_into_an_unbuilt_layer_says_to_build_it_first() {
     let key = xlafn::random::key(3).unwrap();
-    let built = xlafn::nn::layers::Lstm::new(2, &key).unwrap();
+    let built = xlafn::nn::layers::Lstm::new(&key, 2).unwrap();
     use xlafn::nn::layers::Recurrent;
     built
         .run(&Tensor::zeros(&[1, 1, 3], DType::F32), None, None)
         .unwrap();
     let path = temp("unbuilt-lstm");
     checkpoint::save(&built, &path).unwrap();
-    let fresh = xlafn::nn::layers::Lstm::new(2, &key).unwrap();
+    let fresh = xlafn::nn::layers::Lstm::new(&key, 2).unwrap();
     for e in [
         checkpoint::restore(&fresh, &path).unwrap_err().to_string(),
         checkpoint::restore_subset(&fresh, &path)

@@ -66,7 +66,7 @@ fn a_window_larger_than_the_input_is_refused_with_the_layout_hint() {
 
 #[test]
 fn recurrent_and_attention_layers_name_themselves_on_a_new_feature_size() {
-    let lstm = Lstm::new(3, &key(2)).unwrap();
+    let lstm = Lstm::new(&key(2), 3).unwrap();
     lstm.run(&Tensor::zeros(&[1, 2, 4], DType::F32), None, None)
         .unwrap();
     let e = lstm
@@ -77,7 +77,7 @@ fn recurrent_and_attention_layers_name_themselves_on_a_new_feature_size() {
         e.contains("Lstm") && e.contains("built for 4 input features"),
         "{e}"
     );
-    let gru = Gru::new(3, &key(3)).unwrap();
+    let gru = Gru::new(&key(3), 3).unwrap();
     gru.run(&Tensor::zeros(&[1, 2, 4], DType::F32), None, None)
         .unwrap();
     let e = gru
@@ -88,7 +88,7 @@ fn recurrent_and_attention_layers_name_themselves_on_a_new_feature_size() {
         e.contains("Gru") && e.contains("built for 4 input features"),
         "{e}"
     );
-    let mha = MultiHeadAttention::new(2, 4, &key(4)).unwrap();
+    let mha = MultiHeadAttention::new(&key(4), 2, 4).unwrap();
     let q = Tensor::zeros(&[1, 3, 8], DType::F32);
     mha.call(&q, &Mode::inference()).unwrap();
     let q = Tensor::zeros(&[1, 3, 6], DType::F32);
@@ -101,7 +101,7 @@ fn recurrent_and_attention_layers_name_themselves_on_a_new_feature_size() {
 
 #[test]
 fn freezing_a_built_layers_variable_takes_effect() {
-    let lstm = Lstm::new(2, &key(5)).unwrap();
+    let lstm = Lstm::new(&key(5), 2).unwrap();
     lstm.run(&Tensor::zeros(&[1, 1, 3], DType::F32), None, None)
         .unwrap();
     let (_, kernel) = lstm.named_variables().remove(0);

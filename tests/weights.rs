@@ -625,7 +625,7 @@ fn layout_and_unbuilt_module_errors_say_what_to_do() {
     let mapping = Mapping::new().transpose(|n| n == "kernel", &[1, 0]);
     weights::load_into(&dense, &w, &mapping, LoadOptions::default()).unwrap();
     // A lazy layer not yet built has no variables to load into.
-    let lazy = xlafn::nn::layers::Lstm::new(5, &xlafn::random::key(1).unwrap()).unwrap();
+    let lazy = xlafn::nn::layers::Lstm::new(&xlafn::random::key(1).unwrap(), 5).unwrap();
     let e = err_text(weights::load_into(
         &lazy,
         &w,

@@ -38,12 +38,12 @@ fn net() -> Result<Net> {
     let key = |i: u64| xlafn::random::key(i);
     let mut bn = BatchNorm::new(4, DType::F32)?;
     bn.epsilon = 1e-5; // PyTorch's
-    let lstm = Stacked::new(vec![Lstm::new(6, &key(3)?)?, Lstm::new(6, &key(4)?)?])?
+    let lstm = Stacked::new(vec![Lstm::new(&key(3)?, 6)?, Lstm::new(&key(4)?, 6)?])?
         .with_return_sequences(true);
     lstm.build(4, DType::F32)?;
-    let gru = Gru::new(5, &key(5)?)?.with_return_sequences(true);
+    let gru = Gru::new(&key(5)?, 5)?.with_return_sequences(true);
     gru.build(4, DType::F32)?;
-    let attn = MultiHeadAttention::new(2, 4, &key(6)?)?;
+    let attn = MultiHeadAttention::new(&key(6)?, 2, 4)?;
     attn.build(8, 8, 8, DType::F32)?;
     Ok(Net {
         conv: Conv2d::new(&key(1)?, 3, 4, [3, 3])?.padding(Padding::Same),
@@ -262,9 +262,9 @@ fn flax_net() -> Result<FlaxNet> {
     let key = |i: u64| xlafn::random::key(i);
     let mut bn = BatchNorm::new(4, DType::F32)?;
     bn.epsilon = 1e-5;
-    let lstm = Lstm::new(6, &key(3)?)?.with_return_sequences(true);
+    let lstm = Lstm::new(&key(3)?, 6)?.with_return_sequences(true);
     lstm.build(4, DType::F32)?;
-    let attn = MultiHeadAttention::new(2, 4, &key(6)?)?;
+    let attn = MultiHeadAttention::new(&key(6)?, 2, 4)?;
     attn.build(8, 8, 8, DType::F32)?;
     Ok(FlaxNet {
         conv: Conv2d::new(&key(1)?, 3, 4, [3, 3])?.padding(Padding::Same),

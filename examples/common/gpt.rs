@@ -234,7 +234,7 @@ impl Block {
         let d = cfg.d_model;
         let k = |i: u32| random::fold_in(key, &Tensor::scalar(i));
         let policy = cfg.precision.policy;
-        let attn = MultiHeadAttention::new(cfg.heads, d / cfg.heads, &k(0)?)?
+        let attn = MultiHeadAttention::new(&k(0)?, cfg.heads, d / cfg.heads)?
             .with_dropout(cfg.dropout)?
             .with_dtype_policy(policy);
         // Float32 weights, made now (a restore must find them, and the

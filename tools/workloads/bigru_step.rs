@@ -98,7 +98,7 @@ impl W15Model {
     pub fn new(init: &W15Init, x: &Tensor, mask: &Tensor) -> Result<W15Model> {
         let key = random::key(15)?;
         let model = W15Model {
-            gru: Gru::bidirectional(W15_H, &key)?,
+            gru: Gru::bidirectional(&key, W15_H)?,
             head: Linear::lazy(&random::fold_in(&key, &Tensor::scalar(2u32))?, W15_C)?,
         };
         model.logits(x, mask)?;

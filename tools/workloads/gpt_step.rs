@@ -161,7 +161,7 @@ impl W13Block {
     fn new(key: &Tensor, dropout: f64) -> Result<W13Block> {
         let (d, f) = (W13_D, W13_F);
         let k = |i: u32| random::fold_in(key, &Tensor::scalar(i));
-        let attn = MultiHeadAttention::new(W13_NH, W13_DH, &k(0)?)?;
+        let attn = MultiHeadAttention::new(&k(0)?, W13_NH, W13_DH)?;
         attn.build(d, d, d, DType::F32)?;
         Ok(W13Block {
             ln1: LayerNorm::new(d)?,

@@ -35,7 +35,7 @@
 //! use xlafn::module::Module;
 //! use xlafn::nn::layers::{AttentionOptions, Mode, MultiHeadAttention};
 //! use xlafn::prelude::*;
-//! let mha = MultiHeadAttention::new(4, 8, &xlafn::random::key(0)?)?.with_num_kv_heads(2)?;
+//! let mha = MultiHeadAttention::new(&xlafn::random::key(0)?, 4, 8)?.with_num_kv_heads(2)?;
 //! let x = Tensor::ones(&[2, 5, 16], DType::F32);
 //! let y = mha.call_qkv(&x, &x, &x, &AttentionOptions::causal(), &Mode::inference())?;
 //! assert_eq!(y.dims(), vec![2, 5, 16]);
@@ -289,7 +289,7 @@ pub struct MultiHeadAttention {
 impl MultiHeadAttention {
     /// `num_heads` heads of size `key_dim`, weights drawn from `key`
     /// (each projection from its own fold of it) on the first call.
-    pub fn new(num_heads: i64, key_dim: i64, key: &Tensor) -> Result<MultiHeadAttention> {
+    pub fn new(key: &Tensor, num_heads: i64, key_dim: i64) -> Result<MultiHeadAttention> {
         if num_heads < 1 || key_dim < 1 {
             return Err(invalid(format!(
                 "needs num_heads >= 1 and key_dim >= 1, got {num_heads} and {key_dim}"
@@ -533,7 +533,7 @@ impl MultiHeadAttention {
     /// use std::sync::Arc;
     /// use xlafn::nn::layers::{KvCache, Mode, MultiHeadAttention};
     /// use xlafn::prelude::*;
-    /// let mha = Arc::new(MultiHeadAttention::new(2, 4, &xlafn::random::key(0)?)?);
+    /// let mha = Arc::new(MultiHeadAttention::new(&xlafn::random::key(0)?, 2, 4)?);
     /// // Weights made before the loop (a loop body cannot create them).
     /// mha.build(8, 8, 8, DType::F32)?;
     /// // Four steps of a recurrence through the cache, one compiled loop.

@@ -191,8 +191,8 @@ macro_rules! norm_options {
 /// sqrt(var + epsilon) * gamma + beta`, the statistics of each position's
 /// features.
 ///
-/// Defaults: epsilon `1e-5` (PyTorch's and Flax's; Keras' is `1e-3`: set
-/// it with [`LayerNorm::epsilon`] to match a Keras model), scale `gamma`
+/// Defaults: epsilon `1e-5` (PyTorch's; Flax's is `1e-6` and Keras' `1e-3`:
+/// set it with [`LayerNorm::epsilon`] to match those), scale `gamma`
 /// (ones) and offset `beta` (zeros) both on, float32 weights.
 ///
 /// ```
@@ -545,6 +545,31 @@ impl BatchNorm {
             epsilon: 1e-3,
             policy: current_policy(),
         })
+    }
+
+    /// Added to the variance before the square root (Keras' default
+    /// 0.001; PyTorch's and Flax's 1e-5).
+    pub fn epsilon(mut self, epsilon: f64) -> BatchNorm {
+        self.epsilon = epsilon;
+        self
+    }
+
+    /// How much of the old moving statistics each training batch keeps,
+    /// in Keras' and Flax's sense (default 0.99): `moving = momentum *
+    /// moving + (1 - momentum) * batch`.
+    pub fn momentum(mut self, momentum: f64) -> BatchNorm {
+        self.momentum = momentum;
+        self
+    }
+
+    /// PyTorch's momentum, the weight of the new batch (PyTorch's default
+    /// 0.1): `moving = (1 - momentum) * moving + momentum * batch`, the
+    /// same as [`BatchNorm::momentum`] of `1 - momentum`. (PyTorch moves
+    /// the variance with the batch's unbiased variance, `n / (n - 1)`
+    /// times the biased one xlafn and Keras use: statistics trained here
+    /// differ from PyTorch's by that factor, inference does not.)
+    pub fn torch_momentum(self, momentum: f64) -> BatchNorm {
+        self.momentum(1.0 - momentum)
     }
 
     /// The mixed-precision policy (default the global one when the layer

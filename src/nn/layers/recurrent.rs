@@ -45,7 +45,7 @@
 //! ```
 //! use xlafn::nn::layers::{Layer, Lstm, Recurrent};
 //! use xlafn::prelude::*;
-//! let lstm = Lstm::new(8, &xlafn::random::key(0)?)?.with_return_sequences(true);
+//! let lstm = Lstm::new(&xlafn::random::key(0)?, 8)?.with_return_sequences(true);
 //! let x = Tensor::ones(&[2, 5, 3], DType::F32);
 //! let out = lstm.run(&x, None, None)?;
 //! assert_eq!(out.outputs.dims(), vec![2, 5, 8]);
@@ -472,19 +472,19 @@ macro_rules! cell_layer_api {
             /// `num_layers` such layers of `units`, each feeding its sequence
             /// to the next (PyTorch's `num_layers`), layer `i` drawn from
             /// `key` folded with `i`.
-            pub fn stacked(units: i64, num_layers: usize, key: &Tensor) -> Result<Stacked<$cell>> {
+            pub fn stacked(key: &Tensor, units: i64, num_layers: usize) -> Result<Stacked<$cell>> {
                 let layers = (0..num_layers)
-                    .map(|i| $cell::new(units, &fold(key, i as u64)?))
+                    .map(|i| $cell::new(&fold(key, i as u64)?, units))
                     .collect::<Result<Vec<_>>>()?;
                 Stacked::new(layers)
             }
 
             /// A bidirectional layer of `units` per direction (the forward
             /// layer from `key` folded with 0, the backward with 1).
-            pub fn bidirectional(units: i64, key: &Tensor) -> Result<Bidirectional<$cell>> {
+            pub fn bidirectional(key: &Tensor, units: i64) -> Result<Bidirectional<$cell>> {
                 Ok(Bidirectional::new(
-                    $cell::new(units, &fold(key, 0)?)?,
-                    $cell::new(units, &fold(key, 1)?)?,
+                    $cell::new(&fold(key, 0)?, units)?,
+                    $cell::new(&fold(key, 1)?, units)?,
                 ))
             }
 
@@ -561,7 +561,7 @@ pub struct Lstm {
 impl Lstm {
     /// An LSTM of `units` whose weights are drawn from `key` on the first
     /// call.
-    pub fn new(units: i64, key: &Tensor) -> Result<Lstm> {
+    pub fn new(key: &Tensor, units: i64) -> Result<Lstm> {
         check_units("Lstm", units)?;
         Ok(Lstm {
             units,
@@ -667,7 +667,7 @@ pub struct Gru {
 impl Gru {
     /// A GRU of `units` (`reset_after`, biases on) whose weights are
     /// drawn from `key` on the first call.
-    pub fn new(units: i64, key: &Tensor) -> Result<Gru> {
+    pub fn new(key: &Tensor, units: i64) -> Result<Gru> {
         check_units("Gru", units)?;
         Ok(Gru {
             units,
