@@ -77,12 +77,82 @@ pub trait Module {
     }
 
     /// The variables optimizers train (`tf.Module.trainable_variables`):
-    /// those not marked [`Variable::non_trainable`].
+    /// those not marked [`Variable::non_trainable`] and not frozen.
     fn trainable_variables(&self) -> Vec<Variable> {
         self.variables()
             .into_iter()
             .filter(Variable::trainable)
             .collect()
+    }
+
+    /// Freezes every variable for fine-tuning (Keras' `trainable =
+    /// False`, PyTorch's `requires_grad_(False)`): none is trainable until
+    /// [`Module::unfreeze`]. Freeze a pretrained body and train its new
+    /// head with `model.head.trainable_variables()` or the whole model's.
+    fn freeze(&self) {
+        for v in self.variables() {
+            v.set_frozen(true);
+        }
+    }
+
+    /// Thaws every variable: each is trainable again unless it was made
+    /// non-trainable (a batch norm's moving statistics stay so).
+    fn unfreeze(&self) {
+        for v in self.variables() {
+            v.set_frozen(false);
+        }
+    }
+
+    /// How many numbers the variables hold: `(all, trainable)`.
+    fn parameter_count(&self) -> (u64, u64) {
+        let size = |v: &Variable| v.dims().iter().map(|&d| d as u64).product::<u64>();
+        self.variables().iter().fold((0, 0), |(all, trainable), v| {
+            let n = size(v);
+            (all + n, trainable + if v.trainable() { n } else { 0 })
+        })
+    }
+
+    /// A table of the variables (Keras' `model.summary()`): each path,
+    /// dtype and shape, its count, and whether it is trained, then the
+    /// totals.
+    ///
+    /// ```
+    /// use xlafn::prelude::*;
+    /// use xlafn::module::Module;
+    /// use xlafn::nn::layers::Linear;
+    /// let fc = Linear::new(&xlafn::random::key(0)?, 3, 2)?;
+    /// let table = fc.summary();
+    /// assert!(table.contains("kernel") && table.contains("f32[3, 2]"));
+    /// assert!(table.ends_with("total 8 parameters, 8 trainable\n"));
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    fn summary(&self) -> String {
+        let rows: Vec<(String, String, u64, bool)> = self
+            .named_variables()
+            .into_iter()
+            .map(|(path, v)| {
+                let n = v.dims().iter().map(|&d| d as u64).product::<u64>();
+                (
+                    path,
+                    format!("{}{:?}", v.dtype(), v.dims()),
+                    n,
+                    v.trainable(),
+                )
+            })
+            .collect();
+        let wp = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(8);
+        let wt = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(4);
+        let mut out = format!(
+            "{:wp$}  {:wt$}  {:>12}  trained\n",
+            "variable", "type", "parameters"
+        );
+        for (path, ty, n, trained) in &rows {
+            let mark = if *trained { "yes" } else { "no" };
+            out.push_str(&format!("{path:wp$}  {ty:wt$}  {n:>12}  {mark}\n"));
+        }
+        let (all, trainable) = self.parameter_count();
+        out.push_str(&format!("total {all} parameters, {trainable} trainable\n"));
+        out
     }
 }
 

@@ -95,6 +95,9 @@ pub(crate) struct VariableInner {
     /// False while a variable created from a traced value waits for its
     /// lifted initializer to run (see [`Variable::try_new`]).
     initialized: AtomicBool,
+    /// Frozen for fine-tuning (`Module::freeze`): not trained while set,
+    /// whatever `trainable` says, and unfreezing restores `trainable`.
+    frozen: AtomicBool,
     /// The built-in layer holding it, set when that layer lists it.
     layer_kind: OnceLock<LayerKind>,
 }
@@ -376,6 +379,7 @@ impl Variable {
             slot_key: id,
             trainable: AtomicBool::new(true),
             initialized: AtomicBool::new(initialized),
+            frozen: AtomicBool::new(false),
             layer_kind: OnceLock::new(),
         });
         if !initialized {
@@ -460,9 +464,25 @@ impl Variable {
         self
     }
 
-    /// Whether optimizers should train it (see [`Variable::non_trainable`]).
+    /// Whether optimizers should train it: not marked
+    /// [`Variable::non_trainable`] and not frozen.
     pub fn trainable(&self) -> bool {
-        self.inner.trainable.load(Ordering::Relaxed)
+        self.inner.trainable.load(Ordering::Relaxed) && !self.frozen()
+    }
+
+    /// Freezes the variable for fine-tuning (`frozen` true) or thaws it:
+    /// a frozen variable is not trainable, and thawing gives back what it
+    /// was (a batch norm's moving statistics stay non-trainable). What
+    /// `Module::freeze` and `unfreeze` set on every variable of a model;
+    /// as with [`Variable::non_trainable`], set it before a training step
+    /// is first traced.
+    pub fn set_frozen(&self, frozen: bool) {
+        self.inner.frozen.store(frozen, Ordering::Relaxed);
+    }
+
+    /// Whether the variable is frozen (see [`Variable::set_frozen`]).
+    pub fn frozen(&self) -> bool {
+        self.inner.frozen.load(Ordering::Relaxed)
     }
 
     /// The unique id of this variable.
@@ -575,6 +595,7 @@ impl Variable {
             slot_key: stands_for.unwrap_or(id),
             trainable: AtomicBool::new(true),
             initialized: AtomicBool::new(true),
+            frozen: AtomicBool::new(false),
             layer_kind: OnceLock::new(),
         };
         Ok(Variable {

@@ -338,3 +338,69 @@ fn a_flax_variables_tree_loads_with_the_preset_and_gives_flaxs_outputs() {
         &flax_io("emb_out"),
     );
 }
+
+/// A `Linear` after PyTorch's `flatten(1)` of channels-first features
+/// reads them in `[c, h, w]` order; after xlafn's flatten of channels-last
+/// ones, in `[h, w, c]` order. `channels_first_flatten` reorders the
+/// kernel's rows so both compute the same.
+#[test]
+fn a_linear_after_a_channels_first_flatten_is_reordered() {
+    #[derive(Module)]
+    struct Head {
+        fc: Linear,
+    }
+    let (c, h, w, out) = (2i64, 2i64, 3i64, 4i64);
+    let n = (c * h * w) as usize;
+    let weight: Vec<f32> = (0..out as usize * n)
+        .map(|k| ((k * 5 % 13) as f32 - 6.0) / 7.0)
+        .collect();
+    let bias = vec![0.5f32, -0.25, 0.0, 1.0];
+    let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let (wb, bb) = (bytes(&weight), bytes(&bias));
+    use safetensors::{Dtype, tensor::TensorView};
+    let file = safetensors::serialize(
+        [
+            (
+                "fc.weight",
+                TensorView::new(Dtype::F32, vec![out as usize, n], &wb).unwrap(),
+            ),
+            (
+                "fc.bias",
+                TensorView::new(Dtype::F32, vec![out as usize], &bb).unwrap(),
+            ),
+        ],
+        None,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("head.safetensors");
+    std::fs::write(&path, file).unwrap();
+    let head = Head {
+        fc: Linear::new(&xlafn::random::key(0).unwrap(), c * h * w, out).unwrap(),
+    };
+    let mapping = Mapping::new()
+        .torch(&head)
+        .channels_first_flatten(|n| n == "fc.kernel", [c, h, w]);
+    let file = Weights::open(&path).unwrap();
+    weights::load_into(&head, &file, &mapping, LoadOptions::default()).unwrap();
+    // PyTorch's output, by a direct loop over the NCHW features.
+    let x: Vec<f32> = (0..n).map(|k| (k as f32 - 5.0) / 3.0).collect();
+    let want: Vec<f64> = (0..out as usize)
+        .map(|o| {
+            bias[o] as f64
+                + (0..n)
+                    .map(|i| weight[o * n + i] as f64 * x[i] as f64)
+                    .sum::<f64>()
+        })
+        .collect();
+    let nchw = Tensor::from_vec(x, &[1, c, h, w]).unwrap();
+    let flat = nchw
+        .transpose(&[0, 2, 3, 1])
+        .unwrap()
+        .reshape(&[1, c * h * w])
+        .unwrap();
+    let got = head.fc.forward(&flat).unwrap().to_vec::<f32>().unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((*g as f64 - w).abs() < 1e-5, "{got:?} vs {want:?}");
+    }
+}

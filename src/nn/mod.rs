@@ -13,6 +13,7 @@ pub mod layers;
 pub mod losses;
 pub mod metrics;
 pub mod mixed_precision;
+pub mod positional;
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;

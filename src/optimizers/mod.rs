@@ -100,6 +100,7 @@
 
 mod adagrad;
 mod adam;
+mod averaging;
 mod loss_scale;
 mod rmsprop;
 pub mod schedules;
@@ -107,6 +108,7 @@ mod sgd;
 
 pub use adagrad::Adagrad;
 pub use adam::{Adam, AdamW};
+pub use averaging::{ExponentialMovingAverage, Improvement, ReduceLrOnPlateau};
 pub use loss_scale::LossScaleOptimizer;
 pub use rmsprop::RmsProp;
 pub use schedules::{

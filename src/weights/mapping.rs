@@ -220,6 +220,24 @@ impl Mapping {
         self.transform(select, Transform::TorchKernel)
     }
 
+    /// Reorders the input rows of the selected dense kernels (`[in,
+    /// out]`, xlafn's layout: put this after `torch` or `torch_kernel`)
+    /// from a flatten of channels-first `[channels, height, width]`
+    /// features, PyTorch's `x.flatten(1)` after a convolution, to a
+    /// flatten of xlafn's channels-last `[height, width, channels]`: a
+    /// `Linear` after `Flatten` then computes what PyTorch's did.
+    pub fn channels_first_flatten(
+        self,
+        select: impl Fn(&str) -> bool + 'static,
+        [channels, height, width]: [i64; 3],
+    ) -> Mapping {
+        let select = std::rc::Rc::new(select);
+        let (a, b, c) = (select.clone(), select.clone(), select);
+        self.reshape(move |n| a(n), &[channels, height, width, -1])
+            .transpose(move |n| b(n), &[1, 2, 0, 3])
+            .reshape(move |n| c(n), &[channels * height * width, -1])
+    }
+
     /// Gives the selected tensors new dimensions with the same element
     /// count (row-major; one entry may be -1, computed from the count).
     pub fn reshape(self, select: impl Fn(&str) -> bool + 'static, dims: &[i64]) -> Mapping {

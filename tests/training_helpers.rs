@@ -1,0 +1,224 @@
+//! The pieces model writers expect beside layers and optimizers, each
+//! against a reference computed here: sinusoidal and rotary position
+//! encodings and ALiBi biases against direct loops of their formulas, an
+//! exponential moving average of weights and Keras' ReduceLROnPlateau
+//! against their update rules worked by hand, and freezing and the
+//! summary table of a model.
+
+use xlafn::module::Module;
+use xlafn::nn::layers::{BatchNorm, Linear};
+use xlafn::nn::positional::{alibi_bias, alibi_slopes, rotary, sinusoidal};
+use xlafn::optimizers::{ExponentialMovingAverage, Improvement, ReduceLrOnPlateau};
+use xlafn::prelude::*;
+
+fn close(got: &[f32], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((*g as f64 - w).abs() <= tol, "{what}[{i}]: {g} vs {w}");
+    }
+}
+
+#[test]
+fn sinusoidal_encodings_follow_the_transformer_papers_formula() {
+    let positions = Tensor::from_vec(vec![3i32, 4, 5, 6, 7], &[5]).unwrap();
+    let dim = 8;
+    let got = sinusoidal(&positions, dim, DType::F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    let mut want = Vec::new();
+    for p in 3..8 {
+        for c in 0..dim {
+            let angle = p as f64 / 10000f64.powf((c / 2 * 2) as f64 / dim as f64);
+            want.push(if c % 2 == 0 { angle.sin() } else { angle.cos() });
+        }
+    }
+    close(&got, &want, 2e-6, "sinusoidal");
+    assert!(sinusoidal(&positions, 7, DType::F32).is_err());
+}
+
+/// The rotate-half RoPE by its definition, on `[1, t, 1, d]`.
+fn rotary_reference(x: &[f32], t: usize, d: usize, positions: &[f64], base: f64) -> Vec<f64> {
+    let mut out = vec![0.0; t * d];
+    for (p, &pos) in positions.iter().enumerate() {
+        for i in 0..d / 2 {
+            let theta = pos / base.powf(2.0 * i as f64 / d as f64);
+            let (a, b) = (x[p * d + i] as f64, x[p * d + i + d / 2] as f64);
+            out[p * d + i] = a * theta.cos() - b * theta.sin();
+            out[p * d + i + d / 2] = b * theta.cos() + a * theta.sin();
+        }
+    }
+    out
+}
+
+#[test]
+fn rotary_embeddings_rotate_halves_and_keep_only_relative_position() {
+    let (t, d) = (4usize, 6usize);
+    let x: Vec<f32> = (0..t * d)
+        .map(|k| ((k * 7 % 11) as f32 - 5.0) / 4.0)
+        .collect();
+    let xt = Tensor::from_vec(x.clone(), &[1, t as i64, 1, d as i64]).unwrap();
+    let positions = Tensor::from_vec(vec![2i32, 3, 4, 5], &[4]).unwrap();
+    let got = rotary(&xt, &positions, 10000.0)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    close(
+        &got,
+        &rotary_reference(&x, t, d, &[2.0, 3.0, 4.0, 5.0], 10000.0),
+        1e-5,
+        "rotary",
+    );
+    // q at position p and k at p + 3 score the same for every p.
+    let q = Tensor::from_vec(x[..d].to_vec(), &[1, 1, 1, d as i64]).unwrap();
+    let k = Tensor::from_vec(x[d..2 * d].to_vec(), &[1, 1, 1, d as i64]).unwrap();
+    let score = |p: i32| {
+        let at = |v: &Tensor, p: i32| {
+            rotary(v, &Tensor::from_vec(vec![p], &[1]).unwrap(), 100.0).unwrap()
+        };
+        at(&q, p)
+            .mul(&at(&k, p + 3))
+            .unwrap()
+            .reduce_sum(&[], false)
+            .unwrap()
+            .item::<f32>()
+            .unwrap()
+    };
+    let (s0, s9) = (score(0), score(9));
+    assert!((s0 - s9).abs() < 1e-4, "{s0} vs {s9}");
+}
+
+#[test]
+fn alibi_slopes_and_biases_follow_the_papers_reference() {
+    let eight = alibi_slopes(8).unwrap().to_vec::<f32>().unwrap();
+    let want: Vec<f64> = (1..=8).map(|h| 2f64.powi(-h)).collect();
+    close(&eight, &want, 1e-7, "8 heads");
+    // 6 heads: the 4-head slopes, then every other 8-head slope.
+    let six = alibi_slopes(6).unwrap().to_vec::<f32>().unwrap();
+    let want = [
+        2f64.powi(-2),
+        2f64.powi(-4),
+        2f64.powi(-6),
+        2f64.powi(-8),
+        0.5,
+        0.125,
+    ];
+    close(&six, &want, 1e-7, "6 heads");
+    let q = Tensor::from_vec(vec![2i32, 3], &[2]).unwrap();
+    let k = Tensor::range(0.0, 4.0, 1.0, DType::I32).unwrap();
+    let bias = alibi_bias(2, &q, &k).unwrap();
+    assert_eq!(bias.dims(), vec![2, 2, 4]);
+    let slopes = [2f64.powi(-4), 2f64.powi(-8)];
+    let mut want = Vec::new();
+    for s in slopes {
+        for qp in [2.0, 3.0] {
+            for kp in 0..4 {
+                want.push(s * (kp as f64 - qp));
+            }
+        }
+    }
+    close(&bias.to_vec::<f32>().unwrap(), &want, 1e-7, "bias");
+}
+
+#[test]
+fn a_moving_average_of_weights_updates_inside_a_compiled_step() {
+    let w = Variable::new(Tensor::from_vec(vec![1f32, 2.], &[2]).unwrap());
+    let ema = std::sync::Arc::new(ExponentialMovingAverage::new(0.5).unwrap());
+    let step = {
+        let (w, ema) = (w.clone(), ema.clone());
+        function(move |delta: Tensor| -> Result<Tensor> {
+            w.assign_add(&delta)?;
+            ema.update(&[&w])?;
+            w.read().reduce_sum(&[], false)
+        })
+    };
+    // The shadow starts at the value before the first call, [1, 2], as
+    // TensorFlow starts shadows at a variable's initial value; then
+    // 0.5 * [1, 2] + 0.5 * [2, 3] = [1.5, 2.5], and
+    // 0.5 * [1.5, 2.5] + 0.5 * [3, 4] = [2.25, 3.25].
+    for _ in 0..2 {
+        step.call((Tensor::from_vec(vec![1f32, 1.], &[2]).unwrap(),))
+            .unwrap();
+    }
+    assert_eq!(step.tracing_count(), 1);
+    let avg = ema.average(&w).unwrap().read().to_vec::<f32>().unwrap();
+    assert_eq!(avg, vec![2.25, 3.25]);
+    ema.copy_to(&[&w]).unwrap();
+    assert_eq!(w.read().to_vec::<f32>().unwrap(), vec![2.25, 3.25]);
+    assert!(ExponentialMovingAverage::new(1.5).is_err());
+}
+
+/// Keras' rule worked by hand: patience 2, factor 0.5, cooldown 1.
+#[test]
+fn reduce_lr_on_plateau_follows_keras_rule() {
+    let lr = Variable::new(Tensor::scalar(1.0f32));
+    let plateau = ReduceLrOnPlateau::new(lr.clone())
+        .patience(2)
+        .factor(0.5)
+        .cooldown(1)
+        .min_lr(0.2);
+    // best 1.0; 1.0 (wait 1); 1.0 (wait 2: reduce to 0.5, cooldown 1);
+    // 1.0 (cooldown: not counted); 1.0 (wait 1); 1.0 (wait 2: 0.25,
+    // cooldown 1); 0.5 (cooldown, and better: best 0.5); 0.5 (wait 1);
+    // 0.5 (wait 2: 0.125, raised to the floor 0.2); then no lower.
+    let metrics = [
+        1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5,
+    ];
+    let mut rates = Vec::new();
+    for m in metrics {
+        plateau.step(m).unwrap();
+        rates.push(lr.read().item::<f32>().unwrap());
+    }
+    assert_eq!(
+        rates,
+        [
+            1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.2, 0.2, 0.2, 0.2, 0.2
+        ]
+    );
+    // An accuracy: higher is better.
+    let acc_lr = Variable::new(Tensor::scalar(1.0f32));
+    let acc = ReduceLrOnPlateau::new(acc_lr.clone())
+        .patience(1)
+        .mode(Improvement::Higher);
+    assert!(!acc.step(0.5).unwrap() && !acc.step(0.6).unwrap() && acc.step(0.6).unwrap());
+    assert!((acc_lr.read().item::<f32>().unwrap() - 0.1).abs() < 1e-7);
+}
+
+#[derive(Module)]
+struct Net {
+    body: Linear,
+    bn: BatchNorm,
+    head: Linear,
+}
+
+#[test]
+fn freezing_a_body_leaves_the_head_trainable_and_thawing_restores_it() {
+    let key = xlafn::random::key(0).unwrap();
+    let net = Net {
+        body: Linear::new(&key, 3, 4).unwrap(),
+        bn: BatchNorm::new(4, DType::F32).unwrap(),
+        head: Linear::new(&key, 4, 2).unwrap(),
+    };
+    assert_eq!(net.trainable_variables().len(), 6); // moving stats are not
+    net.body.freeze();
+    net.bn.freeze();
+    let names: Vec<String> = net.trainable_variables().iter().map(|v| v.name()).collect();
+    assert_eq!(names, ["head.kernel", "head.bias"]);
+    assert_eq!(
+        net.parameter_count(),
+        (3 * 4 + 4 + 4 * 4 + 4 * 2 + 2, 4 * 2 + 2)
+    );
+    net.unfreeze();
+    assert_eq!(net.trainable_variables().len(), 6);
+    assert!(!net.bn.moving_mean.trainable());
+    let table = net.summary();
+    assert!(
+        table.contains("bn.moving_mean") && table.contains("f32[4]"),
+        "{table}"
+    );
+    assert!(table.contains("no\n"), "{table}");
+    assert!(
+        table.ends_with("total 42 parameters, 34 trainable\n"),
+        "{table}"
+    );
+}
