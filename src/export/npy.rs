@@ -370,17 +370,41 @@ pub fn decode(bytes: &[u8]) -> Result<HostArray> {
 /// each `width` bytes, reordered to C order (last index fastest). `data`
 /// holds exactly the elements `dims` calls for (checked by the caller).
 fn fortran_to_c(data: &[u8], dims: &[i64], width: usize) -> Vec<u8> {
-    let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
     let mut strides = Vec::with_capacity(dims.len());
     let mut stride = 1;
-    for d in &dims {
+    for &d in dims {
         strides.push(stride);
         stride *= d;
     }
-    let mut out = Vec::with_capacity(data.len());
-    let mut index = vec![0usize; dims.len()];
-    for _ in 0..data.len() / width.max(1) {
-        let at: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+    gather_strided(data, width, 0, dims, &strides)
+}
+
+/// The view of `data` (elements of `width` bytes) at element `offset`
+/// with `dims` and element `strides`, copied dense in C order (last index
+/// fastest): a Fortran-order `.npy` file's elements, or a PyTorch
+/// tensor's view of its storage. The caller has checked that every index
+/// the view reaches lies inside `data` and that dims and strides are
+/// non-negative.
+pub(crate) fn gather_strided(
+    data: &[u8],
+    width: usize,
+    offset: u64,
+    dims: &[i64],
+    strides: &[i64],
+) -> Vec<u8> {
+    let count: usize = dims.iter().map(|&d| d as usize).product();
+    let mut out = Vec::with_capacity(count * width);
+    if count == 0 {
+        return out;
+    }
+    let mut index = vec![0i64; dims.len()];
+    for _ in 0..count {
+        let at = offset as usize
+            + index
+                .iter()
+                .zip(strides)
+                .map(|(&i, &s)| (i * s) as usize)
+                .sum::<usize>();
         out.extend_from_slice(&data[at * width..(at + 1) * width]);
         for k in (0..dims.len()).rev() {
             index[k] += 1;

@@ -123,6 +123,45 @@ fn transpose2() -> Transform {
     Transform::Transpose(vec![1, 0])
 }
 
+/// A framework's names for the variables it only renames: the
+/// embedding table, a norm's scale and offset, a batch norm's statistics.
+struct Renames {
+    embeddings: &'static str,
+    gamma: &'static str,
+    beta: &'static str,
+    moving_mean: &'static str,
+    moving_variance: &'static str,
+}
+
+const TORCH_NAMES: Renames = Renames {
+    embeddings: "weight",
+    gamma: "weight",
+    beta: "bias",
+    moving_mean: "running_mean",
+    moving_variance: "running_var",
+};
+
+const FLAX_NAMES: Renames = Renames {
+    embeddings: "embedding",
+    gamma: "scale",
+    beta: "bias",
+    moving_mean: "mean",
+    moving_variance: "var",
+};
+
+/// The framework's name for a variable that is only renamed.
+fn renamed(kind: LayerKind, leaf: &str, names: &Renames) -> Option<&'static str> {
+    let norm = matches!(kind, LayerKind::BatchNorm | LayerKind::Norm);
+    match (leaf, kind == LayerKind::BatchNorm) {
+        ("embeddings", _) if kind == LayerKind::Embedding => Some(names.embeddings),
+        ("gamma", _) if norm => Some(names.gamma),
+        ("beta", _) if norm => Some(names.beta),
+        ("moving_mean", true) => Some(names.moving_mean),
+        ("moving_variance", true) => Some(names.moving_variance),
+        _ => None,
+    }
+}
+
 /// PyTorch's state-dict names (see `Mapping::torch`).
 pub(crate) fn torch(variables: &[LayerVariable]) -> Preset {
     let mut table = Table::default();
@@ -168,17 +207,14 @@ fn torch_plain(
     dims: &[i64],
 ) {
     let name = |n: &str| join(module, n);
-    match (kind, leaf) {
-        (LayerKind::Embedding, "embeddings") => table.add(name("weight"), path, vec![]),
-        (LayerKind::BatchNorm | LayerKind::Norm, "gamma") => {
-            table.add(name("weight"), path, vec![])
-        }
-        (LayerKind::BatchNorm | LayerKind::Norm, "beta") => table.add(name("bias"), path, vec![]),
-        (LayerKind::BatchNorm, "moving_mean") => table.add(name("running_mean"), path, vec![]),
-        (LayerKind::BatchNorm, "moving_variance") => {
-            table.add(name("running_var"), path, vec![]);
+    if let Some(renamed) = renamed(kind, leaf, &TORCH_NAMES) {
+        table.add(name(renamed), path, vec![]);
+        if (kind, leaf) == (LayerKind::BatchNorm, "moving_variance") {
             table.skip(name("num_batches_tracked"));
         }
+        return;
+    }
+    match (kind, leaf) {
         // Depthwise: `[in * m, 1, k..]`, output channel `i * m + j`.
         (LayerKind::DepthwiseConv, "kernel") if dims.len() >= 3 => {
             let n = dims.len();
@@ -322,12 +358,11 @@ fn flax_variable(
     dims: &[i64],
 ) {
     let name = |n: &str| join(module, n);
+    if let Some(renamed) = renamed(kind, leaf, &FLAX_NAMES) {
+        table.add(name(renamed), path, vec![]);
+        return;
+    }
     match (kind, leaf) {
-        (LayerKind::Embedding, "embeddings") => table.add(name("embedding"), path, vec![]),
-        (LayerKind::BatchNorm | LayerKind::Norm, "gamma") => table.add(name("scale"), path, vec![]),
-        (LayerKind::BatchNorm | LayerKind::Norm, "beta") => table.add(name("bias"), path, vec![]),
-        (LayerKind::BatchNorm, "moving_mean") => table.add(name("mean"), path, vec![]),
-        (LayerKind::BatchNorm, "moving_variance") => table.add(name("var"), path, vec![]),
         // Flax's `ConvTranspose` kernel `[k.., in, out]` is not flipped:
         // xlafn's (Keras') is the forward convolution's, flipped.
         (LayerKind::ConvTranspose, "kernel") if dims.len() >= 3 => {

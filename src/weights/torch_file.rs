@@ -13,11 +13,13 @@
 //! (a whole pickled `nn.Module` needs its Python classes).
 //!
 //! Layer: part of `weights`. Imports `files` (the regular-file opener),
-//! `dtype`, `tensor`, `error` and the `zip` crate.
+//! `export::npy` (the strided gather), `dtype`, `tensor`, `error` and the
+//! `zip` crate.
 
 use super::WeightInfo;
 use super::torch_pickle::{self, MAX_PICKLE_BYTES, TensorRecord};
 use crate::error::{Error, Result};
+use crate::export::npy::gather_strided;
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::io::{Read, Seek};
@@ -169,7 +171,7 @@ impl TorchFile {
             ));
         }
         let element = r.info.dtype.size_in_bytes()?;
-        let dense = gather(&storage, element, r.offset, &r.info.dims, &r.strides);
+        let dense = gather_strided(&storage, element, r.offset, &r.info.dims, &r.strides);
         Tensor::from_host_bytes(r.info.dtype, &r.info.dims, &dense)
     }
 }
@@ -258,34 +260,6 @@ fn check(
     })
 }
 
-/// The view (`offset`, `dims`, `strides`, in elements of `element`
-/// bytes) of `storage`, dense and row-major. `check` bounded every index.
-fn gather(storage: &[u8], element: usize, offset: u64, dims: &[i64], strides: &[i64]) -> Vec<u8> {
-    let count: usize = dims.iter().map(|&d| d as usize).product();
-    let mut out = Vec::with_capacity(count * element);
-    if count == 0 {
-        return out;
-    }
-    let mut index = vec![0i64; dims.len()];
-    for _ in 0..count {
-        let at = offset as usize
-            + index
-                .iter()
-                .zip(strides)
-                .map(|(&i, &s)| (i * s) as usize)
-                .sum::<usize>();
-        out.extend_from_slice(&storage[at * element..(at + 1) * element]);
-        for axis in (0..dims.len()).rev() {
-            index[axis] += 1;
-            if index[axis] < dims[axis] {
-                break;
-            }
-            index[axis] = 0;
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,10 +268,10 @@ mod tests {
     fn a_transposed_view_is_gathered_row_major() {
         // Storage [[0, 1, 2], [3, 4, 5]] of u8; the view is its transpose.
         let storage: Vec<u8> = (0..6).collect();
-        let dense = gather(&storage, 1, 0, &[3, 2], &[1, 3]);
+        let dense = gather_strided(&storage, 1, 0, &[3, 2], &[1, 3]);
         assert_eq!(dense, vec![0, 3, 1, 4, 2, 5]);
-        assert_eq!(gather(&storage, 2, 1, &[2], &[1]), vec![2, 3, 4, 5]);
-        assert!(gather(&storage, 1, 0, &[0, 3], &[3, 1]).is_empty());
+        assert_eq!(gather_strided(&storage, 2, 1, &[2], &[1]), vec![2, 3, 4, 5]);
+        assert!(gather_strided(&storage, 1, 0, &[0, 3], &[3, 1]).is_empty());
     }
 
     fn record(dims: &[i64], strides: &[i64], offset: u64) -> Rc<TensorRecord> {
