@@ -124,8 +124,12 @@ pub enum LayerKind {
     Embedding,
     /// `BatchNorm` (`gamma`, `beta`, `moving_mean`, `moving_variance`).
     BatchNorm,
-    /// `LayerNorm`, `GroupNorm`, `RmsNorm` (`gamma`, `beta`).
-    Norm,
+    /// `LayerNorm` (`gamma`, `beta`).
+    LayerNorm,
+    /// `GroupNorm` (`gamma`, `beta`).
+    GroupNorm,
+    /// `RmsNorm` (`gamma`).
+    RmsNorm,
     /// `Lstm` (`kernel [in, 4u]`, `recurrent_kernel [u, 4u]`, `bias [4u]`;
     /// gates i, f, c, o).
     Lstm,

@@ -6,6 +6,9 @@
 //! reported, and a file missing one part is refused rather than loaded
 //! half.
 
+#[path = "common/close.rs"]
+mod close;
+
 use xlafn::module::Module;
 use xlafn::nn::layers::{
     Activation, Conv2d, ConvTranspose2d, DepthwiseConv2d, Embedding, Gru, Layer, Linear, Lstm,
@@ -80,14 +83,7 @@ fn nhwc(t: &Tensor) -> Tensor {
 }
 
 fn assert_close(name: &str, got: &Tensor, want: &Tensor) {
-    assert_eq!(got.dims(), want.dims(), "{name}: shapes");
-    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
-    let worst = g
-        .iter()
-        .zip(&w)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
-    assert!(worst < 2e-5, "{name}: differs from PyTorch by {worst}");
+    close::assert_close_to("the framework", name, got, want, 2e-5);
 }
 
 fn loaded_net() -> (Net, weights::LoadReport) {

@@ -8,8 +8,8 @@
 //! so a whole file is checked against a module before any data is read;
 //! the same steps then apply to each tensor's value.
 //!
-//! A framework preset ([`Mapping::torch`], [`Mapping::flax`]) is one rule
-//! built from a module: every variable of a built-in layer (its
+//! A framework preset ([`Mapping::torch`], [`Mapping::flax`],
+//! [`Mapping::keras`]) is one rule built from a module: every variable of a built-in layer (its
 //! [`LayerKind`]) with the names and layouts that framework gives it. A
 //! preset may make one variable from several file tensors (PyTorch's two
 //! LSTM biases are summed, Flax's per-gate LSTM kernels concatenated) and
@@ -123,7 +123,18 @@ enum Rule {
     Skip(Select),
     Transform(Select, Transform),
     Preset(Preset),
+    /// A preset made once the file's names are known: Keras numbers its
+    /// layers by class (`dense`, `dense_1`), so which file layer a
+    /// variable reads depends on the numbers the file holds.
+    Keras(Vec<LayerVariable>),
 }
+
+/// A module's built-in layer variables: path, kind, dims.
+type LayerVariable = (String, LayerKind, Vec<i64>);
+
+/// The presets of a mapping's file-dependent rules, made for one file
+/// (by rule index; `None` for the other rules).
+pub(crate) struct Resolved(Vec<Option<Preset>>);
 
 /// How file tensors become module variables: an ordered list of rules
 /// (see the module docs). An empty mapping loads every tensor under its
@@ -284,28 +295,93 @@ impl Mapping {
         self
     }
 
+    /// Keras 3's names for the built-in layers of `module`, as
+    /// `model.save_weights("x.weights.h5")` and a `.keras` archive write
+    /// them: `<layer>/vars/<n>`, a layer's variables numbered in the
+    /// order Keras makes them (`kernel`, `bias`; `gamma`, `beta`,
+    /// `moving_mean`, `moving_variance`), recurrent cells under `cell`,
+    /// attention's projections under `query_dense`..`output_dense`.
+    /// Keras' layouts are xlafn's, so nothing is transposed.
+    ///
+    /// A layer in an xlafn list (`Sequential`'s `layers.N`, a `Vec`
+    /// field) is found among the layers Keras lists by name under the
+    /// same place (`layers/dense`, `layers/dense_1`): the k-th layer of a
+    /// class in the module reads the file's k-th of that class, numbered
+    /// as Keras numbers automatic names (so a model built after others,
+    /// whose layers start at `dense_4`, still lines up). Any other layer
+    /// is looked for at its own path (a subclassed model's attribute,
+    /// `fc/vars/0`) and among a functional model's `layers/..`. Layers
+    /// given names of their own in Keras need a rename before this rule.
+    /// An `optimizer/..` state is skipped.
+    pub fn keras(mut self, module: &(impl Module + ?Sized)) -> Mapping {
+        self.rules.push(Rule::Keras(layer_variables(module)));
+        self
+    }
+
     /// What the file tensor `name` with header entry `info` becomes: the
     /// variable name and its dtype and dims, or `None` when skipped (the
     /// first variable, when a preset makes several from it).
     /// Errors when a step does not fit (a reshape of another element
-    /// count, a transpose of another rank), naming the tensor.
+    /// count, a transpose of another rank), naming the tensor. A rule
+    /// that depends on the whole file ([`Mapping::keras`]) sees this one
+    /// name as the file.
     pub fn map_info(&self, name: &str, info: &WeightInfo) -> Result<Option<(String, WeightInfo)>> {
+        let resolved = self.resolve(&[(name.to_string(), info.clone())])?;
         Ok(self
-            .plan(name, info)?
+            .plan(&resolved, name, info)?
             .into_iter()
             .next()
             .map(|p| (p.name, p.info)))
     }
 
-    /// Every variable the file tensor becomes (none: skipped).
-    pub(crate) fn plan(&self, file_name: &str, info: &WeightInfo) -> Result<Vec<Plan>> {
+    /// Makes the file-dependent presets for a file of these tensors: each
+    /// from the names as the rules before it leave them.
+    pub(crate) fn resolve(&self, file: &[(String, WeightInfo)]) -> Result<Resolved> {
+        let mut resolved = Resolved(self.rules.iter().map(|_| None).collect());
+        for (i, rule) in self.rules.iter().enumerate() {
+            if let Rule::Keras(variables) = rule {
+                let mut names = Vec::with_capacity(file.len());
+                for (name, info) in file {
+                    let plans = self.plan_through(i, &resolved, name, info)?;
+                    names.extend(plans.into_iter().map(|p| p.name));
+                }
+                resolved.0[i] = Some(presets::keras(variables, &names));
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// Every variable the file tensor becomes (none: skipped), with the
+    /// file-dependent presets `resolved` made for its file.
+    pub(crate) fn plan(
+        &self,
+        resolved: &Resolved,
+        file_name: &str,
+        info: &WeightInfo,
+    ) -> Result<Vec<Plan>> {
+        self.plan_through(self.rules.len(), resolved, file_name, info)
+    }
+
+    /// The plans after the first `upto` rules.
+    fn plan_through(
+        &self,
+        upto: usize,
+        resolved: &Resolved,
+        file_name: &str,
+        info: &WeightInfo,
+    ) -> Result<Vec<Plan>> {
         let mut plans = vec![Plan {
             name: file_name.to_string(),
             info: info.clone(),
             steps: Vec::new(),
             part: None,
         }];
-        for rule in &self.rules {
+        for (i, rule) in self.rules[..upto].iter().enumerate() {
+            let preset = match rule {
+                Rule::Preset(preset) => Some(preset),
+                Rule::Keras(_) => resolved.0.get(i).and_then(Option::as_ref),
+                _ => None,
+            };
             let mut next = Vec::with_capacity(plans.len());
             for mut plan in plans {
                 match rule {
@@ -318,22 +394,24 @@ impl Mapping {
                         plan.step(file_name, t)?;
                         next.push(plan);
                     }
-                    Rule::Preset(preset) => match preset.table.get(&plan.name) {
-                        Some(targets) => {
-                            for target in targets {
-                                let mut branch = plan.clone();
-                                branch.name = target.variable.clone();
-                                for t in &target.steps {
-                                    branch.step(file_name, t).map_err(|e| {
-                                        preset_error(preset.framework, &plan.name, e)
-                                    })?;
+                    Rule::Preset(_) | Rule::Keras(_) => {
+                        match preset.and_then(|p| p.table.get(&plan.name).map(|t| (p, t))) {
+                            None => next.push(plan),
+                            Some((preset, targets)) => {
+                                for target in targets {
+                                    let mut branch = plan.clone();
+                                    branch.name = target.variable.clone();
+                                    for t in &target.steps {
+                                        branch.step(file_name, t).map_err(|e| {
+                                            preset_error(preset.framework, &plan.name, e)
+                                        })?;
+                                    }
+                                    branch.part = target.part;
+                                    next.push(branch);
                                 }
-                                branch.part = target.part;
-                                next.push(branch);
                             }
                         }
-                        None => next.push(plan),
-                    },
+                    }
                     Rule::Skip(_) | Rule::Transform(..) => next.push(plan),
                 }
             }
@@ -345,7 +423,7 @@ impl Mapping {
 
 /// The variables of `module` that a built-in layer holds: path, kind and
 /// dims, what a preset is made from.
-fn layer_variables(module: &(impl Module + ?Sized)) -> Vec<(String, LayerKind, Vec<i64>)> {
+fn layer_variables(module: &(impl Module + ?Sized)) -> Vec<LayerVariable> {
     module
         .named_variables()
         .into_iter()

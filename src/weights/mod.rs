@@ -2,9 +2,10 @@
 //! shards listed by a `model.safetensors.index.json`) and PyTorch's
 //! `torch.save` archives of a state dict (`.pth`, `.pt`, `.bin`, read by
 //! a restricted unpickler that builds tensors and dicts and runs no code)
+//! and Keras' `.weights.h5` files and `.keras` archives (feature `keras`)
 //! loaded into a module whose names and layouts differ from the file's,
 //! by a [`Mapping`] of renames and layout changes, or by a framework's
-//! preset ([`Mapping::torch`], [`Mapping::flax`]).
+//! preset ([`Mapping::torch`], [`Mapping::flax`], [`Mapping::keras`]).
 //!
 //! Files are untrusted input. [`Weights::open`] reads headers only, with
 //! [`checkpoint`](crate::checkpoint)'s reader: the header's length is
@@ -57,8 +58,11 @@
 //!
 //! Layer: a user-facing module over `module`, `variable`, `tensor` ops,
 //! `checkpoint` (its safetensors reader), `export` and `files` (file
-//! helpers), `serde_json` (the index) and `zip` (PyTorch's archives).
+//! helpers), `serde_json` (the index), `zip` (PyTorch's archives) and,
+//! with `keras`, `hdf5-reader`.
 
+#[cfg(feature = "keras")]
+mod keras_file;
 mod mapping;
 mod presets;
 mod torch_file;
@@ -107,6 +111,8 @@ impl std::fmt::Debug for Weights {
 enum Source {
     Safetensors(Checkpoint),
     Torch(torch_file::TorchFile),
+    #[cfg(feature = "keras")]
+    Keras(keras_file::KerasFile),
 }
 
 impl Source {
@@ -114,6 +120,8 @@ impl Source {
         match self {
             Source::Safetensors(c) => c.path(),
             Source::Torch(t) => t.path(),
+            #[cfg(feature = "keras")]
+            Source::Keras(k) => k.path(),
         }
     }
 
@@ -121,6 +129,8 @@ impl Source {
         match self {
             Source::Safetensors(c) => c.names(),
             Source::Torch(t) => t.names(),
+            #[cfg(feature = "keras")]
+            Source::Keras(k) => k.names(),
         }
     }
 
@@ -128,6 +138,8 @@ impl Source {
         match self {
             Source::Safetensors(c) => c.info(name).is_some(),
             Source::Torch(t) => t.info(name).is_some(),
+            #[cfg(feature = "keras")]
+            Source::Keras(k) => k.info(name).is_some(),
         }
     }
 
@@ -141,6 +153,8 @@ impl Source {
                 })
             }
             Source::Torch(t) => Ok(t.info(name).expect("listed in the pickle")),
+            #[cfg(feature = "keras")]
+            Source::Keras(k) => Ok(k.info(name).expect("listed in the file")),
         }
     }
 
@@ -148,6 +162,8 @@ impl Source {
         match self {
             Source::Safetensors(c) => c.tensor(name),
             Source::Torch(t) => t.tensor(name),
+            #[cfg(feature = "keras")]
+            Source::Keras(k) => k.tensor(name),
         }
     }
 }
@@ -176,10 +192,7 @@ impl Weights {
     pub fn open_file(path: impl AsRef<Path>) -> Result<Weights> {
         eager_only()?;
         let path = path.as_ref();
-        let file = match torch_file::looks_like_torch(path) {
-            true => Source::Torch(torch_file::TorchFile::open(path)?),
-            false => Source::Safetensors(Checkpoint::open(path)?),
-        };
+        let file = open_source(path)?;
         let names = file
             .names()
             .into_iter()
@@ -276,6 +289,43 @@ impl Weights {
             many => format!("{} files", many.len()),
         }
     }
+}
+
+/// Opens one file by its content: a zip archive is PyTorch's `torch.save`
+/// or, when it holds `model.weights.h5`, a `.keras` model; an HDF5 file
+/// is Keras' weights; anything else is read as safetensors.
+fn open_source(path: &Path) -> Result<Source> {
+    #[cfg(feature = "keras")]
+    {
+        if keras_file::looks_like_hdf5(path) {
+            return Ok(Source::Keras(keras_file::KerasFile::open(path)?));
+        }
+        if torch_file::looks_like_torch(path) && keras_file::is_keras_archive(path) {
+            return Ok(Source::Keras(keras_file::KerasFile::open_archive(path)?));
+        }
+    }
+    #[cfg(not(feature = "keras"))]
+    if is_hdf5(path) {
+        return Err(invalid(format!(
+            "{} is an HDF5 file (Keras' weights): this build of xlafn leaves out the `keras` \
+             feature that reads them",
+            path.display()
+        )));
+    }
+    match torch_file::looks_like_torch(path) {
+        true => Ok(Source::Torch(torch_file::TorchFile::open(path)?)),
+        false => Ok(Source::Safetensors(Checkpoint::open(path)?)),
+    }
+}
+
+#[cfg(not(feature = "keras"))]
+fn is_hdf5(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    crate::files::open_regular(path, true)
+        .ok()
+        .and_then(|(mut f, _)| f.read_exact(&mut magic).ok())
+        .is_some_and(|_| magic == *b"\x89HDF\r\n\x1a\n")
 }
 
 /// The shard `file` inside `root` (the index's folder, resolved): a
@@ -555,8 +605,15 @@ fn plan(
         variables.iter().map(|(n, v)| (n.as_str(), v)).collect();
     let mut report = LoadReport::default();
     let mut recipes: HashMap<String, Recipe> = HashMap::new();
-    for name in weights.names() {
-        let plans = mapping.plan(name, &weights.info(name)?)?;
+    let file: Vec<(String, WeightInfo)> = weights
+        .names()
+        .into_iter()
+        .map(|n| Ok((n.to_string(), weights.info(n)?)))
+        .collect::<Result<_>>()?;
+    let resolved = mapping.resolve(&file)?;
+    for (name, info) in &file {
+        let name = name.as_str();
+        let plans = mapping.plan(&resolved, name, info)?;
         if plans.is_empty() {
             report.skipped.push(name.to_string());
             continue;

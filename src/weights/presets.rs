@@ -1,5 +1,7 @@
 //! The frameworks' names and layouts for xlafn's built-in layers: the
-//! tables behind `Mapping::torch` and `Mapping::flax`. Each variable of a
+//! tables behind `Mapping::torch`, `Mapping::flax` and `Mapping::keras`
+//! (which also needs the file's names: Keras numbers layers by class, so
+//! its table is made per file). Each variable of a
 //! built-in layer (path, [`LayerKind`], dims) gets the file tensor names
 //! that framework's saver writes for it, and the steps from that layout
 //! to xlafn's. Where a framework's module path cannot be told from
@@ -151,7 +153,10 @@ const FLAX_NAMES: Renames = Renames {
 
 /// The framework's name for a variable that is only renamed.
 fn renamed(kind: LayerKind, leaf: &str, names: &Renames) -> Option<&'static str> {
-    let norm = matches!(kind, LayerKind::BatchNorm | LayerKind::Norm);
+    let norm = matches!(
+        kind,
+        LayerKind::BatchNorm | LayerKind::LayerNorm | LayerKind::GroupNorm | LayerKind::RmsNorm
+    );
     match (leaf, kind == LayerKind::BatchNorm) {
         ("embeddings", _) if kind == LayerKind::Embedding => Some(names.embeddings),
         ("gamma", _) if norm => Some(names.gamma),
@@ -173,7 +178,9 @@ pub(crate) fn torch(variables: &[LayerVariable]) -> Preset {
             | LayerKind::ConvTranspose
             | LayerKind::DepthwiseConv
             | LayerKind::Embedding
-            | LayerKind::Norm
+            | LayerKind::LayerNorm
+            | LayerKind::GroupNorm
+            | LayerKind::RmsNorm
             | LayerKind::BatchNorm => {
                 for torch_layer in sequential_candidates(layer) {
                     torch_plain(&mut table, &torch_layer, path, *kind, leaf, dims);
@@ -411,9 +418,219 @@ fn flax_lstm(table: &mut Table, module: &str, path: &str, leaf: &str) {
     }
 }
 
+/// Keras 3's name stem for a layer class, and the order its variables
+/// are created in (the `vars/N` numbering).
+fn keras_class(kind: LayerKind, kernel_rank: usize) -> (String, &'static [&'static str]) {
+    const KERNEL: &[&str] = &["kernel", "bias"];
+    const RECURRENT: &[&str] = &["kernel", "recurrent_kernel", "bias"];
+    const NORM: &[&str] = &["gamma", "beta"];
+    let spatial = kernel_rank.saturating_sub(2);
+    match kind {
+        LayerKind::Linear => ("dense".into(), KERNEL),
+        LayerKind::Conv => (format!("conv{spatial}d"), KERNEL),
+        LayerKind::ConvTranspose => (format!("conv{spatial}d_transpose"), KERNEL),
+        LayerKind::DepthwiseConv => (format!("depthwise_conv{spatial}d"), KERNEL),
+        LayerKind::Embedding => ("embedding".into(), &["embeddings"]),
+        LayerKind::BatchNorm => (
+            "batch_normalization".into(),
+            &["gamma", "beta", "moving_mean", "moving_variance"],
+        ),
+        LayerKind::LayerNorm => ("layer_normalization".into(), NORM),
+        LayerKind::GroupNorm => ("group_normalization".into(), NORM),
+        LayerKind::RmsNorm => ("rms_normalization".into(), &["gamma"]),
+        LayerKind::Lstm => ("lstm".into(), RECURRENT),
+        LayerKind::Gru => ("gru".into(), RECURRENT),
+        LayerKind::AttentionInput | LayerKind::AttentionOutput => {
+            ("multi_head_attention".into(), KERNEL)
+        }
+    }
+}
+
+/// A Keras layer as xlafn holds it: `path` is the xlafn layer (an
+/// attention layer, not its projections; a `Bidirectional`, not its
+/// directions), `inner` the sub-object Keras keeps the variables in
+/// (`cell`, `forward_layer/cell`, `query_dense`), each variable's leaf.
+struct KerasVariable<'a> {
+    layer: String,
+    stem: String,
+    inner: String,
+    order: &'static [&'static str],
+    leaf: &'a str,
+    variable: &'a str,
+}
+
+/// `kernel_rank`: the rank of the layer's kernel (a convolution's class
+/// is named by it: `conv1d`, `conv2d`).
+fn keras_variable(path: &str, kind: LayerKind, kernel_rank: usize) -> KerasVariable<'_> {
+    let (layer, leaf) = split_leaf(path);
+    let (mut stem, order) = keras_class(kind, kernel_rank);
+    let (layer, inner) = match kind {
+        LayerKind::AttentionInput | LayerKind::AttentionOutput => {
+            let (attention, projection) = split_leaf(layer);
+            (attention, format!("{projection}_dense"))
+        }
+        LayerKind::Lstm | LayerKind::Gru => match split_leaf(layer) {
+            (parent, direction @ ("forward" | "backward")) => {
+                stem = "bidirectional".into();
+                (parent, format!("{direction}_layer/cell"))
+            }
+            _ => (layer, "cell".to_string()),
+        },
+        _ => (layer, String::new()),
+    };
+    KerasVariable {
+        layer: layer.to_string(),
+        stem,
+        inner,
+        order,
+        leaf,
+        variable: path,
+    }
+}
+
+/// Where Keras keeps the layers of an xlafn layer at `layer`: a layer
+/// at `X.N` (xlafn's `Sequential`, a `Vec` field) is one of the layers
+/// Keras lists under `X` by name; any other is both an attribute at its
+/// own path (a subclassed model) and one of a functional model's
+/// `layers`.
+fn keras_container(layer: &str) -> (String, bool) {
+    match split_leaf(layer) {
+        (parent, n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            (parent.replace('.', "/"), true)
+        }
+        _ => ("layers".to_string(), false),
+    }
+}
+
+/// The file's layers under `container` named `stem`, `stem_1`, `stem_2`
+/// (Keras' automatic names), in number order.
+fn keras_numbered(file_names: &[String], container: &str, stem: &str) -> Vec<String> {
+    let mut found: Vec<(u64, String)> = Vec::new();
+    let prefix = format!("{container}/");
+    for name in file_names {
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let segment = rest.split('/').next().unwrap_or("");
+        let number = match segment.strip_prefix(stem) {
+            Some("") => Some(0),
+            Some(tail) => tail
+                .strip_prefix('_')
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|d| d.parse::<u64>().ok()),
+            None => None,
+        };
+        if let Some(n) = number
+            && !found.iter().any(|(_, s)| s == segment)
+        {
+            found.push((n, segment.to_string()));
+        }
+    }
+    found.sort();
+    found.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Keras 3's names (see `Mapping::keras`), for the file whose tensor
+/// names are `file_names`.
+pub(crate) fn keras(variables: &[LayerVariable], file_names: &[String]) -> Preset {
+    let kernel_ranks: HashMap<&str, usize> = variables
+        .iter()
+        .filter_map(|(path, _, dims)| match split_leaf(path) {
+            (layer, "kernel") => Some((layer, dims.len())),
+            _ => None,
+        })
+        .collect();
+    let keras: Vec<KerasVariable> = variables
+        .iter()
+        .map(|(path, kind, _)| {
+            let rank = kernel_ranks.get(split_leaf(path).0).copied().unwrap_or(0);
+            keras_variable(path, *kind, rank)
+        })
+        .collect();
+    // Each xlafn layer's place among the layers of its class in its
+    // container, in the module's order.
+    let mut ranks: HashMap<(String, String), Vec<String>> = HashMap::new();
+    for v in &keras {
+        let (container, _) = keras_container(&v.layer);
+        let seen = ranks.entry((container, v.stem.clone())).or_default();
+        if !seen.contains(&v.layer) {
+            seen.push(v.layer.clone());
+        }
+    }
+    let mut numbered: HashMap<(String, String), Vec<String>> = HashMap::new();
+    let mut table = Table::default();
+    for v in &keras {
+        let (container, in_list) = keras_container(&v.layer);
+        let key = (container.clone(), v.stem.clone());
+        let rank = ranks[&key].iter().position(|l| *l == v.layer).unwrap_or(0);
+        let names = numbered
+            .entry(key)
+            .or_insert_with(|| keras_numbered(file_names, &container, &v.stem));
+        let mut groups: Vec<String> = Vec::new();
+        if let Some(name) = names.get(rank) {
+            groups.push(format!("{container}/{name}"));
+        }
+        if !in_list {
+            groups.push(v.layer.replace('.', "/"));
+        }
+        // The variable's number: its place among the variables this
+        // layer has, in Keras' order.
+        let present = |leaf: &str| {
+            keras.iter().any(|o| {
+                o.layer == v.layer && o.inner == v.inner && o.leaf == leaf && o.stem == v.stem
+            })
+        };
+        let Some(at) = v.order.iter().position(|l| *l == v.leaf) else {
+            continue;
+        };
+        let index = v.order[..at].iter().filter(|l| present(l)).count();
+        for group in groups {
+            let mut name = group;
+            if !v.inner.is_empty() {
+                name = format!("{name}/{}", v.inner);
+            }
+            let name = match name.is_empty() {
+                true => format!("vars/{index}"),
+                false => format!("{name}/vars/{index}"),
+            };
+            table.add(name, v.variable, vec![]);
+        }
+    }
+    // The optimizer's state a whole-model file carries.
+    for name in file_names {
+        if name.starts_with("optimizer/") {
+            table.skip(name.clone());
+        }
+    }
+    table.into_preset("Keras")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keras_names_of_a_class_are_taken_in_number_order() {
+        let names: Vec<String> = [
+            "layers/dense_10/vars/0",
+            "layers/dense/vars/0",
+            "layers/dense_2/vars/1",
+            "layers/dense_2/vars/0",
+            "layers/dense_x/vars/0",
+            "layers/conv2d_transpose/vars/0",
+            "blocks/dense_1/vars/0",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            keras_numbered(&names, "layers", "dense"),
+            ["dense", "dense_2", "dense_10"]
+        );
+        assert!(keras_numbered(&names, "layers", "conv2d").is_empty());
+        assert_eq!(keras_numbered(&names, "blocks", "dense"), ["dense_1"]);
+        assert_eq!(keras_container("layers.3"), ("layers".to_string(), true));
+        assert_eq!(keras_container("enc.fc"), ("layers".to_string(), false));
+    }
 
     #[test]
     fn sequential_and_stacked_paths_have_their_pytorch_spellings() {

@@ -140,7 +140,7 @@ fn cast_back(y: Tensor, like: &Tensor) -> Result<Tensor> {
 
 /// The setters LayerNorm and RmsNorm share.
 macro_rules! norm_options {
-    ($ty:ident) => {
+    ($ty:ident, $kind:ident) => {
         impl $ty {
             /// Added to the variance (mean square) before the square root.
             pub fn epsilon(mut self, epsilon: f64) -> $ty {
@@ -179,7 +179,7 @@ macro_rules! norm_options {
 
         impl Module for $ty {
             fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
-                let f = &mut super::util::noting(LayerKind::Norm, f);
+                let f = &mut super::util::noting(LayerKind::$kind, f);
                 self.weights.visit_variables(prefix, f);
             }
         }
@@ -210,7 +210,7 @@ pub struct LayerNorm {
     weights: ScaleOffset,
 }
 
-norm_options!(LayerNorm);
+norm_options!(LayerNorm, LayerNorm);
 
 impl LayerNorm {
     /// A layer norm whose weights are made on the first call.
@@ -300,7 +300,7 @@ pub struct RmsNorm {
     weights: ScaleOffset,
 }
 
-norm_options!(RmsNorm);
+norm_options!(RmsNorm, RmsNorm);
 
 impl RmsNorm {
     /// An RMS norm whose scale is made on the first call.
@@ -425,7 +425,7 @@ impl GroupNorm {
 
 impl Module for GroupNorm {
     fn visit_variables(&self, prefix: &str, f: &mut dyn FnMut(String, &Variable)) {
-        let f = &mut super::util::noting(LayerKind::Norm, f);
+        let f = &mut super::util::noting(LayerKind::GroupNorm, f);
         self.weights.visit_variables(prefix, f);
     }
 }
