@@ -215,6 +215,10 @@ pub enum Initializer {
     Orthogonal(f64),
     /// Any function of `(key, dims, dtype)`.
     Custom(InitFn),
+    /// This value, as it is: a pretrained weight (what a layer's
+    /// `from_weights` constructor uses). Its dims and dtype must be the
+    /// weight's; nothing is drawn.
+    Value(Tensor),
 }
 
 impl Initializer {
@@ -248,8 +252,24 @@ impl Initializer {
             }
             Initializer::Orthogonal(gain) => orthogonal(key, dims, dtype, *gain),
             Initializer::Custom(f) => f(key, dims, dtype),
+            Initializer::Value(v) => given(v, dims, dtype),
         }
     }
+}
+
+/// A given weight, checked against the weight asked for.
+fn given(value: &Tensor, dims: &[i64], dtype: DType) -> Result<Tensor> {
+    if value.dims() != dims || value.dtype() != dtype {
+        return Err(Error::invalid(
+            "Initializer::Value",
+            format!(
+                "the weight given is {}{:?}, the layer's is {dtype}{dims:?}",
+                value.dtype(),
+                value.dims()
+            ),
+        ));
+    }
+    Ok(value.clone())
 }
 
 impl std::fmt::Debug for Initializer {
@@ -262,6 +282,7 @@ impl std::fmt::Debug for Initializer {
             Initializer::VarianceScaling(s, m, u) => write!(f, "VarianceScaling({s}, {m:?}, {u})"),
             Initializer::Orthogonal(g) => write!(f, "Orthogonal({g})"),
             Initializer::Custom(_) => write!(f, "Custom(..)"),
+            Initializer::Value(v) => write!(f, "Value({}{:?})", v.dtype(), v.dims()),
             Initializer::Zeros => write!(f, "Zeros"),
             Initializer::Ones => write!(f, "Ones"),
             Initializer::GlorotUniform => write!(f, "GlorotUniform"),

@@ -87,7 +87,7 @@ fn convolutions_and_norms_serve_any_batch() {
 
 #[test]
 fn recurrent_layers_serve_any_batch() {
-    let lstm = Lstm::new(&key(5), 5).unwrap().with_return_sequences(true);
+    let lstm = Lstm::new(&key(5), 5).unwrap().return_sequences(true);
     lstm.build(3, DType::F32).unwrap();
     serves_any_batch("lstm", &[2, 4, 3], move |x| lstm.forward(x));
     let gru = Gru::new(&key(6), 5).unwrap();
@@ -95,19 +95,19 @@ fn recurrent_layers_serve_any_batch() {
     serves_any_batch("gru", &[2, 4, 3], move |x| gru.forward(x));
     let backwards = Gru::new(&key(9), 5)
         .unwrap()
-        .with_go_backwards(true)
-        .with_return_sequences(true);
+        .go_backwards(true)
+        .return_sequences(true);
     backwards.build(3, DType::F32).unwrap();
     serves_any_batch("gru backwards", &[2, 4, 3], move |x| backwards.forward(x));
     let pair = Bidirectional::new(
         Lstm::new(&key(10), 4).unwrap(),
         Lstm::new(&key(11), 4).unwrap(),
     )
-    .with_return_sequences(true);
+    .return_sequences(true);
     pair.build(3, DType::F32).unwrap();
     serves_any_batch("bidirectional", &[2, 4, 3], move |x| pair.forward(x));
     // A mask made from the input: steps whose first feature is negative.
-    let masked = Lstm::new(&key(12), 5).unwrap().with_return_sequences(true);
+    let masked = Lstm::new(&key(12), 5).unwrap().return_sequences(true);
     masked.build(3, DType::F32).unwrap();
     serves_any_batch("masked lstm", &[2, 4, 3], move |x| {
         let mask = x

@@ -62,11 +62,11 @@ const CFG: Cfg = Cfg {
 fn layer(c: Cfg, seed: u64) -> MultiHeadAttention {
     MultiHeadAttention::new(&xlafn::random::key(seed).unwrap(), c.h as i64, c.kd as i64)
         .unwrap()
-        .with_num_kv_heads(c.g as i64)
+        .num_kv_heads(c.g as i64)
         .unwrap()
-        .with_value_dim(c.vd as i64)
+        .value_dim(c.vd as i64)
         .unwrap()
-        .with_output_dim(c.o as i64)
+        .output_dim(c.o as i64)
         .unwrap()
 }
 
@@ -234,19 +234,19 @@ fn mask_cases(c: Cfg) -> Vec<(&'static str, AttentionOptions, MaskFn)> {
         ),
         (
             "padding",
-            AttentionOptions::new().with_padding_mask(&padding_tensor(c)),
+            AttentionOptions::new().padding_mask(&padding_tensor(c)),
             Box::new(|b, _, s| padding(b, s)),
         ),
         (
             "general (int)",
-            AttentionOptions::new().with_attention_mask(&mask_tensor(c, &general, DType::I32)),
+            AttentionOptions::new().attention_mask(&mask_tensor(c, &general, DType::I32)),
             Box::new(general),
         ),
         (
             "all three",
             AttentionOptions::causal()
-                .with_padding_mask(&padding_tensor(c))
-                .with_attention_mask(&mask_tensor(c, &general, DType::Bool)),
+                .padding_mask(&padding_tensor(c))
+                .attention_mask(&mask_tensor(c, &general, DType::Bool)),
             Box::new(|b, t, s| s <= t && padding(b, s) && general(b, t, s)),
         ),
     ]
@@ -289,9 +289,9 @@ fn self_attention_call_and_variable_names() {
     };
     let mha = MultiHeadAttention::new(&xlafn::random::key(3).unwrap(), c.h as i64, c.kd as i64)
         .unwrap()
-        .with_num_kv_heads(c.g as i64)
+        .num_kv_heads(c.g as i64)
         .unwrap()
-        .with_value_dim(c.vd as i64)
+        .value_dim(c.vd as i64)
         .unwrap();
     let w = build_and_randomize(&mha, c, DType::F64, 30);
     let names: Vec<&str> = w.keys().map(String::as_str).collect();
@@ -340,7 +340,7 @@ fn self_attention_call_and_variable_names() {
 #[test]
 fn without_bias_has_kernels_only() {
     let c = CFG;
-    let mha = layer(c, 4).with_bias(false).unwrap();
+    let mha = layer(c, 4).use_bias(false).unwrap();
     let w = build_and_randomize(&mha, c, DType::F64, 40);
     assert_eq!(w.len(), 4);
     let x = inputs(c, 41);
@@ -392,7 +392,7 @@ fn grouped_query_equals_multi_head_with_repeated_kv_weights() {
         }
         let x = inputs(c, 61);
         let (q, k, v) = qkv(c, &x, DType::F64);
-        let options = AttentionOptions::causal().with_padding_mask(&padding_tensor(c));
+        let options = AttentionOptions::causal().padding_mask(&padding_tensor(c));
         let a = gqa
             .call_qkv(&q, &k, &v, &options, &Mode::inference())
             .unwrap();
@@ -420,7 +420,7 @@ fn fully_masked_rows_give_the_output_bias_and_finite_gradients() {
     let x = inputs(c, 71);
     let (q, k, v) = qkv(c, &x, DType::F64);
     let none = mask_tensor(c, &|_, _, _| false, DType::Bool);
-    let options = AttentionOptions::new().with_attention_mask(&none);
+    let options = AttentionOptions::new().attention_mask(&none);
     let (y, probs) = mha
         .call_qkv_with_scores(&q, &k, &v, &options, &Mode::inference())
         .unwrap();
@@ -476,7 +476,7 @@ fn half_precision_inputs_match_the_reference_at_their_precision() {
         let (q, k, v) = qkv(c, &x, dtype);
         // The reference sees the inputs rounded as the layer does.
         let (qh, kh, vh) = (host(&q), host(&k), host(&v));
-        let options = AttentionOptions::causal().with_padding_mask(&padding_tensor(c));
+        let options = AttentionOptions::causal().padding_mask(&padding_tensor(c));
         let (y, probs) = mha
             .call_qkv_with_scores(&q, &k, &v, &options, &Mode::inference())
             .unwrap();
@@ -526,7 +526,7 @@ fn float32_weights_serve_bfloat16_inputs_and_a_fresh_cache_in_a_function() {
 #[test]
 fn dropout_needs_a_key_in_training_and_is_off_in_inference() {
     let c = CFG;
-    let mha = layer(c, 10).with_dropout(0.5).unwrap();
+    let mha = layer(c, 10).dropout(0.5).unwrap();
     let w = build_and_randomize(&mha, c, DType::F64, 100);
     let x = inputs(c, 101);
     let (q, k, v) = qkv(c, &x, DType::F64);
@@ -574,7 +574,7 @@ fn gradients_match_finite_differences() {
     let x = inputs(c, 111);
     let (q, k, v) = qkv(c, &x, DType::F64);
     let options = AttentionOptions::causal()
-        .with_padding_mask(&Tensor::from_vec(vec![1i32, 1, 0], &[1, 3]).unwrap());
+        .padding_mask(&Tensor::from_vec(vec![1i32, 1, 0], &[1, 3]).unwrap());
     let dims = |n: usize, d: usize| [c.b as i64, n as i64, d as i64];
     check_gradient(
         &|q| mha.call_qkv(q, &k, &v, &options, &Mode::inference()),
@@ -681,7 +681,7 @@ const STEPS: i64 = 6;
 fn decoder() -> (Arc<MultiHeadAttention>, Tensor) {
     let mha = MultiHeadAttention::new(&xlafn::random::key(13).unwrap(), 4, 2)
         .unwrap()
-        .with_num_kv_heads(2)
+        .num_kv_heads(2)
         .unwrap();
     let c = Cfg {
         b: 1,
@@ -843,14 +843,14 @@ fn errors_name_the_problem() {
     let key = xlafn::random::key(0).unwrap();
     let e = MultiHeadAttention::new(&key, 6, 4)
         .unwrap()
-        .with_num_kv_heads(4)
+        .num_kv_heads(4)
         .unwrap_err();
     assert!(e.to_string().contains("divide num_heads 6"), "{e}");
     assert!(MultiHeadAttention::new(&key, 0, 4).is_err());
     assert!(
         MultiHeadAttention::new(&key, 2, 4)
             .unwrap()
-            .with_dropout(1.0)
+            .dropout(1.0)
             .is_err()
     );
 
@@ -875,10 +875,10 @@ fn errors_name_the_problem() {
     let x64 = Tensor::zeros(&[2, 3, 8], DType::F64);
     assert!(mha.call_qkv(&x, &x64, &x64, &none, &inf).is_err());
     // A padding mask of the wrong shape.
-    let bad = AttentionOptions::new().with_padding_mask(&Tensor::ones(&[2, 4], DType::Bool));
+    let bad = AttentionOptions::new().padding_mask(&Tensor::ones(&[2, 4], DType::Bool));
     let e = mha.call_qkv(&x, &x, &x, &bad, &inf).unwrap_err();
     assert!(e.to_string().contains("padding_mask"), "{e}");
-    let bad = AttentionOptions::new().with_attention_mask(&Tensor::ones(&[2, 3, 3], DType::F32));
+    let bad = AttentionOptions::new().attention_mask(&Tensor::ones(&[2, 3, 3], DType::F32));
     let e = mha.call_qkv(&x, &x, &x, &bad, &inf).unwrap_err();
     assert!(e.to_string().contains("attention_mask"), "{e}");
     // A cache that is full, or shaped for another layer.

@@ -421,6 +421,7 @@ fn pooling_matches_loops() {
 /// needs: one training batch moves the mean by PyTorch's rule
 /// (`0.9 * 0 + 0.1 * mean`), and inference divides by `sqrt(var + eps)`.
 #[test]
+#[allow(deprecated)] // reads the options back from the fields the builders set
 fn batch_norm_builders_give_pytorchs_conventions() {
     let bn = BatchNorm::new(2, DType::F32)
         .unwrap()

@@ -206,7 +206,7 @@ fn lstm(seed: u64) -> Lstm {
 fn gru(seed: u64, reset_after: bool) -> Gru {
     Gru::new(&xlafn::random::key(seed).unwrap(), U as i64)
         .unwrap()
-        .with_reset_after(reset_after)
+        .reset_after(reset_after)
 }
 
 fn input(seed: u64) -> (Vec<f64>, Tensor) {
@@ -345,7 +345,7 @@ fn layer_call_variable_names_and_shapes() {
     };
     assert_eq!(shapes, want(4, vec![4 * U as i64]));
     for (reset_after, bias) in [(true, vec![2, 3 * U as i64]), (false, vec![3 * U as i64])] {
-        let g = gru(2, reset_after).with_return_sequences(true);
+        let g = gru(2, reset_after).return_sequences(true);
         assert_eq!(
             g.forward(&x).unwrap().dims(),
             vec![B as i64, T as i64, U as i64]
@@ -357,7 +357,7 @@ fn layer_call_variable_names_and_shapes() {
             .collect();
         assert_eq!(shapes, want(3, bias));
     }
-    let no_bias = lstm(3).with_bias(false, false);
+    let no_bias = lstm(3).use_bias(false).unit_forget_bias(false);
     no_bias.forward(&x).unwrap();
     assert_eq!(no_bias.named_variables().len(), 2);
     let stacked = Lstm::stacked(&xlafn::random::key(4).unwrap(), U as i64, 2).unwrap();
@@ -427,7 +427,7 @@ fn stacked_layers_feed_sequences_to_each_other() {
     for sequences in [false, true] {
         let stack = Lstm::stacked(&key, U as i64, 2)
             .unwrap()
-            .with_return_sequences(sequences);
+            .return_sequences(sequences);
         let first = randomize(&stack.layers[0], Kind::Lstm, F, 500);
         let second = randomize(&stack.layers[1], Kind::Lstm, U, 510);
         let (x, xt) = input(520);
@@ -457,7 +457,7 @@ fn bidirectional_is_forward_plus_reversed_backward() {
     for (sequences, masked) in [(true, false), (true, true), (false, true)] {
         let bi = Gru::bidirectional(&xlafn::random::key(9).unwrap(), U as i64)
             .unwrap()
-            .with_return_sequences(sequences);
+            .return_sequences(sequences);
         let kind = Kind::Gru { reset_after: true };
         let fwd = randomize(&bi.forward, kind, F, 600);
         let bwd = randomize(&bi.backward, kind, F, 610);
@@ -509,23 +509,19 @@ fn gradients_match_finite_differences() {
     let layers: Vec<(&str, Box<dyn Recurrent>)> = vec![
         (
             "lstm",
-            Box::new(
-                Lstm::new(&key, u as i64)
-                    .unwrap()
-                    .with_return_sequences(true),
-            ),
+            Box::new(Lstm::new(&key, u as i64).unwrap().return_sequences(true)),
         ),
         (
             "gru",
-            Box::new(Gru::new(&key, u as i64).unwrap().with_go_backwards(true)),
+            Box::new(Gru::new(&key, u as i64).unwrap().go_backwards(true)),
         ),
         (
             "gru reset before",
             Box::new(
                 Gru::new(&key, u as i64)
                     .unwrap()
-                    .with_reset_after(false)
-                    .with_return_sequences(true),
+                    .reset_after(false)
+                    .return_sequences(true),
             ),
         ),
     ];
@@ -580,7 +576,7 @@ fn compiled_gradient_is_two_loops_and_matches_eager() {
     let layer = Arc::new(
         Lstm::new(&xlafn::random::key(11).unwrap(), U as i64)
             .unwrap()
-            .with_return_sequences(true),
+            .return_sequences(true),
     );
     randomize(&*layer, Kind::Lstm, F, 800);
     let recurrent = layer.recurrent_kernel.variable().unwrap().clone();
@@ -706,13 +702,9 @@ fn build_makes_the_weights_a_first_call_would() {
     ahead.build(F as i64, x.dtype()).unwrap();
     assert_eq!(snapshot(&ahead), before);
     for reset_after in [true, false] {
-        let ahead = Gru::new(&key, U as i64)
-            .unwrap()
-            .with_reset_after(reset_after);
+        let ahead = Gru::new(&key, U as i64).unwrap().reset_after(reset_after);
         ahead.build(F as i64, x.dtype()).unwrap();
-        let by_call = Gru::new(&key, U as i64)
-            .unwrap()
-            .with_reset_after(reset_after);
+        let by_call = Gru::new(&key, U as i64).unwrap().reset_after(reset_after);
         by_call.forward(&x).unwrap();
         assert_eq!(
             snapshot(&ahead),
@@ -769,7 +761,7 @@ fn build_under_a_policy_makes_variables_in_its_variable_dtype() {
     let key = xlafn::random::key(15).unwrap();
     let l = Lstm::new(&key, U as i64)
         .unwrap()
-        .with_dtype_policy(Policy::mixed_bfloat16());
+        .dtype_policy(Policy::mixed_bfloat16());
     // Built "for bf16 inputs", the variables are the policy's float32.
     l.build(F as i64, DType::BF16).unwrap();
     for (name, v) in l.named_variables() {

@@ -257,14 +257,14 @@ fn other_layers_follow_the_policy() {
             Box::new(
                 MultiHeadAttention::new(&key(7), 2, 4)
                     .unwrap()
-                    .with_dtype_policy(p),
+                    .dtype_policy(p),
             ),
             Box::new(MultiHeadAttention::new(&key(7), 2, 4).unwrap()),
             &x3,
         ),
         (
             "Lstm",
-            Box::new(Lstm::new(&key(8), 5).unwrap().with_dtype_policy(p)),
+            Box::new(Lstm::new(&key(8), 5).unwrap().dtype_policy(p)),
             Box::new(Lstm::new(&key(8), 5).unwrap()),
             &x3,
         ),
@@ -273,10 +273,10 @@ fn other_layers_follow_the_policy() {
             Box::new(
                 Gru::new(&key(9), 5)
                     .unwrap()
-                    .with_return_sequences(true)
-                    .with_dtype_policy(p),
+                    .return_sequences(true)
+                    .dtype_policy(p),
             ),
-            Box::new(Gru::new(&key(9), 5).unwrap().with_return_sequences(true)),
+            Box::new(Gru::new(&key(9), 5).unwrap().return_sequences(true)),
             &x3,
         ),
         (

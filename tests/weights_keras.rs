@@ -41,11 +41,11 @@ struct Net {
 
 fn net() -> Result<Net> {
     let key = |i: u64| xlafn::random::key(i);
-    let lstm = Lstm::new(&key(3)?, 6)?.with_return_sequences(true);
+    let lstm = Lstm::new(&key(3)?, 6)?.return_sequences(true);
     lstm.build(4, DType::F32)?;
-    let gru = Gru::new(&key(4)?, 5)?.with_return_sequences(true);
+    let gru = Gru::new(&key(4)?, 5)?.return_sequences(true);
     gru.build(4, DType::F32)?;
-    let bi = Lstm::bidirectional(&key(5)?, 3)?.with_return_sequences(true);
+    let bi = Lstm::bidirectional(&key(5)?, 3)?.return_sequences(true);
     bi.build(4, DType::F32)?;
     let attn = MultiHeadAttention::new(&key(6)?, 2, 4)?;
     attn.build(8, 8, 8, DType::F32)?;

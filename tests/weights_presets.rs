@@ -39,12 +39,11 @@ struct Net {
 
 fn net() -> Result<Net> {
     let key = |i: u64| xlafn::random::key(i);
-    let mut bn = BatchNorm::new(4, DType::F32)?;
-    bn.epsilon = 1e-5; // PyTorch's
+    let bn = BatchNorm::new(4, DType::F32)?.epsilon(1e-5); // PyTorch's
     let lstm = Stacked::new(vec![Lstm::new(&key(3)?, 6)?, Lstm::new(&key(4)?, 6)?])?
-        .with_return_sequences(true);
+        .return_sequences(true);
     lstm.build(4, DType::F32)?;
-    let gru = Gru::new(&key(5)?, 5)?.with_return_sequences(true);
+    let gru = Gru::new(&key(5)?, 5)?.return_sequences(true);
     gru.build(4, DType::F32)?;
     let attn = MultiHeadAttention::new(&key(6)?, 2, 4)?;
     attn.build(8, 8, 8, DType::F32)?;
@@ -256,9 +255,8 @@ struct FlaxNet {
 
 fn flax_net() -> Result<FlaxNet> {
     let key = |i: u64| xlafn::random::key(i);
-    let mut bn = BatchNorm::new(4, DType::F32)?;
-    bn.epsilon = 1e-5;
-    let lstm = Lstm::new(&key(3)?, 6)?.with_return_sequences(true);
+    let bn = BatchNorm::new(4, DType::F32)?.epsilon(1e-5);
+    let lstm = Lstm::new(&key(3)?, 6)?.return_sequences(true);
     lstm.build(4, DType::F32)?;
     let attn = MultiHeadAttention::new(&key(6)?, 2, 4)?;
     attn.build(8, 8, 8, DType::F32)?;

@@ -235,8 +235,8 @@ impl Block {
         let k = |i: u32| random::fold_in(key, &Tensor::scalar(i));
         let policy = cfg.precision.policy;
         let attn = MultiHeadAttention::new(&k(0)?, cfg.heads, d / cfg.heads)?
-            .with_dropout(cfg.dropout)?
-            .with_dtype_policy(policy);
+            .dropout(cfg.dropout)?
+            .dtype_policy(policy);
         // Float32 weights, made now (a restore must find them, and the
         // decoding loop's body cannot create them).
         attn.build(d, d, d, DType::F32)?;

@@ -43,9 +43,7 @@ fn conv(key: &Tensor, cin: i64, cout: i64, size: i64, stride: i64) -> Result<Con
 /// run of a few hundred steps must leave moving statistics that have
 /// caught up with the weights.
 fn batch_norm(channels: i64) -> Result<BatchNorm> {
-    let mut bn = BatchNorm::new(channels, DType::F32)?;
-    bn.momentum = 0.9;
-    Ok(bn)
+    Ok(BatchNorm::new(channels, DType::F32)?.momentum(0.9))
 }
 
 /// One residual block: `relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))`.

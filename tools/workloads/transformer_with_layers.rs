@@ -58,7 +58,7 @@ impl W9Layers {
         let (v, d, t, f, nh, dh) = (W9_V, W9_D, W9_T, W9_F, W9_NH, W9_DH);
         let key = random::key(9)?;
         let k = |i: u32| random::fold_in(&key, &Tensor::scalar(i));
-        let attention = MultiHeadAttention::new(&k(0)?, nh, dh)?.with_bias(false)?;
+        let attention = MultiHeadAttention::new(&k(0)?, nh, dh)?.use_bias(false)?;
         attention.build(d, d, d, DType::F32)?;
         let gelu = Activation::Gelu { approximate: true };
         let model = W9Layers {

@@ -27,7 +27,7 @@
 //!
 //! Weights are made in the inputs' dtype on the first call. Under a
 //! mixed-precision [`Policy`] (the global one when the layer is made, or
-//! [`MultiHeadAttention::with_dtype_policy`]) they are made in the policy's
+//! [`MultiHeadAttention::dtype_policy`]) they are made in the policy's
 //! variable dtype instead and cast to its compute dtype where used, the
 //! inputs are cast to the compute dtype, and a [`KvCache`] holds it.
 //!
@@ -35,7 +35,7 @@
 //! use xlafn::module::Module;
 //! use xlafn::nn::layers::{AttentionOptions, Mode, MultiHeadAttention};
 //! use xlafn::prelude::*;
-//! let mha = MultiHeadAttention::new(&xlafn::random::key(0)?, 4, 8)?.with_num_kv_heads(2)?;
+//! let mha = MultiHeadAttention::new(&xlafn::random::key(0)?, 4, 8)?.num_kv_heads(2)?;
 //! let x = Tensor::ones(&[2, 5, 16], DType::F32);
 //! let y = mha.call_qkv(&x, &x, &x, &AttentionOptions::causal(), &Mode::inference())?;
 //! assert_eq!(y.dims(), vec![2, 5, 16]);
@@ -181,15 +181,27 @@ impl AttentionOptions {
     }
 
     /// These options with a padding mask `[batch, kv_len]`.
-    pub fn with_padding_mask(mut self, mask: &Tensor) -> AttentionOptions {
+    pub fn padding_mask(mut self, mask: &Tensor) -> AttentionOptions {
         self.padding_mask = Some(mask.clone());
         self
     }
 
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `padding_mask`: layer options are builders named as the option")]
+    pub fn with_padding_mask(self, mask: &Tensor) -> AttentionOptions {
+        self.padding_mask(mask)
+    }
+
     /// These options with a general mask `[batch, q_len, kv_len]`.
-    pub fn with_attention_mask(mut self, mask: &Tensor) -> AttentionOptions {
+    pub fn attention_mask(mut self, mask: &Tensor) -> AttentionOptions {
         self.attention_mask = Some(mask.clone());
         self
+    }
+
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `attention_mask`: layer options are builders named as the option")]
+    pub fn with_attention_mask(self, mask: &Tensor) -> AttentionOptions {
+        self.attention_mask(mask)
     }
 }
 
@@ -315,15 +327,21 @@ impl MultiHeadAttention {
     /// was made): weights in its variable dtype, inputs, outputs and a
     /// [`KvCache`] in its compute dtype (the softmax in float32 for half
     /// precision, as always). Set it before the weights are made.
-    pub fn with_dtype_policy(mut self, policy: Policy) -> MultiHeadAttention {
+    pub fn dtype_policy(mut self, policy: Policy) -> MultiHeadAttention {
         self.policy = Some(policy);
         self
+    }
+
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `dtype_policy`: layer options are builders named as the option")]
+    pub fn with_dtype_policy(self, policy: Policy) -> MultiHeadAttention {
+        self.dtype_policy(policy)
     }
 
     /// Grouped-query attention with `n` key/value heads, which must divide
     /// the query heads (`n == num_heads` is plain multi-head attention,
     /// `1` multi-query attention).
-    pub fn with_num_kv_heads(mut self, n: i64) -> Result<MultiHeadAttention> {
+    pub fn num_kv_heads(mut self, n: i64) -> Result<MultiHeadAttention> {
         if n < 1 || self.num_heads % n != 0 {
             return Err(invalid(format!(
                 "num_kv_heads {n} must be >= 1 and divide num_heads {}",
@@ -334,9 +352,15 @@ impl MultiHeadAttention {
         Ok(self)
     }
 
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `num_kv_heads`: layer options are builders named as the option")]
+    pub fn with_num_kv_heads(self, n: i64) -> Result<MultiHeadAttention> {
+        self.num_kv_heads(n)
+    }
+
     /// Value heads of size `value_dim` (Keras' `value_dim`; default
     /// `key_dim`).
-    pub fn with_value_dim(mut self, value_dim: i64) -> Result<MultiHeadAttention> {
+    pub fn value_dim(mut self, value_dim: i64) -> Result<MultiHeadAttention> {
         if value_dim < 1 {
             return Err(invalid(format!("value_dim must be >= 1, got {value_dim}")));
         }
@@ -344,9 +368,15 @@ impl MultiHeadAttention {
         Ok(self)
     }
 
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `value_dim`: layer options are builders named as the option")]
+    pub fn with_value_dim(self, value_dim: i64) -> Result<MultiHeadAttention> {
+        self.value_dim(value_dim)
+    }
+
     /// The output's feature size (Keras' `output_shape`; default the
     /// query's).
-    pub fn with_output_dim(mut self, output_dim: i64) -> Result<MultiHeadAttention> {
+    pub fn output_dim(mut self, output_dim: i64) -> Result<MultiHeadAttention> {
         if output_dim < 1 {
             return Err(invalid(format!(
                 "output_dim must be >= 1, got {output_dim}"
@@ -356,9 +386,15 @@ impl MultiHeadAttention {
         Ok(self)
     }
 
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `output_dim`: layer options are builders named as the option")]
+    pub fn with_output_dim(self, output_dim: i64) -> Result<MultiHeadAttention> {
+        self.output_dim(output_dim)
+    }
+
     /// With or without biases on all four projections (Keras'
     /// `use_bias`, default true).
-    pub fn with_bias(mut self, use_bias: bool) -> Result<MultiHeadAttention> {
+    pub fn use_bias(mut self, use_bias: bool) -> Result<MultiHeadAttention> {
         for (i, p) in [
             &mut self.query,
             &mut self.key,
@@ -373,10 +409,16 @@ impl MultiHeadAttention {
         Ok(self)
     }
 
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `use_bias`: layer options are builders named as the option")]
+    pub fn with_bias(self, use_bias: bool) -> Result<MultiHeadAttention> {
+        self.use_bias(use_bias)
+    }
+
     /// Dropout on the attention probabilities in training (Keras'
     /// `dropout`, default 0); a training call with a nonzero rate needs a
     /// key in its [`Mode`].
-    pub fn with_dropout(mut self, rate: f64) -> Result<MultiHeadAttention> {
+    pub fn dropout(mut self, rate: f64) -> Result<MultiHeadAttention> {
         if !(0.0..1.0).contains(&rate) {
             return Err(invalid(format!("dropout must be in [0, 1), got {rate}")));
         }
@@ -384,13 +426,19 @@ impl MultiHeadAttention {
         Ok(self)
     }
 
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `dropout`: layer options are builders named as the option")]
+    pub fn with_dropout(self, rate: f64) -> Result<MultiHeadAttention> {
+        self.dropout(rate)
+    }
+
     /// The number of query heads.
     pub fn num_heads(&self) -> i64 {
         self.num_heads
     }
 
-    /// The number of key/value heads.
-    pub fn num_kv_heads(&self) -> i64 {
+    /// The number of key/value heads (set by the `num_kv_heads` builder).
+    pub fn kv_heads(&self) -> i64 {
         self.num_kv_heads
     }
 
@@ -399,8 +447,8 @@ impl MultiHeadAttention {
         self.key_dim
     }
 
-    /// The size of each value head.
-    pub fn value_dim(&self) -> i64 {
+    /// The size of each value head (set by the `value_dim` builder).
+    pub fn value_head_dim(&self) -> i64 {
         self.value_dim
     }
 

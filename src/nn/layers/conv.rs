@@ -3,7 +3,7 @@
 //! `ops::conv`, [`Param`](super::Param) and the shared kernel-and-bias
 //! weights. Imports `initializers` for its options.
 
-use super::util::{KernelBias, check_built, check_positive, dims_of, float_input};
+use super::util::{KernelBias, check_built, check_positive, check_rank, dims_of, float_input};
 use super::{Activation, Layer, Mode};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -90,6 +90,19 @@ impl<const N: usize> Conv<N> {
         kernel_size: [i64; N],
     ) -> Result<Conv<N>> {
         Conv::lazy(key, filters, kernel_size)?.build(in_channels)
+    }
+
+    /// A convolution with these weights (`kernel [k.., in, filters]`,
+    /// `bias [filters]` of the kernel's dtype), nothing drawn; ungrouped
+    /// (a grouped one: `lazy(..).groups(g).kernel_initializer(
+    /// Initializer::Value(kernel))`).
+    pub fn from_weights(kernel: &Tensor, bias: Option<&Tensor>) -> Result<Conv<N>> {
+        check_rank(&Self::name(), kernel, N + 2, "[k.., in_channels, filters]")?;
+        let dims = kernel.dims();
+        let kernel_size: [i64; N] = dims[..N].try_into().expect("rank checked");
+        let mut conv = Conv::lazy(&crate::random::key(0)?, dims[N + 1], kernel_size)?;
+        conv.weights = KernelBias::given(&Self::name(), kernel, bias, dims[N + 1])?;
+        conv.build(dims[N])
     }
 
     /// Makes the weights now, for inputs of `in_channels`.

@@ -5,7 +5,7 @@
 //! weights. Imports `initializers` for their options.
 
 use super::conv::channels;
-use super::util::{KernelBias, check_built, check_positive, float_input};
+use super::util::{KernelBias, check_built, check_positive, check_rank, float_input};
 use super::{Activation, Layer, Mode};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -173,6 +173,18 @@ impl ConvTranspose2d {
         ConvTranspose2d::lazy(key, filters, kernel_size)?.build(in_channels)
     }
 
+    /// A transposed convolution with these weights (`kernel [kh, kw,
+    /// filters, in]`, Keras' layout; `bias [filters]` of the kernel's
+    /// dtype), nothing drawn.
+    pub fn from_weights(kernel: &Tensor, bias: Option<&Tensor>) -> Result<ConvTranspose2d> {
+        const LAYER: &str = "ConvTranspose2d";
+        check_rank(LAYER, kernel, 4, "[kh, kw, filters, in_channels]")?;
+        let d = kernel.dims();
+        let mut conv = ConvTranspose2d::lazy(&crate::random::key(0)?, d[2], [d[0], d[1]])?;
+        conv.weights = KernelBias::given(LAYER, kernel, bias, d[2])?;
+        conv.build(d[3])
+    }
+
     /// Makes the weights now, for inputs of `in_channels`.
     pub fn build(self, in_channels: i64) -> Result<ConvTranspose2d> {
         check_positive("ConvTranspose2d", "input channels", &[in_channels])?;
@@ -311,6 +323,19 @@ impl DepthwiseConv2d {
     /// .build(in)` to make them now.
     pub fn new(key: &Tensor, in_channels: i64, kernel_size: [i64; 2]) -> Result<DepthwiseConv2d> {
         DepthwiseConv2d::lazy(key, kernel_size)?.build(in_channels)
+    }
+
+    /// A depthwise convolution with these weights (`kernel [kh, kw, in,
+    /// multiplier]`, `bias [in * multiplier]` of the kernel's dtype),
+    /// nothing drawn.
+    pub fn from_weights(kernel: &Tensor, bias: Option<&Tensor>) -> Result<DepthwiseConv2d> {
+        const LAYER: &str = "DepthwiseConv2d";
+        check_rank(LAYER, kernel, 4, "[kh, kw, in_channels, multiplier]")?;
+        let d = kernel.dims();
+        let mut conv = DepthwiseConv2d::lazy(&crate::random::key(0)?, [d[0], d[1]])?;
+        conv.multiplier = d[3];
+        conv.weights = KernelBias::given(LAYER, kernel, bias, d[2] * d[3])?;
+        conv.build(d[2])
     }
 
     /// Makes the weights now, for inputs of `in_channels`.

@@ -62,6 +62,15 @@ impl Embedding {
         Embedding::with_initializer(key, vocab, dim, Initializer::Uniform(-0.05, 0.05), dtype)
     }
 
+    /// A layer with this table (`[vocab, dim]`), nothing drawn.
+    pub fn from_weights(embeddings: &Tensor) -> Result<Embedding> {
+        super::util::check_rank("Embedding", embeddings, 2, "[vocab, dim]")?;
+        let [vocab, dim] = [embeddings.dims()[0], embeddings.dims()[1]];
+        let init = Initializer::Value(embeddings.clone());
+        let key = crate::random::key(0)?;
+        Embedding::with_initializer(&key, vocab, dim, init, embeddings.dtype())
+    }
+
     /// A table drawn from `init`, of `dtype` (which a global policy does
     /// not change; its compute dtype still applies).
     pub fn with_initializer(

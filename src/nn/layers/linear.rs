@@ -69,6 +69,30 @@ impl Linear {
         Linear::lazy(key, units)?.build(in_features)
     }
 
+    /// A layer with these weights (`kernel [in, units]`, `bias [units]`
+    /// of the kernel's dtype), nothing drawn: a pretrained layer in one
+    /// call.
+    ///
+    /// ```
+    /// use xlafn::nn::layers::{Layer, Linear};
+    /// use xlafn::prelude::*;
+    /// let kernel = Tensor::from_vec(vec![1f32, 0., 0., 1., 1., 1.], &[3, 2])?;
+    /// let fc = Linear::from_weights(&kernel, Some(&Tensor::from_vec(vec![0.5f32, 0.], &[2])?))?;
+    /// let y = fc.forward(&Tensor::from_vec(vec![1f32, 2., 3.], &[1, 3])?)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![4.5, 5.0]);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn from_weights(kernel: &Tensor, bias: Option<&Tensor>) -> Result<Linear> {
+        super::util::check_rank("Linear", kernel, 2, "[in_features, units]")?;
+        let [in_features, units] = [kernel.dims()[0], kernel.dims()[1]];
+        Linear {
+            units,
+            activation: Activation::Linear,
+            weights: KernelBias::given("Linear", kernel, bias, units)?,
+        }
+        .build(in_features)
+    }
+
     /// Makes the weights now, for inputs of `in_features`.
     pub fn build(self, in_features: i64) -> Result<Linear> {
         super::util::check_positive("Linear", "in_features", &[in_features])?;

@@ -502,10 +502,12 @@ pub struct BatchNorm {
     /// The running variance used in inference, moved like `moving_mean`.
     pub moving_variance: Variable,
     /// How much of the old moving statistics each training batch keeps
-    /// (Keras' default 0.99).
+    /// (Keras' default 0.99). Set it with [`BatchNorm::momentum`].
+    #[deprecated(note = "set it with the `momentum` (or `torch_momentum`) builder")]
     pub momentum: f64,
     /// Added to the variance before the square root, for stability
-    /// (Keras' default 0.001).
+    /// (Keras' default 0.001). Set it with [`BatchNorm::epsilon`].
+    #[deprecated(note = "set it with the `epsilon` builder")]
     pub epsilon: f64,
     policy: Option<Policy>,
 }
@@ -528,6 +530,9 @@ impl From<&Mode> for Mode {
     }
 }
 
+// The deprecated public fields are still where the options live, so code
+// that set them before the builders keeps working.
+#[allow(deprecated)]
 impl BatchNorm {
     /// For `channels` features of `dtype`: gamma 1, beta 0, moving mean 0,
     /// moving variance 1; Keras' momentum 0.99 and epsilon 0.001.

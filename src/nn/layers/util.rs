@@ -105,6 +105,44 @@ pub(crate) fn variable_dtype(policy: Option<&Policy>, fallback: DType) -> DType 
     policy.map_or(fallback, |p| p.variable_dtype())
 }
 
+/// Refuses a given weight `name` of `layer` whose dims or dtype are not
+/// `dims` and `dtype`.
+pub(crate) fn check_given(
+    layer: &str,
+    name: &str,
+    value: &Tensor,
+    dims: &[i64],
+    dtype: DType,
+) -> Result<()> {
+    if value.dims() != dims || value.dtype() != dtype {
+        return Err(Error::invalid(
+            layer,
+            format!(
+                "the {name} given is {}{:?}, the layer needs {dtype}{dims:?}",
+                value.dtype(),
+                value.dims()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a given kernel of `layer` whose rank is not `rank`, naming
+/// the layout expected.
+pub(crate) fn check_rank(layer: &str, kernel: &Tensor, rank: usize, layout: &str) -> Result<()> {
+    if kernel.dims().len() != rank || kernel.dims().iter().any(|&d| d <= 0) {
+        return Err(Error::invalid(
+            layer,
+            format!(
+                "the kernel given is {}{:?}: the layer's kernel is {layout}",
+                kernel.dtype(),
+                kernel.dims()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The kernel and the optional bias of a weighted layer ([`Linear`] and
 /// the convolutions), with what it takes to make them again when an
 /// option changes: initializers, keys, dtype. Visited as `kernel` and
@@ -141,6 +179,28 @@ impl KernelBias {
             dtype: variable_dtype(policy.as_ref(), DType::F32),
             policy,
         })
+    }
+
+    /// Weights given as values (a layer's `from_weights`): nothing is
+    /// drawn, and an option that makes the weights again (`use_bias`, a
+    /// policy of the same dtype) makes them from the same values. The
+    /// bias must be `[units]` of the kernel's dtype.
+    pub fn given(
+        layer: &str,
+        kernel: &Tensor,
+        bias: Option<&Tensor>,
+        units: i64,
+    ) -> Result<KernelBias> {
+        if let Some(b) = bias {
+            check_given(layer, "bias", b, &[units], kernel.dtype())?;
+        }
+        let mut w = KernelBias::new(&random::key(0)?)?;
+        w.kernel_init = Initializer::Value(kernel.clone());
+        w.bias_init = bias.map_or(Initializer::Zeros, |b| Initializer::Value(b.clone()));
+        w.dtype = kernel.dtype();
+        w.reset();
+        w.reset_bias(bias.is_some());
+        Ok(w)
     }
 
     /// Follows `policy`: its variable dtype for the weights (weights

@@ -45,7 +45,7 @@
 //! ```
 //! use xlafn::nn::layers::{Layer, Lstm, Recurrent};
 //! use xlafn::prelude::*;
-//! let lstm = Lstm::new(&xlafn::random::key(0)?, 8)?.with_return_sequences(true);
+//! let lstm = Lstm::new(&xlafn::random::key(0)?, 8)?.return_sequences(true);
 //! let x = Tensor::ones(&[2, 5, 3], DType::F32);
 //! let out = lstm.run(&x, None, None)?;
 //! assert_eq!(out.outputs.dims(), vec![2, 5, 8]);
@@ -56,7 +56,7 @@
 
 mod scan;
 
-use super::util::{autocast, check_built, read_as, variable_dtype};
+use super::util::{autocast, check_built, check_given, check_rank, read_as, variable_dtype};
 use super::{Layer, Mode, Param};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -244,29 +244,53 @@ macro_rules! cell_layer_api {
             }
 
             /// Returns the whole output sequence (Keras' `return_sequences`).
-            pub fn with_return_sequences(mut self, on: bool) -> $cell {
+            pub fn return_sequences(mut self, on: bool) -> $cell {
                 self.opts.return_sequences = on;
                 self
             }
 
+            #[doc(hidden)]
+            #[deprecated(note = "renamed `return_sequences`: layer options are builders named as the option")]
+            pub fn with_return_sequences(self, on: bool) -> $cell {
+                self.return_sequences(on)
+            }
+
             /// Reads the sequence from its end (Keras' `go_backwards`).
-            pub fn with_go_backwards(mut self, on: bool) -> $cell {
+            pub fn go_backwards(mut self, on: bool) -> $cell {
                 self.opts.go_backwards = on;
                 self
             }
 
+            #[doc(hidden)]
+            #[deprecated(note = "renamed `go_backwards`: layer options are builders named as the option")]
+            pub fn with_go_backwards(self, on: bool) -> $cell {
+                self.go_backwards(on)
+            }
+
             /// Masked steps output zeros instead of the previous output.
-            pub fn with_zero_output_for_mask(mut self, on: bool) -> $cell {
+            pub fn zero_output_for_mask(mut self, on: bool) -> $cell {
                 self.opts.zero_output_for_mask = on;
                 self
+            }
+
+            #[doc(hidden)]
+            #[deprecated(note = "renamed `zero_output_for_mask`: layer options are builders named as the option")]
+            pub fn with_zero_output_for_mask(self, on: bool) -> $cell {
+                self.zero_output_for_mask(on)
             }
 
             /// The mixed-precision policy (default the global one when the
             /// layer was made): weights in its variable dtype, input, states
             /// and outputs in its compute dtype. Call before the first call.
-            pub fn with_dtype_policy(mut self, policy: Policy) -> $cell {
+            pub fn dtype_policy(mut self, policy: Policy) -> $cell {
                 self.policy = Some(policy);
                 self
+            }
+
+            #[doc(hidden)]
+            #[deprecated(note = "renamed `dtype_policy`: layer options are builders named as the option")]
+            pub fn with_dtype_policy(self, policy: Policy) -> $cell {
+                self.dtype_policy(policy)
             }
         }
 
@@ -309,6 +333,8 @@ pub struct Lstm {
     pub recurrent_kernel: Param,
     /// The bias, absent without biases.
     pub bias: Option<Param>,
+    use_bias: bool,
+    unit_forget_bias: bool,
     key: Tensor,
     policy: Option<Policy>,
 }
@@ -324,22 +350,61 @@ impl Lstm {
             kernel: Param::lazy(Initializer::GlorotUniform, &fold(key, 0)?),
             recurrent_kernel: Param::lazy(Initializer::Orthogonal(1.0), &fold(key, 1)?),
             bias: Some(Param::lazy(forget_bias_init(), key)),
+            use_bias: true,
+            unit_forget_bias: true,
             key: key.clone(),
             policy: current_policy(),
         })
     }
 
-    /// With or without a bias (Keras' `use_bias`, default true), and the
-    /// forget gate's bias starting at 1 (`unit_forget_bias`, default
-    /// true) or 0. Call before the first call.
-    pub fn with_bias(mut self, use_bias: bool, unit_forget_bias: bool) -> Lstm {
-        let init = if unit_forget_bias {
-            forget_bias_init()
-        } else {
-            Initializer::Zeros
-        };
-        self.bias = use_bias.then(|| Param::lazy(init, &self.key));
+    /// An LSTM with these weights (`kernel [features, 4u]`,
+    /// `recurrent_kernel [u, 4u]`, `bias [4u]` of the kernel's dtype;
+    /// gates i, f, c, o), nothing drawn.
+    pub fn from_weights(
+        kernel: &Tensor,
+        recurrent_kernel: &Tensor,
+        bias: Option<&Tensor>,
+    ) -> Result<Lstm> {
+        let (features, units) = given_dims("Lstm", kernel, recurrent_kernel, 4)?;
+        let mut lstm = Lstm::new(&crate::random::key(0)?, units)?;
+        let (k, r, b) = given_params("Lstm", kernel, recurrent_kernel, bias, &[4 * units])?;
+        (lstm.kernel, lstm.recurrent_kernel, lstm.bias) = (k, r, b);
+        lstm.use_bias = bias.is_some();
+        lstm.build(features, kernel.dtype())?;
+        Ok(lstm)
+    }
+
+    /// With or without a bias (Keras' `use_bias`, default true). Call
+    /// before the first call.
+    pub fn use_bias(mut self, on: bool) -> Lstm {
+        self.use_bias = on;
+        self.bias = self.bias_param();
         self
+    }
+
+    /// The forget gate's bias starts at 1 (Keras' `unit_forget_bias`,
+    /// default true) or 0. Call before the first call.
+    pub fn unit_forget_bias(mut self, on: bool) -> Lstm {
+        self.unit_forget_bias = on;
+        self.bias = self.bias_param();
+        self
+    }
+
+    #[doc(hidden)]
+    #[deprecated(
+        note = "use `use_bias(..)` and `unit_forget_bias(..)`: layer options are builders \
+                         named as the option"
+    )]
+    pub fn with_bias(self, use_bias: bool, unit_forget_bias: bool) -> Lstm {
+        self.use_bias(use_bias).unit_forget_bias(unit_forget_bias)
+    }
+
+    fn bias_param(&self) -> Option<Param> {
+        let init = match self.unit_forget_bias {
+            true => forget_bias_init(),
+            false => Initializer::Zeros,
+        };
+        self.use_bias.then(|| Param::lazy(init, &self.key))
     }
 
     /// The dims of `kernel`, `recurrent_kernel` and `bias` for inputs of
@@ -397,6 +462,59 @@ impl Recurrent for Lstm {
     cell_options!("Lstm");
 }
 
+/// `(features, units)` of a recurrent layer's given kernels, `gates`
+/// blocks wide: `kernel [features, gates * u]`, `recurrent_kernel [u,
+/// gates * u]` of one dtype.
+fn given_dims(
+    layer: &str,
+    kernel: &Tensor,
+    recurrent_kernel: &Tensor,
+    gates: i64,
+) -> Result<(i64, i64)> {
+    let layout = format!("[features, {gates} * units]");
+    check_rank(layer, kernel, 2, &layout)?;
+    check_rank(
+        layer,
+        recurrent_kernel,
+        2,
+        &format!("[units, {gates} * units]"),
+    )?;
+    let units = recurrent_kernel.dims()[0];
+    let wide = [gates * units];
+    check_given(
+        layer,
+        "recurrent kernel",
+        recurrent_kernel,
+        &[units, wide[0]],
+        kernel.dtype(),
+    )?;
+    check_given(
+        layer,
+        "kernel",
+        kernel,
+        &[kernel.dims()[0], wide[0]],
+        kernel.dtype(),
+    )?;
+    Ok((kernel.dims()[0], units))
+}
+
+/// The weights of a recurrent layer's `from_weights`, as parameters
+/// holding the given values; the bias checked against `bias_dims`.
+fn given_params(
+    layer: &str,
+    kernel: &Tensor,
+    recurrent_kernel: &Tensor,
+    bias: Option<&Tensor>,
+    bias_dims: &[i64],
+) -> Result<(Param, Param, Option<Param>)> {
+    if let Some(b) = bias {
+        check_given(layer, "bias", b, bias_dims, kernel.dtype())?;
+    }
+    let key = crate::random::key(0)?;
+    let given = |t: &Tensor| Param::lazy(Initializer::Value(t.clone()), &key);
+    Ok((given(kernel), given(recurrent_kernel), bias.map(given)))
+}
+
 /// Keras' `GRU`: `kernel` `[features, 3 * units]`, `recurrent_kernel`
 /// `[units, 3 * units]`, gates z, r, h. With `reset_after` (Keras'
 /// default since 2.0, and cuDNN's form) the reset gate multiplies the
@@ -437,16 +555,50 @@ impl Gru {
     }
 
     /// Keras' `reset_after` (default true). Call before the first call.
-    pub fn with_reset_after(mut self, on: bool) -> Gru {
+    pub fn reset_after(mut self, on: bool) -> Gru {
         self.reset_after = on;
         self
     }
 
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `reset_after`: layer options are builders named as the option")]
+    pub fn with_reset_after(self, on: bool) -> Gru {
+        self.reset_after(on)
+    }
+
+    /// A GRU with these weights (`kernel [features, 3u]`,
+    /// `recurrent_kernel [u, 3u]`, gates z, r, h; `bias [2, 3u]` with
+    /// `reset_after`, `[3u]` without, which the bias's shape decides),
+    /// nothing drawn.
+    pub fn from_weights(
+        kernel: &Tensor,
+        recurrent_kernel: &Tensor,
+        bias: Option<&Tensor>,
+    ) -> Result<Gru> {
+        let (features, units) = given_dims("Gru", kernel, recurrent_kernel, 3)?;
+        let reset_after = bias.is_none_or(|b| b.dims().len() == 2);
+        let bias_dims = match reset_after {
+            true => vec![2, 3 * units],
+            false => vec![3 * units],
+        };
+        let mut gru = Gru::new(&crate::random::key(0)?, units)?.reset_after(reset_after);
+        let (k, r, b) = given_params("Gru", kernel, recurrent_kernel, bias, &bias_dims)?;
+        (gru.kernel, gru.recurrent_kernel, gru.bias) = (k, r, b);
+        gru.build(features, kernel.dtype())?;
+        Ok(gru)
+    }
+
     /// With or without a bias (Keras' `use_bias`, default true). Call
     /// before the first call.
-    pub fn with_bias(mut self, use_bias: bool) -> Gru {
-        self.bias = use_bias.then(|| Param::lazy(Initializer::Zeros, &self.key));
+    pub fn use_bias(mut self, on: bool) -> Gru {
+        self.bias = on.then(|| Param::lazy(Initializer::Zeros, &self.key));
         self
+    }
+
+    #[doc(hidden)]
+    #[deprecated(note = "renamed `use_bias`: layer options are builders named as the option")]
+    pub fn with_bias(self, use_bias: bool) -> Gru {
+        self.use_bias(use_bias)
     }
 
     /// The dims of `kernel`, `recurrent_kernel` and `bias` (two rows, input
@@ -584,11 +736,19 @@ impl<R: Recurrent> Stacked<R> {
     }
 
     /// Whether the last layer returns sequences.
-    pub fn with_return_sequences(mut self, on: bool) -> Stacked<R> {
+    pub fn return_sequences(mut self, on: bool) -> Stacked<R> {
         if let Some(last) = self.layers.last_mut() {
             last.set_return_sequences(on);
         }
         self
+    }
+
+    #[doc(hidden)]
+    #[deprecated(
+        note = "renamed `return_sequences`: layer options are builders named as the option"
+    )]
+    pub fn with_return_sequences(self, on: bool) -> Stacked<R> {
+        self.return_sequences(on)
     }
 
     /// Runs the stack; `initial_state` holds every layer's states in
@@ -677,12 +837,20 @@ impl<R: Recurrent> Bidirectional<R> {
     }
 
     /// Whether both directions return sequences.
-    pub fn with_return_sequences(mut self, on: bool) -> Bidirectional<R> {
+    pub fn return_sequences(mut self, on: bool) -> Bidirectional<R> {
         for layer in [&mut self.forward, &mut self.backward] {
             layer.set_return_sequences(on);
             layer.set_zero_output_for_mask(on);
         }
         self
+    }
+
+    #[doc(hidden)]
+    #[deprecated(
+        note = "renamed `return_sequences`: layer options are builders named as the option"
+    )]
+    pub fn with_return_sequences(self, on: bool) -> Bidirectional<R> {
+        self.return_sequences(on)
     }
 
     /// Runs both directions; `initial_state` is the forward layer's states
