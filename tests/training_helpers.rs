@@ -1,14 +1,16 @@
 //! The pieces model writers expect beside layers and optimizers, each
 //! against a reference computed here: sinusoidal and rotary position
 //! encodings and ALiBi biases against direct loops of their formulas, an
-//! exponential moving average of weights and Keras' ReduceLROnPlateau
-//! against their update rules worked by hand, and freezing and the
-//! summary table of a model.
+//! exponential moving average of weights, Keras' ReduceLROnPlateau and
+//! gradient accumulation against their update rules worked by hand, and
+//! freezing and the summary table of a model.
 
 use xlafn::module::Module;
 use xlafn::nn::layers::{BatchNorm, Linear};
 use xlafn::nn::positional::{alibi_bias, alibi_slopes, rotary, sinusoidal};
-use xlafn::optimizers::{ExponentialMovingAverage, Improvement, ReduceLrOnPlateau};
+use xlafn::optimizers::{
+    Adam, ExponentialMovingAverage, GradientAccumulation, Improvement, Optimizer, ReduceLrOnPlateau,
+};
 use xlafn::prelude::*;
 
 fn close(got: &[f32], want: &[f64], tol: f64, what: &str) {
@@ -221,4 +223,101 @@ fn freezing_a_body_leaves_the_head_trainable_and_thawing_restores_it() {
         table.ends_with("total 42 parameters, 34 trainable\n"),
         "{table}"
     );
+}
+
+/// Batches of a line fit `y = 3x`: `x` and `y` for call `i`.
+fn line_batch(i: usize) -> (Vec<f32>, Vec<f32>) {
+    let x: Vec<f32> = (0..4).map(|j| (i * 4 + j) as f32 / 10.0 - 0.7).collect();
+    let y = x.iter().map(|v| 3.0 * v).collect();
+    (x, y)
+}
+
+/// `d/dw mean((w x - y)^2)`, by hand.
+fn line_grad(w: f64, (x, y): &(Vec<f32>, Vec<f32>)) -> f64 {
+    let n = x.len() as f64;
+    x.iter()
+        .zip(y)
+        .map(|(&x, &y)| 2.0 * (w * x as f64 - y as f64) * x as f64 / n)
+        .sum()
+}
+
+#[test]
+fn gradient_accumulation_applies_the_mean_every_k_calls() {
+    let w = Variable::new(Tensor::scalar(0.5f32));
+    let opt = GradientAccumulation::new(Sgd::new(0.1), 3).unwrap();
+    let (mut want, mut sum) = (0.5f64, 0.0);
+    for i in 0..7 {
+        let batch = line_batch(i);
+        let (x, y) = (
+            Tensor::from_vec(batch.0.clone(), &[4]).unwrap(),
+            Tensor::from_vec(batch.1.clone(), &[4]).unwrap(),
+        );
+        opt.minimize(&[&w], || {
+            w.read().mul(&x)?.sub(&y)?.square()?.reduce_mean(&[], false)
+        })
+        .unwrap();
+        // By hand: w holds still for three calls, then takes the mean.
+        sum += line_grad(want, &batch);
+        if i % 3 == 2 {
+            want -= 0.1 * sum / 3.0;
+            sum = 0.0;
+        }
+        let got = w.read().item::<f32>().unwrap() as f64;
+        assert!((got - want).abs() < 1e-6, "call {i}: {got} vs {want}");
+    }
+    let Err(e) = GradientAccumulation::new(Sgd::new(0.1), 0) else {
+        panic!("0 steps accepted");
+    };
+    assert!(e.to_string().contains("steps >= 1"), "{e}");
+}
+
+/// Compiled, the step is traced once, and an inner Adam sees one step per
+/// `k` calls: the same as Adam given the mean gradients directly.
+#[test]
+fn a_compiled_accumulating_step_matches_adam_on_the_mean_gradients() {
+    let w = Variable::new(Tensor::scalar(0.5f32));
+    let opt = std::sync::Arc::new(GradientAccumulation::new(Adam::new(0.05), 2).unwrap());
+    let (wv, o) = (w.clone(), opt.clone());
+    let step = function(move |x: Tensor, y: Tensor| {
+        o.minimize(&[&wv], || {
+            wv.read()
+                .mul(&x)?
+                .sub(&y)?
+                .square()?
+                .reduce_mean(&[], false)
+        })
+    });
+    let reference = Variable::new(Tensor::scalar(0.5f32));
+    let adam = Adam::new(0.05);
+    let mut sum = 0.0;
+    for i in 0..6 {
+        let batch = line_batch(i);
+        let x = Tensor::from_vec(batch.0.clone(), &[4]).unwrap();
+        let y = Tensor::from_vec(batch.1.clone(), &[4]).unwrap();
+        let before = reference.read().item::<f32>().unwrap() as f64;
+        step.call((&x, &y)).unwrap();
+        sum += line_grad(before, &batch);
+        if i % 2 == 1 {
+            let mean = Tensor::scalar((sum / 2.0) as f32);
+            adam.apply_gradients(&[(Some(mean), &reference)]).unwrap();
+            sum = 0.0;
+        }
+        let (got, want) = (
+            w.read().item::<f32>().unwrap(),
+            reference.read().item::<f32>().unwrap(),
+        );
+        assert!((got - want).abs() < 1e-6, "call {i}: {got} vs {want}");
+    }
+    assert_eq!(step.tracing_count(), 1);
+    let names: Vec<String> = opt
+        .state_variables(&[("w".to_string(), w.clone())], false)
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        names.contains(&"accumulation_position".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"accumulated.w".to_string()), "{names:?}");
 }

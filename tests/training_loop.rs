@@ -619,3 +619,65 @@ fn checkpoints_beyond_the_resumed_step_are_the_first_to_go() {
     assert_eq!(json, ["ckpt-3.json", "ckpt-4.json", "ckpt-5.json"]);
     assert_eq!(latest_checkpoint(&*dir).unwrap().unwrap().1.step, 5);
 }
+
+/// Writes down each callback event, as Keras' callbacks see them.
+struct Events(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Callback for Events {
+    fn on_train_begin(&mut self, state: &TrainState) -> Result<()> {
+        self.0.lock().unwrap().push(format!("train {}", state.step));
+        Ok(())
+    }
+    fn on_epoch_begin(&mut self, state: &TrainState) -> Result<()> {
+        let (epoch, step, done) = (state.epoch, state.step, state.step_in_epoch);
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("begin {epoch} at {step} ({done} done)"));
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, state: &TrainState, _: &xlafn::train::EpochLogs) -> Result<Control> {
+        let line = format!("end {} at {}", state.epoch, state.step);
+        self.0.lock().unwrap().push(line);
+        Ok(Control::Continue)
+    }
+}
+
+#[test]
+fn each_epoch_begins_before_its_first_step_and_a_resumed_one_says_where() {
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let line = Line::new();
+    Trainer::new(line.step())
+        .epochs(2)
+        .callback(Events(events.clone()))
+        .progress(Progress::Off)
+        .fit(&line_data())
+        .unwrap();
+    assert_eq!(
+        *events.lock().unwrap(),
+        [
+            "train 0",
+            "begin 0 at 0 (0 done)",
+            "end 0 at 5",
+            "begin 1 at 5 (0 done)",
+            "end 1 at 10",
+        ]
+    );
+    // Resumed three steps into epoch 1 (step 8).
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    Trainer::new(Line::new().step())
+        .epochs(2)
+        .callback(Events(events.clone()))
+        .resume_from(TrainPosition {
+            epoch: 1,
+            step: 8,
+            step_in_epoch: 3,
+        })
+        .progress(Progress::Off)
+        .fit(&line_data())
+        .unwrap();
+    assert_eq!(
+        *events.lock().unwrap(),
+        ["train 8", "begin 1 at 8 (3 done)", "end 1 at 10"]
+    );
+}

@@ -98,6 +98,7 @@
 //! variables and the step count, eagerly, so a step traced afterwards
 //! creates no variables), then assigns the saved values.
 
+mod accumulation;
 mod adagrad;
 mod adam;
 mod averaging;
@@ -106,6 +107,7 @@ mod rmsprop;
 pub mod schedules;
 mod sgd;
 
+pub use accumulation::GradientAccumulation;
 pub use adagrad::Adagrad;
 pub use adam::{Adam, AdamW};
 pub use averaging::{ExponentialMovingAverage, Improvement, ReduceLrOnPlateau};

@@ -24,6 +24,14 @@ pub trait Callback {
         Ok(())
     }
 
+    /// Before an epoch's first step (Keras' `on_epoch_begin`): `state`
+    /// has the epoch about to run, and the step count so far (a resumed
+    /// run begins mid-epoch with `step_in_epoch` steps already done).
+    /// Where a per-epoch learning rate or data change goes.
+    fn on_epoch_begin(&mut self, _state: &TrainState) -> Result<()> {
+        Ok(())
+    }
+
     /// After each step, with its metrics (read back).
     fn on_step_end(&mut self, _state: &TrainState, _metrics: &[(String, f64)]) -> Result<Control> {
         Ok(Control::Continue)

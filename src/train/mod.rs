@@ -385,6 +385,9 @@ impl<B: Send + 'static> Trainer<B> {
         let mut means = RunningMeans::default();
         let mut control = Control::Continue;
         state.step_in_epoch = skip;
+        for callback in &mut self.callbacks {
+            callback.on_epoch_begin(state)?;
+        }
         for batch in data.iter_epoch(state.epoch).skip(skip as usize) {
             let metrics = (self.step)(batch?)?;
             // Bounded by `MAX_POSITION` at the start; checked all the same,
