@@ -5,7 +5,9 @@
 //! key/value weights; fully masked rows; half precision; dropout;
 //! gradients against central differences; the key-value cache in a
 //! greedy decoding loop (eager and one compiled `for_range`) against full
-//! causal recomputation; errors for bad configurations and shapes.
+//! causal recomputation; a cross-attention cache of projected keys and
+//! values against the reference with every mask, and inside a compiled
+//! decoding loop; errors for bad configurations and shapes.
 
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
@@ -15,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use xlafn::ArraySpec;
 use xlafn::module::Module;
-use xlafn::nn::layers::{AttentionOptions, KvCache, Layer, Mode, MultiHeadAttention};
+use xlafn::nn::layers::{AttentionOptions, CrossKvCache, KvCache, Layer, Mode, MultiHeadAttention};
 use xlafn::prelude::*;
 
 #[path = "common/layer_data.rs"]
@@ -275,6 +277,69 @@ fn matches_the_per_head_reference_with_every_mask_eager_and_compiled() {
         let compiled = f.call((q.clone(), k.clone(), v.clone())).unwrap();
         assert_close(&host(&compiled), &want, 1e-10, &format!("{what} compiled"));
     }
+}
+
+/// Keys and values projected once (`cross_cache`) and attended to by
+/// `call_cross_cached` give the reference with every mask, eagerly and
+/// in a compiled loop that reads the cache at each step.
+#[test]
+fn a_cross_attention_cache_matches_the_reference_eager_and_in_a_compiled_loop() {
+    let c = CFG;
+    let mha = Arc::new(layer(c, 1));
+    let w = build_and_randomize(&mha, c, DType::F64, 10);
+    let x = inputs(c, 20);
+    let (q, k, v) = qkv(c, &x, DType::F64);
+    let memory = mha.cross_cache(&k, &v).unwrap();
+    assert_eq!(
+        memory.key.dims(),
+        vec![c.b as i64, c.s as i64, c.g as i64, c.kd as i64]
+    );
+    for (what, options, allowed) in mask_cases(c) {
+        let want = reference(&w, c, &x.q, &x.k, &x.v, &*allowed);
+        let eager = mha
+            .call_cross_cached(&q, &memory, &options, &Mode::inference())
+            .unwrap();
+        assert_close(&host(&eager), &want, 1e-10, &format!("{what} eager"));
+    }
+    // Three steps of a loop, each attending to the same cache: every step
+    // gives the reference's output for the same query.
+    let want = reference(&w, c, &x.q, &x.k, &x.v, &|_, _, _| true);
+    let f = {
+        let mha = mha.clone();
+        function(move |q: Tensor, k: Tensor, v: Tensor| -> Result<Tensor> {
+            let memory = mha.cross_cache(&k, &v)?;
+            let (_, y, _) = for_range(
+                0i64,
+                3i64,
+                1i64,
+                (
+                    q.clone(),
+                    Tensor::zeros(&[c.b as i64, c.t as i64, c.o as i64], DType::F64),
+                    memory,
+                ),
+                |_, (q, _, memory): (Tensor, Tensor, CrossKvCache)| -> Result<_> {
+                    let opts = AttentionOptions::new();
+                    let y = mha.call_cross_cached(&q, &memory, &opts, &Mode::inference())?;
+                    Ok((q, y, memory))
+                },
+            )?;
+            Ok(y)
+        })
+    };
+    let compiled = f.call((q.clone(), k.clone(), v.clone())).unwrap();
+    assert_close(&host(&compiled), &want, 1e-10, "compiled loop");
+    // A cache of another layer's sizes is refused.
+    let short = CrossKvCache {
+        key: memory
+            .key
+            .slice(&[0, 0, 0, 0], &[c.b as i64, c.s as i64, c.g as i64, 1])
+            .unwrap(),
+        value: memory.value.clone(),
+    };
+    let e = mha
+        .call_cross_cached(&q, &short, &AttentionOptions::new(), &Mode::inference())
+        .unwrap_err();
+    assert!(e.to_string().contains("cross cache"), "{e}");
 }
 
 #[test]

@@ -245,6 +245,45 @@ impl KvCache {
     }
 }
 
+/// The projected keys and values of a sequence every decoding step
+/// attends to unchanged (an encoder's output, in a decoder's
+/// cross-attention), for [`MultiHeadAttention::call_cross_cached`]:
+/// `key` `[batch, len, kv_heads, key_dim]`, `value` `[batch, len,
+/// kv_heads, value_dim]`. Made once by
+/// [`MultiHeadAttention::cross_cache`], so a decoding loop does not
+/// project the encoder's output again at every step (what Hugging Face's
+/// encoder-decoder models keep as the cross-attention `past_key_values`).
+/// An [`Output`] of two tensors: it can be captured by, or carried
+/// through, a compiled loop.
+#[derive(Clone, Debug)]
+pub struct CrossKvCache {
+    /// The projected keys.
+    pub key: Tensor,
+    /// The projected values.
+    pub value: Tensor,
+}
+
+/// Two tensors in the order key, value.
+impl Output for CrossKvCache {
+    fn flatten(&self, out: &mut Vec<Tensor>) {
+        out.extend([self.key.clone(), self.value.clone()]);
+    }
+    fn rebuild(_template: &Self, tensors: &mut dyn Iterator<Item = Tensor>) -> Self {
+        let mut next = || tensors.next().expect("two tensors per CrossKvCache");
+        CrossKvCache {
+            key: next(),
+            value: next(),
+        }
+    }
+    fn describe(&self) -> String {
+        format!(
+            "CrossKvCache(key={}, value={})",
+            self.key.tensor_type(),
+            self.value.tensor_type()
+        )
+    }
+}
+
 /// Three tensors in the order key, value, length.
 impl Output for KvCache {
     fn flatten(&self, out: &mut Vec<Tensor>) {
@@ -663,6 +702,86 @@ impl MultiHeadAttention {
                 length,
             },
         ))
+    }
+
+    /// Projects `key` and `value` `[batch, len, features]` (an encoder's
+    /// output, usually both) once, for
+    /// [`MultiHeadAttention::call_cross_cached`] at every decoding step.
+    pub fn cross_cache(&self, key: &Tensor, value: &Tensor) -> Result<CrossKvCache> {
+        let [kb, s, _] = known3("key", key)?;
+        let [vb, vs, _] = known3("value", value)?;
+        if kb != vb || vs != s {
+            return Err(invalid(format!(
+                "key and value need one batch size and length, got {} and {}",
+                key.tensor_type(),
+                value.tensor_type()
+            )));
+        }
+        same_dtype(&[key, value])?;
+        let policy = self.policy.as_ref();
+        let (key, value) = (&autocast(key, policy)?, &autocast(value, policy)?);
+        Ok(CrossKvCache {
+            key: self.project_kv("key", &self.key, key, self.key_dim)?,
+            value: self.project_kv("value", &self.value, value, self.value_dim)?,
+        })
+    }
+
+    /// [`MultiHeadAttention::call_qkv`] of `query` over keys and values
+    /// projected before by [`MultiHeadAttention::cross_cache`]: the same
+    /// result, without projecting them again. The masks of `options`
+    /// apply as in `call_qkv` (a padding mask over the cached sequence).
+    ///
+    /// ```
+    /// use xlafn::nn::layers::{AttentionOptions, Mode, MultiHeadAttention};
+    /// use xlafn::prelude::*;
+    /// let mha = MultiHeadAttention::new(&xlafn::random::key(0)?, 2, 4)?;
+    /// let encoded = Tensor::ones(&[1, 6, 8], DType::F32);
+    /// let memory = mha.cross_cache(&encoded, &encoded)?; // projected once
+    /// let step = Tensor::ones(&[1, 1, 8], DType::F32);
+    /// let (options, mode) = (AttentionOptions::new(), Mode::inference());
+    /// let y = mha.call_cross_cached(&step, &memory, &options, &mode)?;
+    /// let direct = mha.call_qkv(&step, &encoded, &encoded, &options, &mode)?;
+    /// assert_eq!(y.to_vec::<f32>()?, direct.to_vec::<f32>()?);
+    /// # Ok::<(), xlafn::Error>(())
+    /// ```
+    pub fn call_cross_cached(
+        &self,
+        query: &Tensor,
+        cache: &CrossKvCache,
+        options: &AttentionOptions,
+        mode: &Mode,
+    ) -> Result<Tensor> {
+        let [b, t, _] = known3("query", query)?;
+        let query = &autocast(query, self.policy.as_ref())?;
+        let s = cache.key.dims().get(1).copied().unwrap_or(-1);
+        let fits = |x: &Tensor, size: i64| {
+            let d = x.dims();
+            d.len() == 4
+                && (d[0] == b || b < 0 || d[0] < 0)
+                && d[1] == s
+                && s >= 0
+                && d[2..] == [self.num_kv_heads, size]
+                && x.dtype() == query.dtype()
+        };
+        if !fits(&cache.key, self.key_dim) || !fits(&cache.value, self.value_dim) {
+            return Err(invalid(format!(
+                "the cross cache needs key [{b}, len, {}, {}] and value [{b}, len, {}, {}] of {} \
+                 (from this layer's cross_cache), got {} and {}",
+                self.num_kv_heads,
+                self.key_dim,
+                self.num_kv_heads,
+                self.value_dim,
+                query.dtype(),
+                cache.key.tensor_type(),
+                cache.value.tensor_type()
+            )));
+        }
+        let q = self.project_query(query)?;
+        let mask = build_mask(options, b, t, s)?;
+        let may_empty = options.padding_mask.is_some() || options.attention_mask.is_some();
+        let (attended, _) =
+            self.attend(&q, &cache.key, &cache.value, mask.as_ref(), may_empty, mode)?;
+        self.project_output(&attended, query)
     }
 
     /// `[b, t, heads, key_dim]` queries (query head `h` reads kv head `h /

@@ -206,5 +206,5 @@ pub use sequential::{BoxedLayer, Sequential};
 mod attention;
 mod recurrent;
 
-pub use attention::{AttentionOptions, KvCache, MultiHeadAttention, Projection};
+pub use attention::{AttentionOptions, CrossKvCache, KvCache, MultiHeadAttention, Projection};
 pub use recurrent::{Bidirectional, Gru, Lstm, Recurrent, RnnOutput, Stacked};
