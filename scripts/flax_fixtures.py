@@ -6,7 +6,9 @@ a sequence, multi-head attention, Embed), initialized from a seed, with
 BatchNorm statistics and biases drawn so that a mix-up shows. The
 variables tree (`params` and `batch_stats`) is flattened with `.` and
 written by safetensors' Flax saver (variables.safetensors); inputs and
-each layer's outputs go to io.safetensors.
+each layer's outputs go to io.safetensors. A pre-norm transformer block
+(LayerNorm, attention, LayerNorm, a GELU MLP, both residuals) goes to
+block.safetensors and block_io.safetensors.
 
 Run with a Python that has jax, flax and safetensors:
     python scripts/flax_fixtures.py tests/fixtures/flax
@@ -40,6 +42,33 @@ class Net(nn.Module):
         }
 
 
+class Block(nn.Module):
+    """A pre-norm transformer block, as Flax examples write one."""
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.LayerNorm(name="ln1")(x)
+        x = x + nn.MultiHeadDotProductAttention(2, name="attn")(h, h)
+        h = nn.LayerNorm(name="ln2")(x)
+        h = nn.Dense(8, name="fc2")(nn.gelu(nn.Dense(16, name="fc1")(h)))
+        return x + h
+
+
+def block(out: Path) -> None:
+    """The transformer block's variables (block.safetensors) and one
+    input and output (block_io.safetensors)."""
+    keys = jax.random.split(jax.random.PRNGKey(7), 2)
+    x = jax.random.normal(keys[0], (2, 5, 8))
+    variables = flatten_dict(jax.device_get(Block().init(keys[1], x)), sep=".")
+    for i, (name, value) in enumerate(sorted(variables.items())):
+        if name.endswith(".bias"):
+            variables[name] = jax.random.uniform(jax.random.PRNGKey(200 + i), value.shape,
+                                                 minval=-0.5, maxval=0.5)
+    y = Block().apply(unflatten_dict(variables, sep="."), x)
+    save_file({k: jnp.asarray(v) for k, v in variables.items()}, str(out / "block.safetensors"))
+    save_file({"x": x, "y": y}, str(out / "block_io.safetensors"))
+
+
 def main(out: Path) -> None:
     keys = jax.random.split(jax.random.PRNGKey(0), 8)
     inputs = (
@@ -66,6 +95,7 @@ def main(out: Path) -> None:
     names = ["image", "features", "sequence", "tokens", "ids"]
     io = dict(zip(names, inputs)) | outputs
     save_file({k: jnp.asarray(v) for k, v in io.items()}, str(out / "io.safetensors"))
+    block(out)
     print(f"wrote {len(variables)} variables and {len(io)} inputs/outputs to {out}")
 
 
