@@ -7,8 +7,8 @@
 
 use xlafn::module::Module;
 use xlafn::nn::layers::{
-    Activation, Conv1d, Conv2d, ConvTranspose2d, DepthwiseConv2d, Embedding, Gru, Layer, Linear,
-    Lstm, Recurrent,
+    Activation, AttentionOptions, Conv1d, Conv2d, ConvTranspose2d, DepthwiseConv2d, Embedding, Gru,
+    Layer, Linear, Lstm, Mode, MultiHeadAttention, Recurrent,
 };
 use xlafn::prelude::*;
 
@@ -175,4 +175,56 @@ fn weights_of_the_wrong_shape_are_refused_naming_the_layer() {
     let f64_bias = values(&[4], 2).cast(DType::F64).unwrap();
     let e = Linear::from_weights(&values(&[3, 4], 1), Some(&f64_bias)).unwrap_err();
     assert!(e.to_string().contains("f64"), "{e}");
+}
+
+#[test]
+fn attention_from_weights_takes_its_sizes_from_the_kernels() {
+    // Grouped heads, a value size and an output size of their own.
+    let drawn = MultiHeadAttention::new(&xlafn::random::key(4).unwrap(), 4, 3)
+        .unwrap()
+        .num_kv_heads(2)
+        .unwrap()
+        .value_dim(5)
+        .unwrap()
+        .output_dim(7)
+        .unwrap();
+    drawn.build(6, 6, 6, DType::F32).unwrap();
+    let read = |p: &xlafn::nn::layers::Projection| {
+        (
+            p.kernel.variable().unwrap().read(),
+            p.bias.as_ref().map(|b| b.variable().unwrap().read()),
+        )
+    };
+    let (q, k, v, o) = (
+        read(&drawn.query),
+        read(&drawn.key),
+        read(&drawn.value),
+        read(&drawn.output),
+    );
+    let given = MultiHeadAttention::from_weights(
+        (&q.0, q.1.as_ref()),
+        (&k.0, k.1.as_ref()),
+        (&v.0, v.1.as_ref()),
+        (&o.0, o.1.as_ref()),
+    )
+    .unwrap();
+    assert_eq!((given.num_heads(), given.kv_heads()), (4, 2));
+    assert_eq!((given.key_dim(), given.value_head_dim()), (3, 5));
+    let x = values(&[2, 4, 6], 1);
+    let opts = AttentionOptions::causal();
+    let want = drawn
+        .call_qkv(&x, &x, &x, &opts, &Mode::inference())
+        .unwrap();
+    let got = given
+        .call_qkv(&x, &x, &x, &opts, &Mode::inference())
+        .unwrap();
+    assert_eq!(host(&got), host(&want));
+    let e = MultiHeadAttention::from_weights(
+        (&q.0, None),
+        (&k.0, k.1.as_ref()),
+        (&v.0, None),
+        (&o.0, None),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("every projection"), "{e}");
 }

@@ -529,6 +529,62 @@ impl MultiHeadAttention {
         Ok(())
     }
 
+    /// A layer with these weights, each projection a `(kernel, bias)` in
+    /// Keras' layouts (`query [query_features, heads, key_dim]` with bias
+    /// `[heads, key_dim]`, `key [key_features, kv_heads, key_dim]`,
+    /// `value [value_features, kv_heads, value_dim]`, `output [heads,
+    /// value_dim, output_dim]` with bias `[output_dim]`), nothing drawn;
+    /// the sizes come from the kernels. Either every projection has a
+    /// bias or none has.
+    pub fn from_weights(
+        query: (&Tensor, Option<&Tensor>),
+        key: (&Tensor, Option<&Tensor>),
+        value: (&Tensor, Option<&Tensor>),
+        output: (&Tensor, Option<&Tensor>),
+    ) -> Result<MultiHeadAttention> {
+        const LAYER: &str = "MultiHeadAttention";
+        let layouts = [
+            (query.0, "[query_features, heads, key_dim]"),
+            (key.0, "[key_features, kv_heads, key_dim]"),
+            (value.0, "[value_features, kv_heads, value_dim]"),
+            (output.0, "[heads, value_dim, output_dim]"),
+        ];
+        for (kernel, layout) in layouts {
+            super::util::check_rank(LAYER, kernel, 3, layout)?;
+        }
+        let biases = [query.1, key.1, value.1, output.1];
+        let use_bias = biases.iter().all(Option::is_some);
+        if !use_bias && biases.iter().any(Option::is_some) {
+            return Err(invalid(
+                "give a bias for every projection or for none".to_string(),
+            ));
+        }
+        let (q, k, v, o) = (
+            query.0.dims(),
+            key.0.dims(),
+            value.0.dims(),
+            output.0.dims(),
+        );
+        let seed = random::key(0)?;
+        let mut mha = MultiHeadAttention::new(&seed, q[1], q[2])?
+            .num_kv_heads(k[1])?
+            .value_dim(v[2])?
+            .output_dim(o[2])?
+            .use_bias(use_bias)?;
+        let given = |t: &Tensor| Param::lazy(Initializer::Value(t.clone()), &seed);
+        for (projection, (kernel, bias)) in [
+            (&mut mha.query, query),
+            (&mut mha.key, key),
+            (&mut mha.value, value),
+            (&mut mha.output, output),
+        ] {
+            projection.kernel = given(kernel);
+            projection.bias = bias.map(given);
+        }
+        mha.build(q[0], k[0], v[0], query.0.dtype())?;
+        Ok(mha)
+    }
+
     /// An empty [`KvCache`] for `batch` sequences of up to `max_len`
     /// positions, in `dtype` (the inputs' dtype; under a policy, its
     /// compute dtype).
