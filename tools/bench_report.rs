@@ -29,6 +29,9 @@
 //!   fed by an `xlafn::data` pipeline beside the same step on pre-placed
 //!   batches (`workloads/data_report.rs`). W9 includes
 //!   `W9_layers`, its step written with the layer library.
+//! - `--torch-peer FILE`: W16's PyTorch figures, as
+//!   `scripts/peers_w16.py --json FILE` measured them on this machine
+//!   (without it, W16's time is printed but not checked).
 //! - `--hlo DIR`: also write the StableHLO of the W9-W11 and W13-W15
 //!   training steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
 //!   program as lowered, before the in-place aliasing of the variables is
@@ -38,6 +41,8 @@
 // The report uses the trainer, not the weight read-back.
 #[path = "workloads/bigru_step.rs"]
 mod bigru_step;
+#[path = "workloads/crepe_infer.rs"]
+mod crepe_infer;
 #[allow(dead_code)]
 #[path = "../examples/common/data_parallel.rs"]
 mod data_parallel;
@@ -71,6 +76,64 @@ const BLOCKS: usize = 7;
 const BLOCK_TIME: Duration = Duration::from_millis(200);
 const W5_PROCESSES: usize = 3;
 const W5_CHILD_FLAG: &str = "--w5-child";
+
+/// W16, the CREPE-sized inference (`workloads/crepe_infer.rs`): checks
+/// the output against PyTorch's, times the compiled forward pass, and,
+/// with `torch_peer` (`scripts/peers_w16.py --json FILE` run on this
+/// machine), checks it against PyTorch's time.
+fn w16(torch_peer: Option<&str>, checks: &mut Vec<Check>) -> xlafn::Result<String> {
+    let w = crepe_infer::W16::new()?;
+    let model = std::sync::Arc::new(w.model);
+    let forward = {
+        let model = model.clone();
+        function(move |x: Tensor| model.forward(&x))
+    };
+    let got = crepe_infer::w16_check(&forward.call((&w.frames,))?)?;
+    let want = crepe_infer::W16_PEER_CHECK;
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() / w.abs())
+        .fold(0.0, f64::max);
+    let ms = median_us(|| {
+        forward
+            .call((&w.frames,))
+            .unwrap()
+            .block_until_ready()
+            .unwrap();
+    }) / 1e3;
+    println!(
+        "W16   {:<34} {ms:>12.3}  ms/call",
+        "forward_ms (CREPE full, 61 frames)"
+    );
+    println!(
+        "W16   {:<34} {:>12.6}  (PyTorch {:.6}; differs by {worst:.1e} rel.)",
+        "sum of the outputs", got[0], want[0]
+    );
+    checks.push(Check::at_most(
+        "W16",
+        "output within 1e-5 rel. of PyTorch's".to_string(),
+        worst,
+        1e-5,
+    ));
+    if let Some(path) = torch_peer {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Value(format!("cannot read {path}: {e}")))?;
+        let peer: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Value(format!("{path} is not the peer's JSON: {e}")))?;
+        let best = ["eager_ms", "compiled_ms"]
+            .iter()
+            .filter_map(|k| peer.get(*k).and_then(serde_json::Value::as_f64))
+            .fold(f64::INFINITY, f64::min);
+        checks.push(Check::at_most(
+            "W16",
+            format!("forward_ms <= 1.0 x PyTorch's best ({best:.1} ms)"),
+            ms,
+            best,
+        ));
+    }
+    Ok(format!("  \"W16\": {{\"forward_ms\": {ms:.4}}}"))
+}
 
 /// Median over timed blocks of the per-call time of `f`, in microseconds.
 /// Each block runs `f` until at least 0.2 s have passed.
@@ -786,6 +849,9 @@ fn main() -> xlafn::Result<()> {
     )?);
     if wants("DATA") {
         groups.push(data_report::data_workload(&mut checks)?);
+    }
+    if wants("W16") {
+        groups.push(w16(value_of("--torch-peer").as_deref(), &mut checks)?);
     }
 
     println!(
