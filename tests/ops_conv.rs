@@ -223,7 +223,7 @@ fn patch_and_convolution_lowerings_agree_with_the_reference() {
     );
     check(&[2, 5, 6, 5], &[2, 2, 5, 3], &w, "convolution: 5 features");
     check(
-        &[2, 7, 8, 2],
+        &[2, 9, 10, 2],
         &[5, 7, 2, 3],
         &w,
         "convolution: 70 patch elements",
@@ -264,6 +264,60 @@ fn patch_and_convolution_lowerings_agree_with_the_reference() {
         let text = f.concrete_functions()[0].stablehlo(&specs).unwrap();
         assert_eq!(!text.contains("stablehlo.convolution"), patches, "{text}");
     }
+}
+
+/// The program of `x.conv_general(k, w)` for f64 inputs of these shapes.
+fn program(xs: &[usize], ks: &[usize], w: &Window) -> String {
+    let o = options(w);
+    let f = function(move |x: Tensor, k: Tensor| x.conv_general(&k, &o));
+    let spec = |s: &[usize]| {
+        let dims: Vec<i64> = s.iter().map(|&d| d as i64).collect();
+        xlafn::ArraySpec::new(DType::F64, &dims)
+    };
+    f.call((
+        tensor(&values(product(xs), 1), xs),
+        tensor(&values(product(ks), 2), ks),
+    ))
+    .unwrap();
+    f.concrete_functions()[0]
+        .stablehlo(&[spec(xs), spec(ks)])
+        .unwrap()
+}
+
+/// A window longer than its output (a "same" convolution whose kernel
+/// outgrows its input, CREPE's last blocks) is lowered as a product over
+/// patches, after the kernel taps that read only padding are cut; a
+/// kernel with dead taps whose output is long enough stays a
+/// convolution, with the shorter kernel. Values against the reference,
+/// gradients against finite differences.
+#[test]
+fn dead_taps_are_cut_and_long_windows_become_patch_products() {
+    // 8 outputs of 16 taps padded (7, 8): taps 0..=14 see input.
+    let mut w = Window::plain(1);
+    w.pad = vec![(7, 8)];
+    check(&[2, 8, 3], &[16, 3, 4], &w, "long window");
+    check_gradients(&[1, 8, 2], &[16, 2, 3], &w, "long window gradient");
+    let text = program(&[2, 8, 3], &[16, 3, 4], &w);
+    assert!(!text.contains("stablehlo.convolution"), "{text}");
+    assert!(text.contains("stablehlo.dot_general"), "{text}");
+    // 2 positions, 5 taps, padded (10, 0): taps 0..=2 read padding only;
+    // the 8 outputs of the remaining 2 taps are a convolution.
+    let mut w = Window::plain(1);
+    w.pad = vec![(10, 0)];
+    check(&[2, 2, 6], &[5, 6, 3], &w, "dead taps");
+    check_gradients(&[1, 2, 5], &[5, 5, 2], &w, "dead taps gradient");
+    let text = program(&[2, 2, 6], &[5, 6, 3], &w);
+    assert!(text.contains("stablehlo.convolution"), "{text}");
+    assert!(
+        text.contains("tensor<2x6x3xf64>"),
+        "the kernel cut to 2 taps: {text}"
+    );
+    // In two dimensions, with a stride.
+    let mut w = Window::plain(2);
+    w.pad = vec![(3, 3), (2, 2)];
+    w.strides = vec![1, 2];
+    check(&[1, 3, 4, 2], &[7, 5, 2, 3], &w, "2d long window");
+    check_gradients(&[1, 3, 4, 2], &[7, 5, 2, 2], &w, "2d long window gradient");
 }
 
 #[test]

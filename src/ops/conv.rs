@@ -21,7 +21,7 @@ use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
 use crate::dtype::ArraySpec;
 use crate::error::{Error, Result};
 use crate::ir::{Dim, Shape, TensorType};
-use crate::lower::{ConvAttrs, Emitter, Val};
+use crate::lower::{Emitter, Val};
 use crate::tensor::{Tensor, apply1};
 
 /// Where one operand's dimensions are: for an input or output, its batch
@@ -349,18 +349,6 @@ impl OpDef for Conv {
     }
 
     fn lower(&self, cx: &mut Emitter, inputs: &[Val], outputs: &[ArraySpec]) -> Result<Vec<Val>> {
-        let layout = |l: &Layout| [&[l.batch, l.feature][..], &l.spatial].concat();
-        let attrs = ConvAttrs {
-            input: layout(&self.dims.lhs),
-            kernel: layout(&self.dims.rhs),
-            output: layout(&self.dims.out),
-            window_strides: self.strides.clone(),
-            padding: self.padding.clone(),
-            lhs_dilation: self.lhs_dilation.clone(),
-            rhs_dilation: self.rhs_dilation.clone(),
-            feature_group_count: self.feature_group_count,
-            batch_group_count: self.batch_group_count,
-        };
         // The pinned XLA's CPU convolution with `window_reversal` took 37 ms
         // where a `reverse` of the kernel and a plain convolution took 3.1
         // ms (W10's input gradient), so the reversal is its own op, as
@@ -369,25 +357,8 @@ impl OpDef for Conv {
             true => cx.reverse(&inputs[1], &self.dims.rhs.spatial),
             false => inputs[1].clone(),
         };
-        let nonempty = |dims: &[i64]| dims.iter().all(|&x| x > 0);
-        if self.uses_patches(&kernel.ty.dims)
-            && nonempty(&outputs[0].dims)
-            && nonempty(&inputs[0].ty.dims)
-            && nonempty(&kernel.ty.dims)
-        {
-            return Ok(vec![self.lower_as_patches(
-                cx,
-                &inputs[0],
-                &kernel,
-                &outputs[0],
-            )]);
-        }
-        Ok(vec![cx.convolution(
-            &inputs[0],
-            &kernel,
-            &attrs,
-            outputs[0].clone(),
-        )])
+        let (conv, kernel) = self.without_dead_taps(cx, &inputs[0].ty.dims, kernel);
+        conv.lower_plain(cx, &inputs[0], &kernel, &outputs[0])
     }
 
     fn vjp(
