@@ -74,9 +74,11 @@ impl Conv {
     /// Whether this convolution (input `lhs`, kernel `kernel`, output
     /// `out` dims) is lowered as a product over patches: no groups and no
     /// input dilation, and either few input features and a small window
-    /// (an image's first layer), or every output extent shorter than the
-    /// window's (a "same" convolution whose kernel outgrows its input)
-    /// with at most [`MAX_LONG_PATCHES`] patch elements in all.
+    /// (an image's first layer), or, for a convolution whose input and
+    /// output share a layout (not a kernel's gradient), every output
+    /// extent shorter than the window's (a "same" convolution whose kernel
+    /// outgrows its input) with at most [`MAX_LONG_PATCHES`] patch
+    /// elements in all.
     pub(super) fn uses_patches(&self, lhs: &[i64], kernel: &[i64], out: &[i64]) -> bool {
         let d = &self.dims;
         let features = kernel[d.rhs.feature as usize];
@@ -91,8 +93,13 @@ impl Conv {
             * extent.iter().map(|&e| e as i128).product::<i128>()
             * size as i128
             * features as i128;
-        let long_window =
-            window.iter().zip(&extent).all(|(&w, &e)| e < w) && patches <= MAX_LONG_PATCHES as i128;
+        // Not a kernel's gradient (input and output laid out differently):
+        // its "window" is the output gradient, long by nature, and XLA's
+        // convolution does it well (as patches W14's step took 72 ms, not
+        // 28).
+        let long_window = d.lhs == d.out
+            && window.iter().zip(&extent).all(|(&w, &e)| e < w)
+            && patches <= MAX_LONG_PATCHES as i128;
         plain && (few_features || long_window)
     }
 
