@@ -32,6 +32,9 @@
 //! - `--torch-peer FILE`: W16's PyTorch figures, as
 //!   `scripts/peers_w16.py --json FILE` measured them on this machine
 //!   (without it, W16's time is printed but not checked).
+//! - `--markdown PATH`: also write the targets as one Markdown table, headed
+//!   by the date, the machine and the command line that produced it (the
+//!   README's benchmark table is this file).
 //! - `--hlo DIR`: also write the StableHLO of the W9-W11 and W13-W15
 //!   training steps (those that run) to `DIR/xlafn_w9_step.mlir` etc. (the
 //!   program as lowered, before the in-place aliasing of the variables is
@@ -542,6 +545,64 @@ impl Check {
     }
 }
 
+/// The targets as a Markdown table, with what a reader needs to trust it:
+/// the date (UTC), the machine and the command line.
+fn markdown_table(checks: &[Check], args: &[String]) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_else(|| "an unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let command = std::iter::once("bench_report".to_string())
+        .chain(args.iter().skip(1).cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut out = format!(
+        "Measured {} on {cpu} ({cores} cores), device {}: `{command}`. \
+         A bound is the target's factor times the peer's figure (\"here\": measured \
+         on this machine for this run). Margin above 1: inside the bound.\n\n\
+         | work | target | xlafn | bound | met | margin |\n|---|---|---|---|---|---|\n",
+        utc_date(),
+        std::env::var("XLAFN_DEVICE").unwrap_or_else(|_| "cpu".into()),
+    );
+    for c in checks {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2} | {:.2} | {} | {:.2}x |",
+            c.work,
+            c.what.replace('|', "/"),
+            c.value,
+            c.bound,
+            if c.met() { "yes" } else { "no" },
+            c.margin()
+        );
+    }
+    out
+}
+
+/// Today's date in UTC as `YYYY-MM-DD` (the civil calendar from days
+/// since 1970, Howard Hinnant's algorithm).
+fn utc_date() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
 /// W1-W8: measures them, prints their figures, and adds their targets to
 /// `checks`; returns their JSON entries.
 fn basic_workloads(peer: &peers::Peers, checks: &mut Vec<Check>) -> xlafn::Result<String> {
@@ -875,6 +936,12 @@ fn main() -> xlafn::Result<()> {
         checks.len()
     );
     println!("report took {:.1} s", started.elapsed().as_secs_f64());
+
+    if let Some(path) = value_of("--markdown") {
+        std::fs::write(&path, markdown_table(&checks, &args))
+            .map_err(|e| Error::Value(format!("cannot write {path}: {e}")))?;
+        println!("wrote {path}");
+    }
 
     // ---------------------------------------------------------- JSON
     groups.retain(|g| !g.is_empty());
