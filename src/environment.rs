@@ -126,7 +126,76 @@ variables! {
         "the cache is `$HOME/.cache/xlafn` when `XDG_CACHE_HOME` is unset";
     /// This machine's name, for event file names.
     HOSTNAME = "HOSTNAME", "text", "/etc/hostname, else localhost", Run,
-        "the machine name in TensorBoard event file names when /etc/hostname is unreadable";
+        "the machine name in TensorBoard event file names when /etc/hostname is unreadable; in a Kubernetes Indexed Job, the pod's name `<job>-<index>`, from which process 0's address is found";
+    /// The coordinator of a multi-process run.
+    COORDINATOR = "XLAFN_COORDINATOR", "host:port", "the launcher's (see `distributed::cluster`)", Run,
+        "`distributed::initialize_from_env`: the coordination service's address; with `XLAFN_NUM_PROCESSES` and `XLAFN_PROCESS_ID` it describes the run itself, alone it replaces the address a launcher's detector found";
+    /// The process count of a multi-process run.
+    NUM_PROCESSES = "XLAFN_NUM_PROCESSES", "integer", "the launcher's", Run,
+        "`distributed::initialize_from_env`: how many processes the run has (needed under Kubernetes, which does not say)";
+    /// This process's id in a multi-process run.
+    PROCESS_ID = "XLAFN_PROCESS_ID", "integer", "the launcher's", Run,
+        "`distributed::initialize_from_env`: this process's id, with `XLAFN_COORDINATOR` and `XLAFN_NUM_PROCESSES`";
+    /// torchrun's coordinator host.
+    MASTER_ADDR = "MASTER_ADDR", "host", "none", Run,
+        "torchrun-style launches (with `MASTER_PORT`, `RANK`, `WORLD_SIZE`, `LOCAL_RANK`): process 0's host, where `initialize_from_env` puts the coordinator";
+    /// torchrun's coordinator port.
+    MASTER_PORT = "MASTER_PORT", "port", "none", Run,
+        "torchrun-style launches: the coordinator's port (the next one under torchrun itself, whose agent holds this one)";
+    /// torchrun's process id.
+    RANK = "RANK", "integer", "none", Run,
+        "torchrun-style launches: this process's id";
+    /// torchrun's process count.
+    WORLD_SIZE = "WORLD_SIZE", "integer", "none", Run,
+        "torchrun-style launches: the process count";
+    /// torchrun's per-machine index.
+    LOCAL_RANK = "LOCAL_RANK", "integer", "none", Run,
+        "torchrun-style launches: this process's index on its machine (`Cluster::local_rank`)";
+    /// Set by torchrun's agent.
+    TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID", "text", "none", Run,
+        "set by torchrun itself: its agent's store holds `MASTER_PORT`, so the coordinator takes `MASTER_PORT + 1`";
+    /// SLURM's job.
+    SLURM_JOB_ID = "SLURM_JOB_ID", "integer", "none", Run,
+        "SLURM launches (with `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`): the coordinator's port is drawn from it (61440-65535, as JAX draws it)";
+    /// SLURM's task id.
+    SLURM_PROCID = "SLURM_PROCID", "integer", "none", Run,
+        "SLURM launches: this process's id";
+    /// SLURM's task count.
+    SLURM_NTASKS = "SLURM_NTASKS", "integer", "none", Run,
+        "SLURM launches: the process count";
+    /// SLURM's per-node task index.
+    SLURM_LOCALID = "SLURM_LOCALID", "integer", "none", Run,
+        "SLURM launches: this process's index on its node";
+    /// The step's nodes.
+    SLURM_STEP_NODELIST = "SLURM_STEP_NODELIST", "host list", "none", Run,
+        "SLURM launches: its first host runs the coordinator";
+    /// The job's nodes.
+    SLURM_JOB_NODELIST = "SLURM_JOB_NODELIST", "host list", "none", Run,
+        "SLURM launches without a step's list (`sbatch` scripts): its first host runs the coordinator";
+    /// Open MPI's process count.
+    OMPI_COMM_WORLD_SIZE = "OMPI_COMM_WORLD_SIZE", "integer", "none", Run,
+        "Open MPI launches (with `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_LOCAL_RANK`): the process count";
+    /// Open MPI's process id.
+    OMPI_COMM_WORLD_RANK = "OMPI_COMM_WORLD_RANK", "integer", "none", Run,
+        "Open MPI launches: this process's id";
+    /// Open MPI's per-node index.
+    OMPI_COMM_WORLD_LOCAL_RANK = "OMPI_COMM_WORLD_LOCAL_RANK", "integer", "none", Run,
+        "Open MPI launches: this process's index on its node";
+    /// Where Open MPI 4's mpirun runs.
+    OMPI_MCA_ORTE_HNP_URI = "OMPI_MCA_orte_hnp_uri", "uri", "none", Run,
+        "Open MPI 4 launches: `mpirun`'s host runs the coordinator, at a port drawn from the job id (Open MPI 5 has no such variable: set `XLAFN_COORDINATOR`)";
+    /// A Kubernetes Indexed Job's index.
+    JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX", "integer", "none", Run,
+        "Kubernetes Indexed Jobs and JobSets: this process's id (the count comes from `XLAFN_NUM_PROCESSES`)";
+    /// A JobSet's job index.
+    JOB_INDEX = "JOB_INDEX", "integer", "none", Run,
+        "JobSets: must be 0 (one job); pods of several jobs need `XLAFN_PROCESS_ID` and `XLAFN_COORDINATOR`";
+    /// A JobSet's name.
+    JOBSET_NAME = "JOBSET_NAME", "text", "none", Run,
+        "JobSets (with `REPLICATED_JOB_NAME`): process 0 is `<jobset>-<replicated job>-0-0.<jobset>`, port 8476";
+    /// A JobSet's replicated job.
+    REPLICATED_JOB_NAME = "REPLICATED_JOB_NAME", "text", "none", Run,
+        "JobSets: the replicated job's name, in process 0's address";
     /// The plugin's own log level.
     TF_CPP_MIN_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL", "integer", "0", Run,
         "read by the plugin, not by xlafn: `1` hides its INFO lines (such as `cpu_device_count set via create_options`). xlafn never sets it";

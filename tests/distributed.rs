@@ -38,6 +38,7 @@ fn quick() -> DistributedOptions {
     DistributedOptions {
         initialization_timeout: WAIT,
         shutdown_timeout: WAIT,
+        ..Default::default()
     }
 }
 
@@ -547,6 +548,7 @@ fn initialize_waits_for_every_process_and_fails_cleanly_when_one_never_comes() {
             let short = DistributedOptions {
                 initialization_timeout: Duration::from_millis(500),
                 shutdown_timeout: WAIT,
+                ..Default::default()
             };
             let e = distributed::initialize_with(&addr, 2, 0, &short).unwrap_err();
             // The barrier gets what the join left of the 500 ms.

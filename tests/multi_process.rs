@@ -45,6 +45,7 @@ fn run_as(id: usize, others_are_zeros: bool) {
     let options = DistributedOptions {
         initialization_timeout: Duration::from_secs(60),
         shutdown_timeout: Duration::from_secs(60),
+        ..Default::default()
     };
     distributed::initialize_with(&env("XLAFN_TEST_COORDINATOR"), 2, id, &options).unwrap();
 
@@ -296,6 +297,7 @@ fn run_on_the_cpu_plugin_as(id: usize) {
     let options = DistributedOptions {
         initialization_timeout: Duration::from_secs(60),
         shutdown_timeout: Duration::from_secs(60),
+        ..Default::default()
     };
     distributed::initialize_with(&env("XLAFN_TEST_COORDINATOR"), 2, id, &options).unwrap();
     let e = xlafn::devices().unwrap_err().to_string();

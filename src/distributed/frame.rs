@@ -36,6 +36,8 @@ const GET: u8 = 2;
 const TRY_GET: u8 = 3;
 const REGISTER: u8 = 4;
 const BARRIER: u8 = 5;
+const HEARTBEAT: u8 = 6;
+const LEAVE: u8 = 7;
 const DONE: u8 = 0x81;
 const VALUE: u8 = 0x82;
 const NOT_FOUND: u8 = 0x83;
@@ -81,6 +83,29 @@ pub enum Request {
         process_id: u32,
         /// How long the service waits for the others, in milliseconds.
         timeout_ms: u64,
+    },
+    /// Process `process_id` (registered with `token`) is alive. The first
+    /// heartbeat makes its connection the process's liveness connection:
+    /// the service answers it once (`Done`) and then only reads further
+    /// heartbeats there. The process is taken for dead when the next one
+    /// (or `Leave`) does not come within `timeout_ms`, or when that
+    /// connection closes.
+    Heartbeat {
+        /// The process's id.
+        process_id: u32,
+        /// The token it registered with.
+        token: u64,
+        /// How long the service waits for the next heartbeat, in
+        /// milliseconds.
+        timeout_ms: u64,
+    },
+    /// The process leaves the run (on its liveness connection): its
+    /// connection closing afterwards is not a death.
+    Leave {
+        /// The process's id.
+        process_id: u32,
+        /// The token it registered with.
+        token: u64,
     },
 }
 
@@ -338,6 +363,17 @@ impl Request {
                 .bytes(name.as_bytes())
                 .u32(*process_id)
                 .u64(*timeout_ms),
+            Request::Heartbeat {
+                process_id,
+                token,
+                timeout_ms,
+            } => Encoder::tag(HEARTBEAT)
+                .u32(*process_id)
+                .u64(*token)
+                .u64(*timeout_ms),
+            Request::Leave { process_id, token } => {
+                Encoder::tag(LEAVE).u32(*process_id).u64(*token)
+            }
         }
         .0
     }
@@ -366,6 +402,15 @@ impl Request {
                 name: d.string(MAX_KEY_BYTES, "the barrier name")?,
                 process_id: d.u32("the process id")?,
                 timeout_ms: d.u64("the timeout")?,
+            },
+            HEARTBEAT => Request::Heartbeat {
+                process_id: d.u32("the process id")?,
+                token: d.u64("the token")?,
+                timeout_ms: d.u64("the timeout")?,
+            },
+            LEAVE => Request::Leave {
+                process_id: d.u32("the process id")?,
+                token: d.u64("the token")?,
             },
             tag => return Err(malformed(format!("unknown request tag {tag:#04x}"))),
         };
@@ -443,6 +488,15 @@ mod tests {
                 name: "step".into(),
                 process_id: 1,
                 timeout_ms: 5,
+            },
+            Request::Heartbeat {
+                process_id: 2,
+                token: 9,
+                timeout_ms: 10_000,
+            },
+            Request::Leave {
+                process_id: 0,
+                token: u64::MAX,
             },
         ]
     }

@@ -32,6 +32,32 @@ pub struct KvClient {
     addrs: Vec<SocketAddr>,
     process_id: u32,
     num_processes: u32,
+    /// What this client registered with (its heartbeats carry it).
+    token: u64,
+}
+
+/// A process's heartbeats to the coordination service, sent on one
+/// connection of their own by a thread of their own, until dropped (which
+/// says `Leave` first, so the service does not take this process for
+/// dead when the connection closes).
+pub struct Heartbeats {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Heartbeats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Heartbeats")
+    }
+}
+
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Refuses a process id outside `0..num_processes` or no processes at all.
@@ -97,10 +123,11 @@ impl KvClient {
     ) -> Result<KvClient> {
         let (process_id, num_processes) = check_ids(process_id, num_processes)?;
         let deadline = Instant::now() + timeout;
+        let token = draw_token(process_id);
         let register = Request::Register {
             process_id,
             num_processes,
-            token: draw_token(process_id),
+            token,
         };
         loop {
             let attempt = resolve(coordinator).and_then(|addrs| {
@@ -109,6 +136,7 @@ impl KvClient {
                     addrs,
                     process_id,
                     num_processes,
+                    token,
                 };
                 // Only `Done` is a registration: any other kind means the
                 // peer does not speak this protocol, as for every call.
@@ -139,6 +167,62 @@ impl KvClient {
                 other => return other,
             }
         }
+    }
+
+    /// Starts this process's heartbeats: one every `interval` on a
+    /// connection of their own, each telling the service to take this
+    /// process for dead if the next does not come within `timeout` (its
+    /// connection closing, as when the process dies, is a death at once).
+    /// While they run, every barrier or get that waits on a dead process
+    /// fails with an `UnavailableError` naming it.
+    pub fn start_heartbeats(&self, interval: Duration, timeout: Duration) -> Result<Heartbeats> {
+        let beat = |timeout: Duration| Request::Heartbeat {
+            process_id: self.process_id,
+            token: self.token,
+            timeout_ms: wire_ms(timeout).max(1),
+        };
+        let mut stream = self.connect()?;
+        stream
+            .set_nodelay(true)
+            .and_then(|()| stream.set_write_timeout(Some(IO_TIMEOUT)))
+            .map_err(|e| self.unreachable(e))?;
+        let body = frame::write_frame(&mut stream, &beat(timeout).encode())
+            .and_then(|()| frame::read_frame(&mut frame::Deadlined::new(&stream, IO_TIMEOUT)))
+            .map_err(|e| self.context(e))?
+            .ok_or_else(|| self.unreachable(std::io::ErrorKind::UnexpectedEof.into()))?;
+        match Reply::decode(&body).map_err(|e| self.context(e))? {
+            Reply::Done => {}
+            Reply::Failed { code, message } => return Err(Error::distributed(code, message)),
+            other => return Err(self.unexpected(&other)),
+        }
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (next, leave) = (
+            beat(timeout).encode(),
+            Request::Leave {
+                process_id: self.process_id,
+                token: self.token,
+            }
+            .encode(),
+        );
+        let thread = std::thread::Builder::new()
+            .name("xlafn-heartbeat".into())
+            .spawn(move || {
+                use std::sync::mpsc::RecvTimeoutError;
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                    if frame::write_frame(&mut stream, &next).is_err() {
+                        // The coordinator is gone; the waits say so.
+                        return;
+                    }
+                }
+                let _ = frame::write_frame(&mut stream, &leave);
+            })
+            .map_err(|e| {
+                Error::distributed(ErrorCode::ResourceExhausted, format!("no thread: {e}"))
+            })?;
+        Ok(Heartbeats {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
     }
 
     /// This process's id among the processes of the service.

@@ -1,7 +1,9 @@
 //! Layer: distributed. Multi-process (multi-controller) execution, like
 //! `jax.distributed`: several processes, each driving its own devices, run
-//! one program together. Imports `error` and `runtime` (the PJRT client and
-//! its `KeyValueStore` trait); nothing above the runtime imports it.
+//! one program together. Imports `error`, `environment` and `files` (the
+//! launcher's variables and `/etc/hosts`, in [`cluster`]) and `runtime`
+//! (the PJRT client and its `KeyValueStore` trait); nothing above the
+//! runtime imports it.
 //!
 //! Every process calls [`initialize`] with the same coordinator address and
 //! process count and its own id. Process 0 starts the coordination service
@@ -12,7 +14,10 @@
 //! who, [`store`] shares values and barriers between the processes, and
 //! [`client`] makes a PJRT client whose plugin exchanges what its
 //! collectives need through the same service. [`shutdown`] waits for the
-//! others and stops it all.
+//! others and stops it all. [`initialize_from_env`] finds the coordinator,
+//! the count and the id in what the launcher set (SLURM, Open MPI,
+//! torchrun, Kubernetes; see [`cluster`]). Each process sends heartbeats,
+//! and a wait that needs a process that died or hung fails naming it.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -66,11 +71,13 @@
 //! [`frame`] and [`KvService`]), and a malformed frame only closes the
 //! connection that sent it.
 
+pub mod cluster;
 pub mod frame;
 mod kv_client;
 mod service;
 
-pub use kv_client::KvClient;
+pub use cluster::{Cluster, Launcher};
+pub use kv_client::{Heartbeats, KvClient};
 pub use service::{KvService, MAX_BARRIERS, MAX_CONNECTIONS, MAX_KEYS, MAX_STORE_BYTES, MAX_WAIT};
 
 use crate::error::{Error, Result};
@@ -89,6 +96,14 @@ pub struct DistributedOptions {
     /// How long [`shutdown`] waits for the other processes (300 s by
     /// default).
     pub shutdown_timeout: Duration,
+    /// How often each process tells the coordinator it is alive (1 s by
+    /// default).
+    pub heartbeat_interval: Duration,
+    /// How long the coordinator waits for a process's next heartbeat
+    /// before it takes the process for dead (30 s by default): from then
+    /// on every barrier or get that needs it fails, naming it. A process
+    /// that exits or is killed is dead at once (its connection closes).
+    pub heartbeat_timeout: Duration,
 }
 
 impl Default for DistributedOptions {
@@ -96,6 +111,8 @@ impl Default for DistributedOptions {
         DistributedOptions {
             initialization_timeout: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(300),
+            heartbeat_interval: Duration::from_secs(1),
+            heartbeat_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -109,6 +126,8 @@ struct Global {
     client: Arc<KvClient>,
     /// Process 0's service, stopped when dropped.
     service: Option<KvService>,
+    /// This process's heartbeats, ended (with a `Leave`) by `shutdown`.
+    heartbeats: Option<Heartbeats>,
     shutdown_timeout: Duration,
 }
 
@@ -131,6 +150,47 @@ pub fn initialize(coordinator: &str, num_processes: usize, process_id: usize) ->
         process_id,
         &DistributedOptions::default(),
     )
+}
+
+/// Joins the run this process's launcher started (SLURM, Open MPI,
+/// torchrun, a Kubernetes Indexed Job or JobSet, or `XLAFN_COORDINATOR`
+/// with `XLAFN_NUM_PROCESSES` and `XLAFN_PROCESS_ID`), as
+/// `jax.distributed.initialize()` does with no arguments: the detector
+/// that fired is named in an info log line (see [`cluster`]), and the
+/// default timeouts apply. No launcher found is a `FailedPreconditionError`
+/// that lists what was looked for; returns what was detected.
+pub fn initialize_from_env() -> Result<Cluster> {
+    initialize_from_env_with(&DistributedOptions::default())
+}
+
+/// [`initialize_from_env`] with the given timeouts.
+pub fn initialize_from_env_with(options: &DistributedOptions) -> Result<Cluster> {
+    let cluster = cluster::detect()?.ok_or_else(|| {
+        Error::FailedPrecondition(
+            "distributed::initialize_from_env: no launcher detected (looked for \
+             XLAFN_COORDINATOR with XLAFN_NUM_PROCESSES and XLAFN_PROCESS_ID; torchrun's \
+             MASTER_ADDR, RANK, WORLD_SIZE; SLURM's SLURM_JOB_ID, SLURM_PROCID; Open MPI's \
+             OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_RANK; Kubernetes' JOB_COMPLETION_INDEX); \
+             call distributed::initialize with the coordinator, the process count and the id"
+                .into(),
+        )
+    })?;
+    tracing::info!(
+        launcher = cluster.launcher.name(),
+        coordinator = %cluster.coordinator,
+        num_processes = cluster.num_processes,
+        process_id = cluster.process_id,
+        local_rank = ?cluster.local_rank,
+        "distributed: detected a {} launch",
+        cluster.launcher.name()
+    );
+    initialize_with(
+        &cluster.coordinator,
+        cluster.num_processes,
+        cluster.process_id,
+        options,
+    )?;
+    Ok(cluster)
 }
 
 /// Joins the processes of one multi-process run: process 0 serves the
@@ -167,6 +227,9 @@ pub fn initialize_with(
         num_processes,
         options.initialization_timeout,
     )?;
+    let heartbeats = client
+        .start_heartbeats(options.heartbeat_interval, options.heartbeat_timeout)
+        .map_err(|e| context(e, "distributed::initialize: starting the heartbeats"))?;
     let left = deadline.saturating_duration_since(Instant::now());
     client.barrier(JOIN_BARRIER, left).map_err(|e| {
         context(
@@ -189,6 +252,7 @@ pub fn initialize_with(
     *lock(&GLOBAL) = Some(Global {
         client,
         service,
+        heartbeats: Some(heartbeats),
         shutdown_timeout: options.shutdown_timeout,
     });
     Ok(())
@@ -224,8 +288,13 @@ pub fn shutdown() -> Result<()> {
     };
     crate::runtime::leave_run();
     let global = lock(&GLOBAL).take();
-    if let Some(mut service) = global.and_then(|g| g.service) {
-        service.stop();
+    if let Some(mut global) = global {
+        // Leave before the service stops, so it does not count this
+        // process's closing connection as a death.
+        drop(global.heartbeats.take());
+        if let Some(mut service) = global.service.take() {
+            service.stop();
+        }
     }
     waited
 }

@@ -14,7 +14,7 @@
 
 use super::frame::{self, Reply, Request};
 use crate::error::{Error, ErrorCode, Result};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -61,6 +61,9 @@ struct Shared {
     stopping: AtomicBool,
     connections: AtomicUsize,
     frame_timeout_ms: AtomicU64,
+    /// The processes' liveness connections, shut down by `stop` so that
+    /// their readers end at once.
+    watched: Mutex<Vec<TcpStream>>,
 }
 
 #[derive(Default)]
@@ -69,6 +72,12 @@ struct State {
     stored_bytes: usize,
     joined: HashMap<u32, u64>,
     barriers: HashMap<String, Barrier>,
+    /// Processes taken for dead, with why: every wait that needs them
+    /// fails from then on.
+    dead: BTreeMap<u32, String>,
+    /// Processes that left (`Leave`): their connection closing is no
+    /// death.
+    left: BTreeSet<u32>,
 }
 
 #[derive(Default)]
@@ -113,6 +122,7 @@ impl KvService {
             stopping: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             frame_timeout_ms: AtomicU64::new(DEFAULT_FRAME_TIMEOUT.as_millis() as u64),
+            watched: Mutex::default(),
         });
         let accept_shared = shared.clone();
         let accept = std::thread::Builder::new()
@@ -158,6 +168,15 @@ impl KvService {
         // so no waiter misses the wake-up.
         drop(self.shared.lock());
         self.shared.changed.notify_all();
+        for stream in self
+            .shared
+            .watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
         if let Some(accept) = self.accept.take() {
             // Wake the blocking accept with a connection of our own. Should
             // that fail, the accept thread is left behind rather than
@@ -252,6 +271,14 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             Err(e) => Err(e),
         };
         let reply = match request {
+            Ok(Request::Heartbeat {
+                process_id,
+                token,
+                timeout_ms,
+            }) => {
+                watch(stream, shared, process_id, token, timeout_ms);
+                return;
+            }
             Ok(request) => shared.handle(request),
             Err(e) => {
                 tracing::debug!(error = %e, "coordination service: closing a connection");
@@ -267,6 +294,74 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         if frame::write_frame(&mut stream, &reply.encode()).is_err() {
             return;
         }
+    }
+}
+
+/// Serves process `process_id`'s liveness connection, whose first
+/// heartbeat has just arrived: answers it, then reads heartbeats until the
+/// process leaves. No heartbeat within `timeout_ms`, a closed connection
+/// or a stray frame there marks the process dead.
+fn watch(mut stream: TcpStream, shared: &Shared, process_id: u32, token: u64, timeout_ms: u64) {
+    let registered = shared.lock().joined.get(&process_id) == Some(&token);
+    if !registered {
+        let reply = failed(
+            ErrorCode::FailedPrecondition,
+            format!("heartbeat from process {process_id}, which has not joined with this token"),
+        );
+        let _ = frame::write_frame(&mut stream, &reply.encode());
+        return;
+    }
+    if frame::write_frame(&mut stream, &Reply::Done.encode()).is_err() {
+        shared.mark_dead(process_id, "its liveness connection failed".into());
+        return;
+    }
+    if let Ok(clone) = stream.try_clone() {
+        shared
+            .watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(clone);
+    }
+    let mut timeout = Duration::from_millis(timeout_ms.max(1)).min(MAX_WAIT);
+    loop {
+        let read = frame::read_frame(&mut frame::Deadlined::new(&stream, timeout));
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let why = match read.and_then(|b| b.map(|b| Request::decode(&b)).transpose()) {
+            Ok(Some(Request::Heartbeat {
+                process_id: p,
+                timeout_ms,
+                ..
+            })) if p == process_id => {
+                timeout = Duration::from_millis(timeout_ms.max(1)).min(MAX_WAIT);
+                continue;
+            }
+            Ok(Some(Request::Leave {
+                process_id: p,
+                token: t,
+            })) if p == process_id && t == token => {
+                shared.lock().left.insert(process_id);
+                return;
+            }
+            Ok(Some(_))
+            | Err(Error::Distributed {
+                code: ErrorCode::InvalidArgument,
+                ..
+            }) => "it sent a stray frame on its liveness connection".to_string(),
+            Ok(None) => "its connection to the coordinator closed (the process exited or was \
+                         killed)"
+                .to_string(),
+            Err(Error::Distributed {
+                code: ErrorCode::DeadlineExceeded,
+                ..
+            }) => {
+                format!("no heartbeat for {}", show_ms(timeout.as_millis() as u64))
+            }
+            Err(e) => format!("its liveness connection failed: {e}"),
+        };
+        shared.mark_dead(process_id, why);
+        return;
     }
 }
 
@@ -289,9 +384,14 @@ impl Shared {
         match request {
             Request::Set { key, value } => self.set(key, value),
             Request::Get { key, timeout_ms } => {
-                let found = self.wait_for(timeout_ms, |s| s.values.get(&key).cloned());
+                let waiting = format!("waiting for key {key:?}");
+                let found = self.wait_for(timeout_ms, |s| match s.values.get(&key) {
+                    Some(v) => Some(Ok(v.clone())),
+                    None => Self::dead_reply(s, &waiting, |_| true).map(Err),
+                });
                 match found {
-                    Ok(Some(value)) => Reply::Value(value),
+                    Ok(Some(Ok(value))) => Reply::Value(value),
+                    Ok(Some(Err(reply))) => reply,
                     Ok(None) => failed(
                         ErrorCode::DeadlineExceeded,
                         format!("key {key:?} was not set within {}", show_ms(timeout_ms)),
@@ -313,7 +413,33 @@ impl Shared {
                 process_id,
                 timeout_ms,
             } => self.barrier(&name, process_id, timeout_ms),
+            // Only the first frame of a liveness connection (see `watch`).
+            Request::Heartbeat { .. } | Request::Leave { .. } => failed(
+                ErrorCode::InvalidArgument,
+                "a heartbeat or leave outside a liveness connection",
+            ),
         }
+    }
+
+    /// Takes process `id` for dead (unless it left) and wakes every wait.
+    fn mark_dead(&self, id: u32, why: String) {
+        let mut state = self.lock();
+        if state.left.contains(&id) || state.dead.contains_key(&id) {
+            return;
+        }
+        tracing::warn!(process = id, reason = %why, "coordination service: a process died");
+        state.dead.insert(id, why);
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// The failure of a wait that needs a dead process, naming it.
+    fn dead_reply(state: &State, waiting: &str, needed: impl Fn(u32) -> bool) -> Option<Reply> {
+        let (id, why) = state.dead.iter().find(|(id, _)| needed(**id))?;
+        Some(failed(
+            ErrorCode::Unavailable,
+            format!("{waiting}: process {id} is dead: {why}"),
+        ))
     }
 
     fn set(&self, key: String, value: Vec<u8>) -> Reply {
@@ -407,11 +533,18 @@ impl Shared {
                 return Reply::Done;
             }
         }
+        let waiting = format!("barrier {name:?}");
         let passed = self.wait_for(timeout_ms, |s| {
-            s.barriers.get(name).is_some_and(|b| b.passed).then_some(())
+            let barrier = s.barriers.get(name);
+            if barrier.is_some_and(|b| b.passed) {
+                return Some(Ok(()));
+            }
+            let arrived = |p: u32| barrier.is_some_and(|b| b.arrived.contains(&p));
+            Self::dead_reply(s, &waiting, |p| !arrived(p)).map(Err)
         });
         match passed {
-            Ok(Some(())) => Reply::Done,
+            Ok(Some(Ok(()))) => Reply::Done,
+            Ok(Some(Err(reply))) => reply,
             Ok(None) => {
                 let state = self.lock();
                 let arrived = state
