@@ -124,6 +124,8 @@ mod gradients;
 mod layers;
 #[path = "layers_attention.rs"]
 mod layers_attention;
+#[path = "layers_attention_cache.rs"]
+mod layers_attention_cache;
 #[path = "layers_conv.rs"]
 mod layers_conv;
 #[path = "layers_norm_pool.rs"]
