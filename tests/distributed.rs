@@ -209,20 +209,24 @@ fn hostile_frames_get_an_error_and_a_closed_connection_and_the_service_goes_on()
         "4294967295 bytes exceeds the limit",
     );
     let mut truncated = header(100);
-    truncated.extend_from_slice(&[SET_TAG; 10]);
+    truncated.extend_from_slice(&[0x0a; 10]);
     let cut = raw_exchange(&addr, &truncated, true);
     expect_failure(
         cut,
         ErrorCode::InvalidArgument,
         "the connection ended after 10",
     );
+    // A body that is no protocol buffer (field 8, length 0, then tag 0).
     let mut bad_body = header(3);
     bad_body.extend_from_slice(&[0x42, 0, 0]);
     let unknown = raw_exchange(&addr, &bad_body, false);
+    expect_failure(unknown, ErrorCode::InvalidArgument, "not a request");
+    // A protocol buffer that names no request.
+    let empty = raw_exchange(&addr, &header(0), false);
     expect_failure(
-        unknown,
+        empty,
         ErrorCode::InvalidArgument,
-        "unknown request tag 0x42",
+        "the request names no kind",
     );
 
     // A frame that stalls half-way is cut off at the frame timeout, and
@@ -251,8 +255,6 @@ fn hostile_frames_get_an_error_and_a_closed_connection_and_the_service_goes_on()
     client.set("after", b"3").unwrap();
     assert_eq!(client.try_get("after").unwrap().unwrap(), b"3");
 }
-
-const SET_TAG: u8 = 1;
 
 /// A fake coordination service on loopback that answers each of the next
 /// `n` requests with the reply `reply_to` gives for it.

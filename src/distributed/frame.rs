@@ -1,20 +1,23 @@
 //! Layer: distributed (imports only `error`). The wire format of the
-//! coordination service: length-prefixed binary frames, one request or
-//! reply each.
+//! coordination service: length-prefixed frames, one request or reply
+//! each, whose bodies are protocol buffers.
 //!
 //! A frame is the magic `xkv1`, a big-endian `u32` body length, then the
-//! body: a tag byte and the fields of that message, integers big-endian,
-//! strings and byte strings as a `u32` length and the bytes. The magic
-//! turns a stray client (an HTTP probe, a port scanner) into a clear
-//! "not a coordination frame" instead of a length read from its text.
+//! body: one `Request` or `Reply` message (the messages below, derived
+//! with prost; each kind is a `oneof` case). Protocol buffers carry no
+//! framing of their own, hence the header; the magic turns a stray client
+//! (an HTTP probe, a port scanner) into a clear "not a coordination frame"
+//! instead of a length read from its text.
 //!
 //! Both ends treat the other as untrusted input: a declared length is
 //! checked against the limits below before a byte of the body is read, the
 //! body is read as it arrives (a length the peer never sends allocates
-//! nothing), every field is bounds-checked, and a body must be consumed
-//! exactly. Every failure is an error for the caller, never a panic.
+//! nothing), prost bounds every field by the body it came in, and keys,
+//! values and messages are checked against their limits after decoding.
+//! Every failure is an error for the caller, never a panic.
 
 use crate::error::{Error, ErrorCode, Result};
+use prost::Message as _;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -30,18 +33,6 @@ pub const MAX_VALUE_BYTES: usize = 4 << 20;
 pub const MAX_MESSAGE_BYTES: usize = 4 << 10;
 /// The largest frame body: a value with its key and the fixed fields.
 pub const MAX_BODY_BYTES: usize = MAX_VALUE_BYTES + MAX_KEY_BYTES + 64;
-
-const SET: u8 = 1;
-const GET: u8 = 2;
-const TRY_GET: u8 = 3;
-const REGISTER: u8 = 4;
-const BARRIER: u8 = 5;
-const HEARTBEAT: u8 = 6;
-const LEAVE: u8 = 7;
-const DONE: u8 = 0x81;
-const VALUE: u8 = 0x82;
-const NOT_FOUND: u8 = 0x83;
-const FAILED: u8 = 0x84;
 
 /// What a client asks the service.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -252,169 +243,213 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
     Ok(filled)
 }
 
-/// Appends the fields of a message.
-#[derive(Default)]
-struct Encoder(Vec<u8>);
-
-impl Encoder {
-    fn tag(tag: u8) -> Encoder {
-        Encoder(vec![tag])
+/// The messages on the wire (the structure of a `.proto` file, derived
+/// with prost; field numbers are the protocol, names are not).
+mod wire {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Request {
+        #[prost(oneof = "Kind", tags = "1, 2, 3, 4, 5, 6, 7")]
+        pub kind: Option<Kind>,
     }
 
-    fn u32(mut self, x: u32) -> Self {
-        self.0.extend_from_slice(&x.to_be_bytes());
-        self
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Kind {
+        #[prost(message, tag = "1")]
+        Set(Set),
+        #[prost(message, tag = "2")]
+        Get(Get),
+        #[prost(message, tag = "3")]
+        TryGet(TryGet),
+        #[prost(message, tag = "4")]
+        Register(Register),
+        #[prost(message, tag = "5")]
+        Barrier(Barrier),
+        #[prost(message, tag = "6")]
+        Heartbeat(Heartbeat),
+        #[prost(message, tag = "7")]
+        Leave(Leave),
     }
 
-    fn u64(mut self, x: u64) -> Self {
-        self.0.extend_from_slice(&x.to_be_bytes());
-        self
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Set {
+        #[prost(string, tag = "1")]
+        pub key: String,
+        #[prost(bytes = "vec", tag = "2")]
+        pub value: Vec<u8>,
     }
 
-    /// A length-prefixed byte string. Lengths past `u32` cannot occur:
-    /// callers check keys and values against the limits first, and an
-    /// oversized body is refused by `write_frame`.
-    fn bytes(mut self, b: &[u8]) -> Self {
-        let len = u32::try_from(b.len()).unwrap_or(u32::MAX);
-        self.0.extend_from_slice(&len.to_be_bytes());
-        self.0.extend_from_slice(b);
-        self
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Get {
+        #[prost(string, tag = "1")]
+        pub key: String,
+        #[prost(uint64, tag = "2")]
+        pub timeout_ms: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TryGet {
+        #[prost(string, tag = "1")]
+        pub key: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Register {
+        #[prost(uint32, tag = "1")]
+        pub process_id: u32,
+        #[prost(uint32, tag = "2")]
+        pub num_processes: u32,
+        #[prost(fixed64, tag = "3")]
+        pub token: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Barrier {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(uint32, tag = "2")]
+        pub process_id: u32,
+        #[prost(uint64, tag = "3")]
+        pub timeout_ms: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Heartbeat {
+        #[prost(uint32, tag = "1")]
+        pub process_id: u32,
+        #[prost(fixed64, tag = "2")]
+        pub token: u64,
+        #[prost(uint64, tag = "3")]
+        pub timeout_ms: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Leave {
+        #[prost(uint32, tag = "1")]
+        pub process_id: u32,
+        #[prost(fixed64, tag = "2")]
+        pub token: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Reply {
+        #[prost(oneof = "Answer", tags = "1, 2, 3, 4")]
+        pub answer: Option<Answer>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Answer {
+        #[prost(message, tag = "1")]
+        Done(Empty),
+        #[prost(bytes = "vec", tag = "2")]
+        Value(Vec<u8>),
+        #[prost(message, tag = "3")]
+        NotFound(Empty),
+        #[prost(message, tag = "4")]
+        Failed(Failed),
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Empty {}
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Failed {
+        #[prost(uint32, tag = "1")]
+        pub code: u32,
+        #[prost(string, tag = "2")]
+        pub message: String,
     }
 }
 
-/// Reads the fields of a message, checking every length.
-struct Decoder<'a> {
-    rest: &'a [u8],
+/// `text` if it is at most `max` bytes, else an error naming `what`.
+fn bounded<T: AsRef<[u8]>>(text: T, max: usize, what: &str) -> Result<T> {
+    match text.as_ref().len() {
+        n if n > max => Err(malformed(format!(
+            "{what} of {n} bytes exceeds the limit of {max}"
+        ))),
+        _ => Ok(text),
+    }
 }
 
-impl<'a> Decoder<'a> {
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
-        if self.rest.len() < n {
-            return Err(malformed(format!(
-                "{what} needs {n} bytes, only {} are left",
-                self.rest.len()
-            )));
-        }
-        let (head, tail) = self.rest.split_at(n);
-        self.rest = tail;
-        Ok(head)
-    }
-
-    fn u8(&mut self, what: &str) -> Result<u8> {
-        Ok(self.take(1, what)?[0])
-    }
-
-    fn u32(&mut self, what: &str) -> Result<u32> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&mut self, what: &str) -> Result<u64> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8, what)?);
-        Ok(u64::from_be_bytes(b))
-    }
-
-    fn bytes(&mut self, max: usize, what: &str) -> Result<&'a [u8]> {
-        let len = self.u32(what)? as usize;
-        if len > max {
-            return Err(malformed(format!(
-                "{what} of {len} bytes exceeds the limit of {max}"
-            )));
-        }
-        self.take(len, what)
-    }
-
-    fn string(&mut self, max: usize, what: &str) -> Result<String> {
-        let b = self.bytes(max, what)?;
-        String::from_utf8(b.to_vec()).map_err(|_| malformed(format!("{what} is not UTF-8")))
-    }
-
-    fn finish<T>(self, message: T) -> Result<T> {
-        match self.rest.len() {
-            0 => Ok(message),
-            n => Err(malformed(format!("{n} bytes follow the message"))),
-        }
-    }
+fn key(k: String) -> Result<String> {
+    bounded(k, MAX_KEY_BYTES, "the key")
 }
 
 impl Request {
     /// The frame body of this request.
     pub fn encode(&self) -> Vec<u8> {
-        match self {
-            Request::Set { key, value } => Encoder::tag(SET).bytes(key.as_bytes()).bytes(value),
-            Request::Get { key, timeout_ms } => {
-                Encoder::tag(GET).bytes(key.as_bytes()).u64(*timeout_ms)
-            }
-            Request::TryGet { key } => Encoder::tag(TRY_GET).bytes(key.as_bytes()),
+        use wire::Kind;
+        let kind = match self.clone() {
+            Request::Set { key, value } => Kind::Set(wire::Set { key, value }),
+            Request::Get { key, timeout_ms } => Kind::Get(wire::Get { key, timeout_ms }),
+            Request::TryGet { key } => Kind::TryGet(wire::TryGet { key }),
             Request::Register {
                 process_id,
                 num_processes,
                 token,
-            } => Encoder::tag(REGISTER)
-                .u32(*process_id)
-                .u32(*num_processes)
-                .u64(*token),
+            } => Kind::Register(wire::Register {
+                process_id,
+                num_processes,
+                token,
+            }),
             Request::Barrier {
                 name,
                 process_id,
                 timeout_ms,
-            } => Encoder::tag(BARRIER)
-                .bytes(name.as_bytes())
-                .u32(*process_id)
-                .u64(*timeout_ms),
+            } => Kind::Barrier(wire::Barrier {
+                name,
+                process_id,
+                timeout_ms,
+            }),
             Request::Heartbeat {
                 process_id,
                 token,
                 timeout_ms,
-            } => Encoder::tag(HEARTBEAT)
-                .u32(*process_id)
-                .u64(*token)
-                .u64(*timeout_ms),
-            Request::Leave { process_id, token } => {
-                Encoder::tag(LEAVE).u32(*process_id).u64(*token)
-            }
-        }
-        .0
+            } => Kind::Heartbeat(wire::Heartbeat {
+                process_id,
+                token,
+                timeout_ms,
+            }),
+            Request::Leave { process_id, token } => Kind::Leave(wire::Leave { process_id, token }),
+        };
+        wire::Request { kind: Some(kind) }.encode_to_vec()
     }
 
     /// Parses a frame body sent by an untrusted client.
     pub fn decode(body: &[u8]) -> Result<Request> {
-        let mut d = Decoder { rest: body };
-        let request = match d.u8("the request tag")? {
-            SET => Request::Set {
-                key: d.string(MAX_KEY_BYTES, "the key")?,
-                value: d.bytes(MAX_VALUE_BYTES, "the value")?.to_vec(),
+        use wire::Kind;
+        let message =
+            wire::Request::decode(body).map_err(|e| malformed(format!("not a request: {e}")))?;
+        Ok(match message.kind {
+            None => return Err(malformed("the request names no kind")),
+            Some(Kind::Set(m)) => Request::Set {
+                key: key(m.key)?,
+                value: bounded(m.value, MAX_VALUE_BYTES, "the value")?,
             },
-            GET => Request::Get {
-                key: d.string(MAX_KEY_BYTES, "the key")?,
-                timeout_ms: d.u64("the timeout")?,
+            Some(Kind::Get(m)) => Request::Get {
+                key: key(m.key)?,
+                timeout_ms: m.timeout_ms,
             },
-            TRY_GET => Request::TryGet {
-                key: d.string(MAX_KEY_BYTES, "the key")?,
+            Some(Kind::TryGet(m)) => Request::TryGet { key: key(m.key)? },
+            Some(Kind::Register(m)) => Request::Register {
+                process_id: m.process_id,
+                num_processes: m.num_processes,
+                token: m.token,
             },
-            REGISTER => Request::Register {
-                process_id: d.u32("the process id")?,
-                num_processes: d.u32("the process count")?,
-                token: d.u64("the token")?,
+            Some(Kind::Barrier(m)) => Request::Barrier {
+                name: bounded(m.name, MAX_KEY_BYTES, "the barrier name")?,
+                process_id: m.process_id,
+                timeout_ms: m.timeout_ms,
             },
-            BARRIER => Request::Barrier {
-                name: d.string(MAX_KEY_BYTES, "the barrier name")?,
-                process_id: d.u32("the process id")?,
-                timeout_ms: d.u64("the timeout")?,
+            Some(Kind::Heartbeat(m)) => Request::Heartbeat {
+                process_id: m.process_id,
+                token: m.token,
+                timeout_ms: m.timeout_ms,
             },
-            HEARTBEAT => Request::Heartbeat {
-                process_id: d.u32("the process id")?,
-                token: d.u64("the token")?,
-                timeout_ms: d.u64("the timeout")?,
+            Some(Kind::Leave(m)) => Request::Leave {
+                process_id: m.process_id,
+                token: m.token,
             },
-            LEAVE => Request::Leave {
-                process_id: d.u32("the process id")?,
-                token: d.u64("the token")?,
-            },
-            tag => return Err(malformed(format!("unknown request tag {tag:#04x}"))),
-        };
-        d.finish(request)
+        })
     }
 }
 
@@ -422,31 +457,37 @@ impl Reply {
     /// The frame body of this reply. A failure's message is cut to
     /// `MAX_MESSAGE_BYTES` (at a character boundary).
     pub fn encode(&self) -> Vec<u8> {
-        match self {
-            Reply::Done => Encoder::tag(DONE),
-            Reply::Value(v) => Encoder::tag(VALUE).bytes(v),
-            Reply::NotFound => Encoder::tag(NOT_FOUND),
-            Reply::Failed { code, message } => Encoder::tag(FAILED)
-                .u32(code.raw())
-                .bytes(truncate(message, MAX_MESSAGE_BYTES).as_bytes()),
+        use wire::Answer;
+        let answer = match self {
+            Reply::Done => Answer::Done(wire::Empty {}),
+            Reply::Value(v) => Answer::Value(v.clone()),
+            Reply::NotFound => Answer::NotFound(wire::Empty {}),
+            Reply::Failed { code, message } => Answer::Failed(wire::Failed {
+                code: code.raw(),
+                message: truncate(message, MAX_MESSAGE_BYTES).to_string(),
+            }),
+        };
+        wire::Reply {
+            answer: Some(answer),
         }
-        .0
+        .encode_to_vec()
     }
 
     /// Parses a frame body sent by the (untrusted) service.
     pub fn decode(body: &[u8]) -> Result<Reply> {
-        let mut d = Decoder { rest: body };
-        let reply = match d.u8("the reply tag")? {
-            DONE => Reply::Done,
-            VALUE => Reply::Value(d.bytes(MAX_VALUE_BYTES, "the value")?.to_vec()),
-            NOT_FOUND => Reply::NotFound,
-            FAILED => Reply::Failed {
-                code: ErrorCode::from_raw(d.u32("the status code")?),
-                message: d.string(MAX_MESSAGE_BYTES, "the message")?,
+        use wire::Answer;
+        let message =
+            wire::Reply::decode(body).map_err(|e| malformed(format!("not a reply: {e}")))?;
+        Ok(match message.answer {
+            None => return Err(malformed("the reply names no kind")),
+            Some(Answer::Done(_)) => Reply::Done,
+            Some(Answer::Value(v)) => Reply::Value(bounded(v, MAX_VALUE_BYTES, "the value")?),
+            Some(Answer::NotFound(_)) => Reply::NotFound,
+            Some(Answer::Failed(f)) => Reply::Failed {
+                code: ErrorCode::from_raw(f.code),
+                message: bounded(f.message, MAX_MESSAGE_BYTES, "the message")?,
             },
-            tag => return Err(malformed(format!("unknown reply tag {tag:#04x}"))),
-        };
-        d.finish(reply)
+        })
     }
 }
 
@@ -571,34 +612,28 @@ mod tests {
 
     #[test]
     fn malformed_bodies_are_errors() {
+        let long_key = wire::Request {
+            kind: Some(wire::Kind::TryGet(wire::TryGet {
+                key: "k".repeat(MAX_KEY_BYTES + 1),
+            })),
+        }
+        .encode_to_vec();
         let cases: Vec<(Vec<u8>, &str)> = vec![
-            (vec![], "the request tag needs 1 bytes"),
-            (vec![0x42], "unknown request tag 0x42"),
-            (vec![DONE], "unknown request tag 0x81"),
-            (
-                vec![TRY_GET, 0, 0, 0, 2, 0xff, 0xfe],
-                "the key is not UTF-8",
-            ),
-            (vec![TRY_GET, 0, 0, 0, 9, b'a'], "the key needs 9 bytes"),
-            (
-                vec![TRY_GET, 0xff, 0xff, 0xff, 0xff],
-                "exceeds the limit of 4096",
-            ),
-            (
-                vec![TRY_GET, 0, 0, 0, 1, b'a', 0],
-                "1 bytes follow the message",
-            ),
-            (
-                vec![REGISTER, 0, 0, 0, 1],
-                "the process count needs 4 bytes",
-            ),
+            (vec![], "the request names no kind"),
+            // Field 8, a length of 0, then a zero tag.
+            (vec![0x42, 0, 0], "not a request"),
+            // A TryGet whose key is 2 bytes that are not UTF-8.
+            (vec![0x1a, 4, 0x0a, 2, 0xff, 0xfe], "not a request"),
+            // A TryGet whose key claims 9 bytes and has 1.
+            (vec![0x1a, 3, 0x0a, 9, b'a'], "not a request"),
+            (long_key, "the key of 4097 bytes exceeds the limit of 4096"),
         ];
         for (body, expected) in cases {
             let e = message(Request::decode(&body));
             assert!(e.contains(expected), "{body:?}: {e}");
         }
-        let e = message(Reply::decode(&[SET]));
-        assert!(e.contains("unknown reply tag 0x01"), "{e}");
+        let e = message(Reply::decode(&[]));
+        assert!(e.contains("the reply names no kind"), "{e}");
     }
 
     #[test]
