@@ -34,7 +34,6 @@ call). Where torch is missing the script says so and exits 2.
 import json
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -54,9 +53,6 @@ import peers  # noqa: E402  (np_data, np_real: the shared numpy draws)
 import peers_models  # noqa: E402  (np_models, W13's constants)
 
 WORKLOADS = ("W3", "W9", "W13", "W16")
-QUICK = "--quick" in sys.argv
-BLOCKS = 3 if QUICK else 5
-MIN_BLOCK = 0.2
 CHECK_STEPS = 3
 
 
@@ -84,30 +80,12 @@ def put(a):
 
 
 def timed(call):
-    """Median ms per call over BLOCKS blocks of at least MIN_BLOCK s, each
-    call awaited, after warm-up."""
-    call()
-    call()
-    sync()
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-            sync()
-        dt = time.perf_counter() - t0
-        if dt >= 1.5 * MIN_BLOCK:
-            break
-        n = max(n + 1, min(int(n * 1.5 * MIN_BLOCK * 1.2 / max(dt, 1e-9)) + 1, n * 10))
-    per = []
-    for _ in range(BLOCKS):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-            sync()
-        per.append((time.perf_counter() - t0) / n * 1e3)
-    return {"value": statistics.median(per), "unit": "ms", "blocks_ms": per,
-            "calls_per_block": n}
+    """peers_models.py's timing (median ms per call over timed blocks of at
+    least 0.2 s, after warm-up), each call awaited."""
+    def awaited():
+        call()
+        sync()
+    return peers_models.timed(awaited)
 
 
 # ---------------------------------------------------------------- W3
