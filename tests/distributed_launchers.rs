@@ -3,7 +3,8 @@
 //! Kubernetes) read from its variables, malformed values refused by name,
 //! and two processes started by a tiny SLURM-like and torchrun-like
 //! launcher (`tests/data/launch.sh`) joining one run over loopback with
-//! `initialize_from_env()`, no arguments given.
+//! `initialize_from_env()`, no arguments given, each logging the detector
+//! that fired.
 
 #[path = "common/child.rs"]
 mod child;
@@ -357,6 +358,13 @@ fn one_process_of_a_launched_run() {
     if !child::is_child(CHILD) {
         return;
     }
+    // The detector's log line goes to stdout, where the launcher test
+    // looks for it.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stdout)
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .init();
     let options = DistributedOptions {
         initialization_timeout: WAIT,
         shutdown_timeout: WAIT,
@@ -404,8 +412,15 @@ fn launch(kind: &str, key: u32, launcher: Launcher) {
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{kind} launch failed:\n{stdout}");
+    let logged = format!("distributed: detected a {} launch", launcher.name());
     for id in 0..2 {
         let mine = format!("[{id}] ");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&mine) && l.contains(&logged)),
+            "process {id} did not log {logged:?}:\n{stdout}"
+        );
         assert!(
             stdout
                 .lines()
