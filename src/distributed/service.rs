@@ -61,9 +61,29 @@ struct Shared {
     stopping: AtomicBool,
     connections: AtomicUsize,
     frame_timeout_ms: AtomicU64,
-    /// The processes' liveness connections, shut down by `stop` so that
-    /// their readers end at once.
-    watched: Mutex<Vec<TcpStream>>,
+    /// The liveness connections being read (by serial number), shut down
+    /// by `stop` so that their readers end at once; each leaves the map
+    /// when its reader ends, so no closed connection stays open here.
+    watched: Mutex<HashMap<u64, TcpStream>>,
+    next_watch: AtomicU64,
+}
+
+/// Removes a liveness connection from `Shared::watched` when its reader
+/// ends, whichever way it ends.
+struct Watched<'a> {
+    shared: &'a Shared,
+    serial: u64,
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        let mut watched = self
+            .shared
+            .watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        watched.remove(&self.serial);
+    }
 }
 
 #[derive(Default)]
@@ -123,6 +143,7 @@ impl KvService {
             connections: AtomicUsize::new(0),
             frame_timeout_ms: AtomicU64::new(DEFAULT_FRAME_TIMEOUT.as_millis() as u64),
             watched: Mutex::default(),
+            next_watch: AtomicU64::new(0),
         });
         let accept_shared = shared.clone();
         let accept = std::thread::Builder::new()
@@ -173,9 +194,9 @@ impl KvService {
             .watched
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
+            .drain()
         {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            let _ = stream.1.shutdown(std::net::Shutdown::Both);
         }
         if let Some(accept) = self.accept.take() {
             // Wake the blocking accept with a connection of our own. Should
@@ -315,13 +336,15 @@ fn watch(mut stream: TcpStream, shared: &Shared, process_id: u32, token: u64, ti
         shared.mark_dead(process_id, "its liveness connection failed".into());
         return;
     }
+    let serial = shared.next_watch.fetch_add(1, Ordering::Relaxed);
     if let Ok(clone) = stream.try_clone() {
         shared
             .watched
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(clone);
+            .insert(serial, clone);
     }
+    let _watched = Watched { shared, serial };
     let mut timeout = Duration::from_millis(timeout_ms.max(1)).min(MAX_WAIT);
     loop {
         let read = frame::read_frame(&mut frame::Deadlined::new(&stream, timeout));
