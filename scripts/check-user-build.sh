@@ -5,7 +5,7 @@
 #   cache: documentation (as docs.rs builds it) needs no plugin, no
 #   Python and no network;
 # - the core alone (`--no-default-features`: no csv, crc, plotters,
-#   indicatif, clap), with clippy's warnings denied, and `cargo tree`
+#   indicatif, clap, ureq), with clippy's warnings denied, and `cargo tree`
 #   showing none of those crates;
 # - a second build with nothing changed recompiles nothing (the build
 #   script watches only this package's files);
@@ -25,7 +25,7 @@ echo "xlafn check: the core alone (--no-default-features)" >&2
 XDG_CACHE_HOME="$empty_cache" CARGO_NET_OFFLINE=true \
   cargo clippy --quiet --no-default-features --lib -- -D warnings
 optional="$(cargo tree --offline -e normal --no-default-features --prefix none |
-  grep -E '^(csv|crc|plotters|indicatif|clap) ' || true)"
+  grep -E '^(csv|crc|plotters|indicatif|clap|ureq) ' || true)"
 if [ -n "$optional" ]; then
   echo "xlafn check: the core depends on optional crates:" >&2
   echo "$optional" >&2

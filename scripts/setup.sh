@@ -7,7 +7,10 @@
 #   unpacks it), and which tests/plugin_fetch.rs drives against a
 #   loopback index;
 # - libclang (libclang-dev), only when XLAFN_PJRT_HEADER names another
-#   plugin's header: bindgen (xlafn's `bindgen` feature) then reads it.
+#   plugin's header: bindgen (xlafn's `bindgen` feature) then reads it;
+# - etcd (etcd-server), which tests/distributed_etcd.rs starts on loopback
+#   to test the etcd coordination store; where it cannot be installed
+#   those tests say `skipped:` and pass.
 set -euo pipefail
 
 have_libclang() {
@@ -32,6 +35,17 @@ if [ -n "${XLAFN_PJRT_HEADER:-}" ] && ! have_libclang; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
   apt-get install -y -qq libclang-dev >/dev/null
+fi
+
+if ! command -v etcd >/dev/null 2>&1 && [ -z "${XLAFN_TEST_ETCD:-}" ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "xlafn setup: installing Debian's etcd-server (for the etcd store's tests)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get update -qq && apt-get install -y -qq etcd-server; } >/dev/null 2>&1 ||
+      echo "xlafn setup: could not install etcd-server; the etcd store's tests will be skipped" >&2
+  else
+    echo "xlafn setup: no etcd (needs root and apt-get to install etcd-server); the etcd store's tests will be skipped" >&2
+  fi
 fi
 
 if ! python3 -m pip --version >/dev/null 2>&1; then

@@ -417,3 +417,37 @@ impl KeyValueStore for KvClient {
         KvClient::set(self, key, value)
     }
 }
+
+impl super::store::CoordinationStore for KvClient {
+    fn process_id(&self) -> usize {
+        KvClient::process_id(self)
+    }
+
+    fn num_processes(&self) -> usize {
+        KvClient::num_processes(self)
+    }
+
+    fn coordinator(&self) -> &str {
+        KvClient::coordinator(self)
+    }
+
+    fn max_value_bytes(&self) -> usize {
+        MAX_VALUE_BYTES
+    }
+
+    fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+        KvClient::set(self, key, value)
+    }
+
+    fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>> {
+        KvClient::get(self, key, timeout)
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        KvClient::try_get(self, key)
+    }
+
+    fn barrier(&self, name: &str, timeout: Duration) -> Result<()> {
+        KvClient::barrier(self, name, timeout)
+    }
+}

@@ -1,9 +1,9 @@
 //! Layer: distributed. Multi-process (multi-controller) execution, like
 //! `jax.distributed`: several processes, each driving its own devices, run
 //! one program together. Imports `error`, `environment` and `files` (the
-//! launcher's variables and `/etc/hosts`, in [`cluster`]) and `runtime`
-//! (the PJRT client and its `KeyValueStore` trait); nothing above the
-//! runtime imports it.
+//! launcher's variables and `/etc/hosts`, in [`cluster`]), `runtime`
+//! (the PJRT client and its `KeyValueStore` trait), and ureq for etcd;
+//! nothing above the runtime imports it.
 //!
 //! Every process calls [`initialize`] with the same coordinator address and
 //! process count and its own id. Process 0 starts the coordination service
@@ -18,6 +18,9 @@
 //! the count and the id in what the launcher set (SLURM, Open MPI,
 //! torchrun, Kubernetes; see [`cluster`]). Each process sends heartbeats,
 //! and a wait that needs a process that died or hung fails naming it.
+//! [`DistributedOptions::store`] may choose an etcd cluster instead of
+//! process 0's service ([`StoreBackend::Etcd`], in [`EtcdStore`]); either
+//! way [`store`] hands out a [`CoordinationStore`].
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -72,13 +75,17 @@
 //! connection that sent it.
 
 pub mod cluster;
+mod etcd;
 pub mod frame;
 mod kv_client;
 mod service;
+mod store;
 
 pub use cluster::{Cluster, Launcher};
+pub use etcd::{ETCD_MAX_VALUE_BYTES, EtcdHeartbeats, EtcdStore};
 pub use kv_client::{Heartbeats, KvClient};
 pub use service::{KvService, MAX_BARRIERS, MAX_CONNECTIONS, MAX_KEYS, MAX_STORE_BYTES, MAX_WAIT};
+pub use store::{CoordinationStore, StoreBackend};
 
 use crate::error::{Error, Result};
 use crate::runtime::{Client, KeyValueStore, OptionValue};
@@ -104,6 +111,9 @@ pub struct DistributedOptions {
     /// on every barrier or get that needs it fails, naming it. A process
     /// that exits or is killed is dead at once (its connection closes).
     pub heartbeat_timeout: Duration,
+    /// Which coordination store the run uses: the built-in service (the
+    /// default) or an etcd cluster ([`StoreBackend::Etcd`]).
+    pub store: StoreBackend,
 }
 
 impl Default for DistributedOptions {
@@ -113,6 +123,7 @@ impl Default for DistributedOptions {
             shutdown_timeout: Duration::from_secs(300),
             heartbeat_interval: Duration::from_secs(1),
             heartbeat_timeout: Duration::from_secs(30),
+            store: StoreBackend::Service,
         }
     }
 }
@@ -123,11 +134,11 @@ const JOIN_BARRIER: &str = "xlafn/initialize";
 const SHUTDOWN_BARRIER: &str = "xlafn/shutdown";
 
 struct Global {
-    client: Arc<KvClient>,
+    client: Arc<dyn CoordinationStore>,
     /// Process 0's service, stopped when dropped.
     service: Option<KvService>,
-    /// This process's heartbeats, ended (with a `Leave`) by `shutdown`.
-    heartbeats: Option<Heartbeats>,
+    /// This process's heartbeats, ended (with a clean leave) by `shutdown`.
+    heartbeats: Option<Box<dyn Send>>,
     shutdown_timeout: Duration,
 }
 
@@ -217,19 +228,8 @@ pub fn initialize_with(
     kv_client::check_ids(process_id, num_processes)?;
     crate::runtime::check_can_join_run(num_processes)?;
     let deadline = Instant::now() + options.initialization_timeout;
-    let service = match process_id {
-        0 => Some(KvService::start(coordinator, num_processes)?),
-        _ => None,
-    };
-    let client = KvClient::join(
-        coordinator,
-        process_id,
-        num_processes,
-        options.initialization_timeout,
-    )?;
-    let heartbeats = client
-        .start_heartbeats(options.heartbeat_interval, options.heartbeat_timeout)
-        .map_err(|e| context(e, "distributed::initialize: starting the heartbeats"))?;
+    let (client, service, heartbeats) =
+        join_store(coordinator, num_processes, process_id, options)?;
     let left = deadline.saturating_duration_since(Instant::now());
     client.barrier(JOIN_BARRIER, left).map_err(|e| {
         context(
@@ -243,7 +243,6 @@ pub fn initialize_with(
         coordinator,
         "distributed system initialized"
     );
-    let client = Arc::new(client);
     let keys = Arc::new(PluginKeys {
         prefix: "xlafn/pjrt/default/".into(),
         store: client.clone(),
@@ -256,6 +255,53 @@ pub fn initialize_with(
         shutdown_timeout: options.shutdown_timeout,
     });
     Ok(())
+}
+
+/// What joining the chosen store gives: the store, process 0's service
+/// (built-in store only) and the heartbeats that keep this process alive.
+type Joined = (Arc<dyn CoordinationStore>, Option<KvService>, Box<dyn Send>);
+
+/// Joins the store `options` chose, with its heartbeats running.
+fn join_store(
+    coordinator: &str,
+    num_processes: usize,
+    process_id: usize,
+    options: &DistributedOptions,
+) -> Result<Joined> {
+    match &options.store {
+        StoreBackend::Service => {
+            let service = match process_id {
+                0 => Some(KvService::start(coordinator, num_processes)?),
+                _ => None,
+            };
+            let client = KvClient::join(
+                coordinator,
+                process_id,
+                num_processes,
+                options.initialization_timeout,
+            )?;
+            let heartbeats = client
+                .start_heartbeats(options.heartbeat_interval, options.heartbeat_timeout)
+                .map_err(|e| context(e, "distributed::initialize: starting the heartbeats"))?;
+            Ok((Arc::new(client), service, Box::new(heartbeats)))
+        }
+        StoreBackend::Etcd { endpoints, run_id } => {
+            let run_id = match run_id.is_empty() {
+                true => coordinator,
+                false => run_id.as_str(),
+            };
+            let (store, heartbeats) = EtcdStore::join(
+                endpoints,
+                run_id,
+                process_id,
+                num_processes,
+                options.heartbeat_timeout,
+                options.heartbeat_interval,
+                options.initialization_timeout,
+            )?;
+            Ok((Arc::new(store), None, Box::new(heartbeats)))
+        }
+    }
 }
 
 /// Prefixes a coordination error's message with what was being done.
@@ -319,7 +365,7 @@ pub fn process_count() -> usize {
 }
 
 /// The key-value store and barriers shared by the processes of the run.
-pub fn store() -> Result<Arc<KvClient>> {
+pub fn store() -> Result<Arc<dyn CoordinationStore>> {
     lock(&GLOBAL)
         .as_ref()
         .map(|g| g.client.clone())
@@ -360,7 +406,7 @@ pub fn client(plugin: &Path, options: &[(String, OptionValue)]) -> Result<Arc<Cl
 /// and everyone else's to the caller.
 struct PluginKeys {
     prefix: String,
-    store: Arc<KvClient>,
+    store: Arc<dyn CoordinationStore>,
 }
 
 impl KeyValueStore for PluginKeys {
