@@ -179,7 +179,26 @@ fn run_as(id: usize, others_are_zeros: bool) {
         .build(|x: Tensor| -> Result<Vec<Tensor>> {
             Ok(vec![x.reduce_sum(&[0], false)?, x.mul_scalar(2.0)?])
         });
+    // It is compiled once for the run: process 0 compiles and publishes
+    // it, process 1 loads what process 0 compiled. (With the disk cache
+    // off, so that process 0 compiles rather than loads from an earlier
+    // run.)
+    xlafn::runtime::set_disk_cache_enabled(false);
+    let counts = || {
+        (
+            xlafn::runtime::xla_compile_count(),
+            xlafn::runtime::shared_executables_loaded(),
+        )
+    };
+    let before = counts();
     let out = f.call((&x,)).unwrap();
+    let after = counts();
+    let (compiled, loaded) = (after.0 - before.0, after.1 - before.1);
+    match id {
+        0 => assert_eq!((compiled, loaded), (1, 0), "process 0 compiles"),
+        _ => assert_eq!((compiled, loaded), (0, 1), "process 1 loads"),
+    }
+    println!("process {id}: the sharded function: {compiled} compiles, {loaded} loaded");
     assert_eq!(f32s(&out[0]), [effective.iter().sum::<f32>()]);
     let want: Vec<f32> = mine.iter().map(|v| v * 2.0).collect();
     assert_eq!(concat(&out[1].addressable_shards().unwrap()), want);

@@ -55,8 +55,9 @@ pub struct Client {
     platform: Platform,
     platform_name: String,
     /// The store of a multi-process client, which the plugin may call
-    /// until the client is destroyed; fields drop after `Drop::drop`.
-    _kv_store: Option<StoreHandle>,
+    /// until the client is destroyed (fields drop after `Drop::drop`),
+    /// and through which its processes share compiled programs.
+    kv_store: Option<StoreHandle>,
 }
 
 /// Why multi-process execution is refused on the CPU plugin (the text
@@ -259,6 +260,14 @@ impl Client {
         }
     }
 
+    /// The run's store and this process's index, for a client of a
+    /// multi-process run (`Client::distributed`); `None` otherwise.
+    pub(super) fn run_store(&self) -> Option<(Arc<dyn KeyValueStore>, usize)> {
+        let store = self.kv_store.as_ref()?.store().clone();
+        let process = self.devices.first().map_or(0, |d| d.process_index);
+        Some((store, process))
+    }
+
     /// Queries what a freshly created client drives. On error, `raw` is
     /// destroyed by the `Client` it went into.
     fn wrap(
@@ -273,7 +282,7 @@ impl Client {
             global_devices: Vec::new(),
             platform: Platform::Other,
             platform_name: String::new(),
-            _kv_store: kv_store,
+            kv_store,
         };
         client.platform_name = client.query_platform_name()?;
         client.platform = match client.platform_name.as_str() {

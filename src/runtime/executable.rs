@@ -93,6 +93,14 @@ impl std::fmt::Debug for Executable {
 
 const MLIR_FORMAT: &str = "mlir";
 
+static XLA_COMPILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many programs this process has had XLA compile (loads from the
+/// disk cache or from another process of the run are not compiles).
+pub fn xla_compile_count() -> u64 {
+    XLA_COMPILES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Executable {
     /// Compiles a StableHLO module (MLIR text with a `func.func public @main`)
     /// whose parameters are `params`.
@@ -145,12 +153,39 @@ impl Executable {
         exe.devices = exe.query_devices()?;
         exe.outputs = exe.query_outputs()?;
         exe.one_at_a_time = runs_one_at_a_time(&options, mlir);
+        XLA_COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(exe)
     }
 
     /// Like `compile`, but first looks in the on-disk compile cache
-    /// (`disk_cache`), and stores what it compiles there.
+    /// (`disk_cache`), and stores what it compiles there. In a
+    /// multi-process run, a program whose devices span the processes is
+    /// compiled by process 0 alone and loaded by the others
+    /// (`shared_compile`).
     pub fn compile_cached(
+        client: &Arc<Client>,
+        mlir: &str,
+        params: Vec<ArraySpec>,
+        options: &CompileOptions,
+    ) -> Result<Executable> {
+        if mlir.contains(super::ffi::HOST_CALLBACK_TARGET) {
+            return Self::compile_cached_here(client, mlir, params, options);
+        }
+        super::shared_compile::compile_once_per_run(
+            client,
+            mlir,
+            options,
+            || Self::compile_cached_here(client, mlir, params.clone(), options),
+            |bytes| {
+                let mut exe = Self::deserialize(client, bytes, params.clone())?;
+                exe.one_at_a_time = runs_one_at_a_time(options, mlir);
+                Ok(exe)
+            },
+        )
+    }
+
+    /// `compile_cached` in this process alone.
+    fn compile_cached_here(
         client: &Arc<Client>,
         mlir: &str,
         params: Vec<ArraySpec>,

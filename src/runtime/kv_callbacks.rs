@@ -61,6 +61,11 @@ impl StoreHandle {
         }
     }
 
+    /// The store itself.
+    pub(super) fn store(&self) -> &Arc<dyn KeyValueStore> {
+        &self.store
+    }
+
     /// Points the create args' three callbacks at this store. The handle
     /// must outlive the client created with them.
     pub(super) fn install(&self, args: &mut sys::PJRT_Client_Create_Args) {

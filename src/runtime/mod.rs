@@ -30,6 +30,7 @@ pub mod plugin_store;
 pub mod profile;
 mod program_limits;
 pub mod recycle;
+mod shared_compile;
 pub(crate) mod sys;
 mod wait;
 
@@ -45,7 +46,7 @@ pub(crate) use client::{check_addressable, default_client_device};
 pub(crate) use client::{check_can_join_run, join_run, leave_run};
 pub use disk_cache::{disk_cache_stats, set_disk_cache_enabled};
 pub use element::Element;
-pub use executable::{CostAnalysis, Executable, MemoryStats};
+pub use executable::{CostAnalysis, Executable, MemoryStats, xla_compile_count};
 pub(crate) use ffi::in_host_callback;
 pub use ffi::{
     CallbackKind, CallbackRegistration, HOST_CALLBACK_TARGET, HostArray, HostCallbackFn,
@@ -57,3 +58,4 @@ pub use options::{CompileOptions, Partitioner, ProgramTraits};
 pub use plugin::{Plugin, default_plugin_path};
 pub use plugin_store::{fetch_cpu_plugin, install_cpu_plugin, plugin_cache_dir, verify_cpu_plugin};
 pub use program_limits::{CUDA_MAX_CONV_SPATIAL_DIMS, max_conv_spatial_dims};
+pub use shared_compile::shared_executables_loaded;
