@@ -100,9 +100,14 @@ pub(super) fn compile_once_per_run(
         let published = match &exe {
             Ok(exe) => exe
                 .serialize()
-                .and_then(|bytes| publish(&*store, &key, &bytes)),
+                .and_then(|bytes| publish(&*store, &key, &bytes))
+                .inspect_err(|e| {
+                    // Tell the others at once, rather than leave them
+                    // waiting for a header that never comes.
+                    let _ = store.put(&key, format!("failed publishing it: {e}").as_bytes());
+                }),
             // The others compile for themselves and meet the same error.
-            Err(e) => store.put(&key, format!("failed {e}").as_bytes()),
+            Err(e) => store.put(&key, format!("failed compiling it: {e}").as_bytes()),
         };
         match published {
             Ok(()) => tracing::info!(
@@ -161,10 +166,10 @@ fn corrupt(key: &str, what: &str) -> Error {
 fn fetch(store: &dyn KeyValueStore, key: &str) -> Result<Vec<u8>> {
     let header = store.get(key, WAIT_FOR_PUBLISHED)?;
     let header = String::from_utf8(header).map_err(|_| corrupt(key, "a header not UTF-8"))?;
-    if let Some(failure) = header.strip_prefix("failed ") {
+    if header.starts_with("failed ") {
         return Err(Error::distributed(
             ErrorCode::Unavailable,
-            format!("process 0 could not compile it: {failure}"),
+            format!("process 0 did not share it: {header}"),
         ));
     }
     let fields: Vec<&str> = header.split(' ').collect();
@@ -249,8 +254,13 @@ mod tests {
             let e = fetch(&store, "h").unwrap_err();
             assert!(e.to_string().contains("header"), "{header}: {e}");
         }
-        store.put("f", b"failed InvalidArgumentError: bad").unwrap();
+        store
+            .put("f", b"failed compiling it: InvalidArgumentError: bad")
+            .unwrap();
         let e = fetch(&store, "f").unwrap_err();
-        assert!(e.to_string().contains("could not compile it"), "{e}");
+        assert!(
+            e.to_string().contains("did not share it: failed compiling"),
+            "{e}"
+        );
     }
 }
