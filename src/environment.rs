@@ -130,6 +130,12 @@ variables! {
     /// The coordinator of a multi-process run.
     COORDINATOR = "XLAFN_COORDINATOR", "host:port", "the launcher's (see `distributed::cluster`)", Run,
         "`distributed::initialize_from_env`: the coordination service's address; with `XLAFN_NUM_PROCESSES` and `XLAFN_PROCESS_ID` it describes the run itself, alone it replaces the address a launcher's detector found";
+    /// The etcd cluster a multi-process run coordinates through.
+    ETCD_ENDPOINTS = "XLAFN_ETCD_ENDPOINTS", "list", "none", Run,
+        "`distributed::initialize_from_env`: comma-separated `host:port` (or `http://host:port`) of an etcd cluster to use as the run's store instead of process 0's coordination service; with `XLAFN_RUN_ID`";
+    /// The run id of a run coordinated through etcd.
+    RUN_ID = "XLAFN_RUN_ID", "text", "the coordinator address", Run,
+        "`distributed::initialize_from_env` with `XLAFN_ETCD_ENDPOINTS`: the run's keys live under `xlafn/runs/<run id>/` in etcd";
     /// The process count of a multi-process run.
     NUM_PROCESSES = "XLAFN_NUM_PROCESSES", "integer", "the launcher's", Run,
         "`distributed::initialize_from_env`: how many processes the run has (needed under Kubernetes, which does not say)";

@@ -409,3 +409,55 @@ fn killing_a_process_fails_the_others_etcd_barrier_naming_it() {
 fn killing_a_process_fails_the_others_etcd_get_naming_it() {
     lose_one("get");
 }
+
+const FROM_ENV: &str = "one_process_of_an_etcd_run_from_the_environment";
+
+/// One process of a two-process run that `initialize_from_env` joins
+/// through the etcd `XLAFN_ETCD_ENDPOINTS` names, under `XLAFN_RUN_ID`.
+#[test]
+fn one_process_of_an_etcd_run_from_the_environment() {
+    if !child::is_child(FROM_ENV) {
+        return;
+    }
+    let id: usize = env("XLAFN_PROCESS_ID").parse().unwrap();
+    distributed::initialize_from_env().unwrap();
+    let store = distributed::store().unwrap();
+    assert!(
+        store.coordinator().contains("(xlafn/runs/from-env/)"),
+        "{}",
+        store.coordinator()
+    );
+    assert_eq!(store.max_value_bytes(), ETCD_MAX_VALUE_BYTES);
+    store.set(&format!("hello/{id}"), b"hi").unwrap();
+    assert_eq!(
+        store.get(&format!("hello/{}", 1 - id), WAIT).unwrap(),
+        b"hi"
+    );
+    distributed::shutdown().unwrap();
+    println!("process {id} of 2 passed");
+}
+
+#[test]
+fn initialize_from_env_joins_through_the_etcd_the_environment_names() {
+    let Some(etcd) = start_etcd("from the environment") else {
+        return;
+    };
+    let endpoints = format!(" {} ,", etcd.endpoint);
+    child::assert_processes_pass(
+        FROM_ENV,
+        2,
+        |id| {
+            [
+                ("XLAFN_COORDINATOR", "unused:1".to_string()),
+                ("XLAFN_NUM_PROCESSES", "2".into()),
+                ("XLAFN_PROCESS_ID", id.to_string()),
+                ("XLAFN_ETCD_ENDPOINTS", endpoints.clone()),
+                ("XLAFN_RUN_ID", "from-env".into()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+        },
+        Duration::from_secs(120),
+    );
+}

@@ -168,7 +168,8 @@ pub fn initialize(coordinator: &str, num_processes: usize, process_id: usize) ->
 /// with `XLAFN_NUM_PROCESSES` and `XLAFN_PROCESS_ID`), as
 /// `jax.distributed.initialize()` does with no arguments: the detector
 /// that fired is named in an info log line (see [`cluster`]), and the
-/// default timeouts apply. No launcher found is a `FailedPreconditionError`
+/// default timeouts apply. `XLAFN_ETCD_ENDPOINTS` (with `XLAFN_RUN_ID`)
+/// chooses an etcd store instead of process 0's service. No launcher found is a `FailedPreconditionError`
 /// that lists what was looked for; returns what was detected.
 pub fn initialize_from_env() -> Result<Cluster> {
     initialize_from_env_with(&DistributedOptions::default())
@@ -195,13 +196,43 @@ pub fn initialize_from_env_with(options: &DistributedOptions) -> Result<Cluster>
         "distributed: detected a {} launch",
         cluster.launcher.name()
     );
+    let options = with_store_from_env(options)?;
     initialize_with(
         &cluster.coordinator,
         cluster.num_processes,
         cluster.process_id,
-        options,
+        &options,
     )?;
     Ok(cluster)
+}
+
+/// `options` with the etcd store that `XLAFN_ETCD_ENDPOINTS` and
+/// `XLAFN_RUN_ID` name, when the options chose the built-in service (the
+/// default) and the variable is set.
+fn with_store_from_env(options: &DistributedOptions) -> Result<DistributedOptions> {
+    let mut options = options.clone();
+    let Some(list) = crate::environment::ETCD_ENDPOINTS.get() else {
+        return Ok(options);
+    };
+    if options.store != StoreBackend::Service {
+        return Ok(options);
+    }
+    let endpoints: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(String::from)
+        .collect();
+    if endpoints.is_empty() {
+        return Err(Error::distributed(
+            crate::error::ErrorCode::InvalidArgument,
+            format!("XLAFN_ETCD_ENDPOINTS={list:?} names no endpoint"),
+        ));
+    }
+    let run_id = crate::environment::RUN_ID.get().unwrap_or_default();
+    tracing::info!(?endpoints, run_id, "distributed: coordinating through etcd");
+    options.store = StoreBackend::Etcd { endpoints, run_id };
+    Ok(options)
 }
 
 /// Joins the processes of one multi-process run: process 0 serves the
