@@ -29,7 +29,11 @@
 //!
 //! An entry's key binds xlafn's version, the plugin build (the pinned
 //! wheel's sha256, or a sha256 of the plugin file), the PJRT API version,
-//! the platform, the compile options and the StableHLO text. The full key
+//! the platform, the machine's instruction set (for CPU programs: the
+//! architecture and the CPU's feature flags, see [`host_features`]), the
+//! compile options and the StableHLO text. The folder may be shared by
+//! several machines (a network home of one user): one whose CPU lacks a
+//! feature another compiled for never loads that entry. The full key
 //! is stored in the entry and compared on load, so an entry moved under
 //! another name is a miss, not another program.
 
@@ -172,6 +176,38 @@ use crate::dtype::parse_byte_size as parse_size;
 /// the plugin store checked in this process (with the file's size, so a
 /// replaced file is a miss), else a sha256 of the plugin file, computed
 /// once per path.
+/// The instruction set CPU programs are compiled for: the architecture
+/// and the sorted feature flags of `/proc/cpuinfo` (XLA's CPU compiler
+/// targets the host's features, so code compiled on a machine with
+/// AVX-512 faults on one without). Read once; where there is no
+/// `/proc/cpuinfo`, the architecture alone.
+fn host_features() -> &'static str {
+    static FEATURES: OnceLock<String> = OnceLock::new();
+    FEATURES.get_or_init(|| {
+        let cpuinfo = crate::files::read_limited(Path::new("/proc/cpuinfo"), 16 << 20, true)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        format!(
+            "{} {}",
+            std::env::consts::ARCH,
+            cpu_flags(&cpuinfo).join(" ")
+        )
+    })
+}
+
+/// The sorted, deduplicated flags of the first CPU in a `/proc/cpuinfo`
+/// text (`flags` on x86, `Features` on Arm).
+fn cpu_flags(cpuinfo: &str) -> Vec<&str> {
+    let line = cpuinfo.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        matches!(name.trim(), "flags" | "Features").then_some(value)
+    });
+    let mut flags: Vec<&str> = line.unwrap_or_default().split_whitespace().collect();
+    flags.sort_unstable();
+    flags.dedup();
+    flags
+}
+
 fn plugin_identity(path: &Path) -> Option<String> {
     static IDS: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
     let mut ids = IDS
@@ -204,11 +240,16 @@ pub fn key(client: &Client, mlir: &str, options: &[u8]) -> Option<Key> {
     let plugin = plugin_identity(client.plugin().path())?;
     let (major, minor) = client.plugin().version();
     let api = format!("PJRT {major}.{minor}");
-    let parts: [&[u8]; 6] = [
+    let machine = match client.platform() {
+        super::client::Platform::Cpu => host_features(),
+        _ => "",
+    };
+    let parts: [&[u8]; 7] = [
         concat!("xlafn ", env!("CARGO_PKG_VERSION")).as_bytes(),
         plugin.as_bytes(),
         api.as_bytes(),
         client.platform_name().as_bytes(),
+        machine.as_bytes(),
         options,
         mlir.as_bytes(),
     ];
@@ -409,6 +450,16 @@ mod tests {
             assert_eq!(decode_entry(&flipped, &a.bytes), None, "byte {i}");
         }
         assert_eq!(decode_entry(&data[..data.len() - 1], &a.bytes), None);
+    }
+
+    #[test]
+    fn cpu_flags_are_the_first_cpus_sorted() {
+        let x86 = "processor\t: 0\nflags\t\t: sse2 avx512f avx2 sse2\n\nprocessor\t: 1\nflags\t\t: other\n";
+        assert_eq!(cpu_flags(x86), ["avx2", "avx512f", "sse2"]);
+        let arm = "processor\t: 0\nFeatures\t: fp asimd sve\n";
+        assert_eq!(cpu_flags(arm), ["asimd", "fp", "sve"]);
+        assert!(cpu_flags("").is_empty());
+        assert!(host_features().starts_with(std::env::consts::ARCH));
     }
 
     #[test]
