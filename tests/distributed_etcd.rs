@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use xlafn::distributed::{
-    self, CoordinationStore, DistributedOptions, ETCD_MAX_VALUE_BYTES, EtcdHeartbeats, EtcdStore,
+    self, CoordinationStore, DistributedOptions, ETCD_MAX_VALUE_BYTES, EtcdStore, Heartbeats,
     StoreBackend,
 };
 use xlafn::{Error, ErrorCode};
@@ -116,16 +116,19 @@ fn healthy(endpoint: &str) -> bool {
         && reply.contains("\"health\":\"true\"")
 }
 
-fn join(etcd: &Etcd, run: &str, id: usize, n: usize) -> xlafn::Result<(EtcdStore, EtcdHeartbeats)> {
-    EtcdStore::join(
-        std::slice::from_ref(&etcd.endpoint),
-        run,
-        id,
-        n,
-        LEASE,
-        Duration::from_millis(200),
-        WAIT,
-    )
+fn join(etcd: &Etcd, run: &str, id: usize, n: usize) -> xlafn::Result<(EtcdStore, Heartbeats)> {
+    join_within(&etcd.endpoint, run, id, n, WAIT)
+}
+
+fn join_within(
+    endpoint: &str,
+    run: &str,
+    id: usize,
+    n: usize,
+    timeout: Duration,
+) -> xlafn::Result<(EtcdStore, Heartbeats)> {
+    let beat = Duration::from_millis(200);
+    EtcdStore::join(&[endpoint.to_string()], run, id, n, LEASE, beat, timeout)
 }
 
 fn code_and_message(e: &Error) -> (ErrorCode, &str) {
@@ -252,16 +255,7 @@ fn joining_waits_for_process_zero_and_gives_up_on_time() {
         return;
     };
     let began = Instant::now();
-    let e = EtcdStore::join(
-        std::slice::from_ref(&etcd.endpoint),
-        "zero",
-        1,
-        2,
-        LEASE,
-        Duration::from_millis(200),
-        Duration::from_millis(500),
-    )
-    .unwrap_err();
+    let e = join_within(&etcd.endpoint, "zero", 1, 2, Duration::from_millis(500)).unwrap_err();
     let (code, message) = code_and_message(&e);
     assert_eq!(code, ErrorCode::DeadlineExceeded, "{e}");
     assert!(message.contains("process 0 did not join"), "{e}");
@@ -275,16 +269,7 @@ fn joining_waits_for_process_zero_and_gives_up_on_time() {
 fn an_etcd_nobody_serves_times_out_and_a_bad_endpoint_is_refused() {
     let endpoint = format!("127.0.0.1:{}", free_port());
     let began = Instant::now();
-    let e = EtcdStore::join(
-        &[endpoint],
-        "none",
-        0,
-        1,
-        LEASE,
-        Duration::from_millis(200),
-        Duration::from_millis(500),
-    )
-    .unwrap_err();
+    let e = join_within(&endpoint, "none", 0, 1, Duration::from_millis(500)).unwrap_err();
     let (code, message) = code_and_message(&e);
     assert_eq!(code, ErrorCode::DeadlineExceeded, "{e}");
     assert!(message.contains("could not reach etcd"), "{e}");

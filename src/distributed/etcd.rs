@@ -1,5 +1,5 @@
 //! Layer: distributed (imports `error`, `store`'s trait and `kv_client`'s
-//! id check; ureq, serde_json and base64 from outside). The coordination
+//! id check and heartbeat thread; ureq, serde_json and base64 from outside). The coordination
 //! store on an etcd cluster the site already runs.
 //!
 //! It speaks etcd's v3 API through the JSON gateway every etcd since 3.4
@@ -28,6 +28,7 @@
 //! Waits poll (every 10 ms at first, backing off to 200 ms): a run's
 //! waits are few, and a poll needs no watch stream.
 
+use super::kv_client::Heartbeats;
 use super::store::CoordinationStore;
 use crate::error::{Error, ErrorCode, Result};
 use base64::Engine as _;
@@ -79,28 +80,6 @@ impl std::fmt::Debug for EtcdStore {
             .field("process_id", &self.inner.process_id)
             .field("num_processes", &self.inner.num_processes)
             .finish()
-    }
-}
-
-/// Keeps a process's lease alive until dropped; dropping it deletes the
-/// process's registration (a clean leave) and lets the lease expire.
-pub struct EtcdHeartbeats {
-    stop: Option<std::sync::mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for EtcdHeartbeats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EtcdHeartbeats")
-    }
-}
-
-impl Drop for EtcdHeartbeats {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -356,7 +335,7 @@ impl EtcdStore {
         lease_ttl: Duration,
         heartbeat_interval: Duration,
         timeout: Duration,
-    ) -> Result<(EtcdStore, EtcdHeartbeats)> {
+    ) -> Result<(EtcdStore, Heartbeats)> {
         let (id, n) = super::kv_client::check_ids(process_id, num_processes)?;
         if endpoints.is_empty() {
             return Err(Error::distributed(
@@ -581,33 +560,30 @@ impl CoordinationStore for EtcdStore {
 /// Keeps a process's lease alive: a keep-alive every `interval` until
 /// the returned guard is dropped, which then deletes the process's
 /// registration.
-fn start_heartbeats(inner: Arc<Inner>, interval: Duration) -> Result<EtcdHeartbeats> {
-    let (stop, stopped) = std::sync::mpsc::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("xlafn-etcd-lease".into())
-        .spawn(move || {
-            use std::sync::mpsc::RecvTimeoutError;
-            let body = json!({ "ID": inner.lease.to_string() });
-            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
-                match inner.post("/v3/lease/keepalive", &body) {
-                    Ok(reply) if reply["result"].get("TTL").and_then(int).unwrap_or(0) > 0 => {}
-                    Ok(_) => {
-                        tracing::warn!("distributed: this process's etcd lease has expired");
-                        return;
-                    }
-                    Err(e) => tracing::warn!(%e, "distributed: an etcd keep-alive failed"),
-                }
+fn start_heartbeats(inner: Arc<Inner>, interval: Duration) -> Result<Heartbeats> {
+    let body = json!({ "ID": inner.lease.to_string() });
+    let beating = inner.clone();
+    Heartbeats::spawn(
+        "xlafn-etcd-lease",
+        interval,
+        move || match beating.post("/v3/lease/keepalive", &body) {
+            Ok(reply) if reply["result"].get("TTL").and_then(int).unwrap_or(0) > 0 => true,
+            Ok(_) => {
+                tracing::warn!("distributed: this process's etcd lease has expired");
+                false
             }
+            Err(e) => {
+                tracing::warn!(%e, "distributed: an etcd keep-alive failed");
+                true
+            }
+        },
+        move || {
             let mine = format!("{}processes/{}", inner.prefix, inner.process_id);
             if let Err(e) = inner.delete_own(&mine) {
                 tracing::warn!(%e, "distributed: leaving the etcd run");
             }
-        })
-        .map_err(|e| Error::distributed(ErrorCode::ResourceExhausted, format!("no thread: {e}")))?;
-    Ok(EtcdHeartbeats {
-        stop: Some(stop),
-        thread: Some(thread),
-    })
+        },
+    )
 }
 
 #[cfg(test)]

@@ -36,10 +36,11 @@ pub struct KvClient {
     token: u64,
 }
 
-/// A process's heartbeats to the coordination service, sent on one
-/// connection of their own by a thread of their own, until dropped (which
-/// says `Leave` first, so the service does not take this process for
-/// dead when the connection closes).
+/// A process's heartbeats, sent by a thread of their own until dropped,
+/// which then leaves the run cleanly: to the built-in service on one
+/// connection of their own (saying `Leave`, so the service does not take
+/// this process for dead when the connection closes), or etcd lease
+/// keep-alives (deleting the registration).
 pub struct Heartbeats {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -48,6 +49,38 @@ pub struct Heartbeats {
 impl std::fmt::Debug for Heartbeats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Heartbeats")
+    }
+}
+
+impl Heartbeats {
+    /// Calls `beat` every `interval` on a thread named `name` until the
+    /// guard is dropped, then `leave`; a `beat` that returns false ends
+    /// the thread at once (there is nobody left to leave).
+    pub(super) fn spawn(
+        name: &str,
+        interval: Duration,
+        mut beat: impl FnMut() -> bool + Send + 'static,
+        leave: impl FnOnce() + Send + 'static,
+    ) -> Result<Heartbeats> {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                use std::sync::mpsc::RecvTimeoutError;
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                    if !beat() {
+                        return;
+                    }
+                }
+                leave();
+            })
+            .map_err(|e| {
+                Error::distributed(ErrorCode::ResourceExhausted, format!("no thread: {e}"))
+            })?;
+        Ok(Heartbeats {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
     }
 }
 
@@ -195,7 +228,6 @@ impl KvClient {
             Reply::Failed { code, message } => return Err(Error::distributed(code, message)),
             other => return Err(self.unexpected(&other)),
         }
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let (next, leave) = (
             beat(timeout).encode(),
             Request::Leave {
@@ -204,25 +236,16 @@ impl KvClient {
             }
             .encode(),
         );
-        let thread = std::thread::Builder::new()
-            .name("xlafn-heartbeat".into())
-            .spawn(move || {
-                use std::sync::mpsc::RecvTimeoutError;
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
-                    if frame::write_frame(&mut stream, &next).is_err() {
-                        // The coordinator is gone; the waits say so.
-                        return;
-                    }
-                }
+        let mut beats = stream.try_clone().map_err(|e| self.unreachable(e))?;
+        Heartbeats::spawn(
+            "xlafn-heartbeat",
+            interval,
+            // A failed write: the coordinator is gone, and the waits say so.
+            move || frame::write_frame(&mut beats, &next).is_ok(),
+            move || {
                 let _ = frame::write_frame(&mut stream, &leave);
-            })
-            .map_err(|e| {
-                Error::distributed(ErrorCode::ResourceExhausted, format!("no thread: {e}"))
-            })?;
-        Ok(Heartbeats {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+            },
+        )
     }
 
     /// This process's id among the processes of the service.

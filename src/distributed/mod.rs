@@ -82,7 +82,7 @@ mod service;
 mod store;
 
 pub use cluster::{Cluster, Launcher};
-pub use etcd::{ETCD_MAX_VALUE_BYTES, EtcdHeartbeats, EtcdStore};
+pub use etcd::{ETCD_MAX_VALUE_BYTES, EtcdStore};
 pub use kv_client::{Heartbeats, KvClient};
 pub use service::{KvService, MAX_BARRIERS, MAX_CONNECTIONS, MAX_KEYS, MAX_STORE_BYTES, MAX_WAIT};
 pub use store::{CoordinationStore, StoreBackend};
