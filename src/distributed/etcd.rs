@@ -1,6 +1,7 @@
-//! Layer: distributed (imports `error`, `store`'s trait and `kv_client`'s
-//! id check and heartbeat thread; ureq, serde_json and base64 from outside). The coordination
-//! store on an etcd cluster the site already runs.
+//! Layer: distributed (imports `error`, `store`'s trait, `kv_client`'s
+//! id and key checks and heartbeat thread, `service`'s duration format;
+//! ureq, serde_json and base64 from outside). The coordination store on
+//! an etcd cluster the site already runs.
 //!
 //! It speaks etcd's v3 API through the JSON gateway every etcd since 3.4
 //! serves on its client port (`POST /v3/kv/range`, `/v3/kv/txn`,
@@ -28,7 +29,8 @@
 //! Waits poll (every 10 ms at first, backing off to 200 ms): a run's
 //! waits are few, and a poll needs no watch stream.
 
-use super::kv_client::Heartbeats;
+use super::kv_client::{Heartbeats, check_key};
+use super::service::show_ms;
 use super::store::CoordinationStore;
 use crate::error::{Error, ErrorCode, Result};
 use base64::Engine as _;
@@ -41,8 +43,6 @@ use std::time::{Duration, Instant};
 /// The longest value stored: etcd refuses requests over 1.5 MiB unless
 /// started with a larger `--max-request-bytes`.
 pub const ETCD_MAX_VALUE_BYTES: usize = 1 << 20;
-/// The longest key.
-const MAX_KEY_BYTES: usize = 4 << 10;
 /// The longest reply read from etcd (a range of values, base64 in JSON).
 const MAX_REPLY_BYTES: u64 = 16 << 20;
 /// How long one HTTP request may take.
@@ -134,24 +134,9 @@ fn int(v: &Value) -> Option<i64> {
     }
 }
 
-fn check_key(key: &str, what: &str) -> Result<()> {
-    match key.len() > MAX_KEY_BYTES {
-        true => Err(Error::distributed(
-            ErrorCode::InvalidArgument,
-            format!(
-                "a {what} of {} bytes exceeds the limit of {MAX_KEY_BYTES}",
-                key.len()
-            ),
-        )),
-        false => Ok(()),
-    }
-}
-
+/// A duration as the built-in service's messages show it.
 fn show(d: Duration) -> String {
-    match d.as_millis() {
-        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
-        ms => format!("{ms}ms"),
-    }
+    show_ms(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Sleeps for the next poll, not past `deadline`; false once it is past.

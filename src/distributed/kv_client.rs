@@ -116,7 +116,7 @@ pub(super) fn check_ids(process_id: usize, num_processes: usize) -> Result<(u32,
     Ok((id, n))
 }
 
-fn check_key(key: &str, what: &str) -> Result<()> {
+pub(super) fn check_key(key: &str, what: &str) -> Result<()> {
     if key.len() > MAX_KEY_BYTES {
         return Err(Error::distributed(
             ErrorCode::InvalidArgument,

@@ -627,7 +627,7 @@ impl Shared {
 }
 
 /// A wait in milliseconds as people read it (`250ms`, `5s`).
-fn show_ms(ms: u64) -> String {
+pub(super) fn show_ms(ms: u64) -> String {
     match ms {
         ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
         ms => format!("{ms}ms"),

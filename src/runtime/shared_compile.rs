@@ -1,5 +1,5 @@
 //! Layer: runtime (imports `client`, `executable`, `options` and
-//! `kv_callbacks`' store; sha2 from outside). Compile once per
+//! `kv_callbacks`' store, and `files`' hex digests; sha2 from outside). Compile once per
 //! multi-process run: every process of a run calls the same sharded
 //! function, so without this each would compile the same program.
 //!
@@ -23,6 +23,7 @@ use super::executable::Executable;
 use super::kv_callbacks::KeyValueStore;
 use super::options::CompileOptions;
 use crate::error::{Error, ErrorCode, Result};
+use crate::files::{hex, sha256_hex};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,10 +73,6 @@ fn digest(client: &Client, mlir: &str, options: &[u8]) -> String {
         hash.update(part);
     }
     hex(&hash.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Compiles `mlir` once for the run when its devices span processes (see
@@ -151,7 +148,7 @@ fn publish(store: &dyn KeyValueStore, key: &str, bytes: &[u8]) -> Result<()> {
     for (i, chunk) in chunks.enumerate() {
         store.put(&format!("{key}/{i}"), chunk)?;
     }
-    let header = format!("ok {count} {} {}", bytes.len(), hex(&Sha256::digest(bytes)));
+    let header = format!("ok {count} {} {}", bytes.len(), sha256_hex(bytes));
     store.put(key, header.as_bytes())
 }
 
@@ -192,7 +189,7 @@ fn fetch(store: &dyn KeyValueStore, key: &str) -> Result<Vec<u8>> {
         }
         bytes.extend_from_slice(&chunk);
     }
-    if bytes.len() as u64 != len || hex(&Sha256::digest(&bytes)) != sha {
+    if bytes.len() as u64 != len || sha256_hex(&bytes) != sha {
         return Err(corrupt(key, "its bytes do not match their digest"));
     }
     Ok(bytes)
