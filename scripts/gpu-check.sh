@@ -63,7 +63,7 @@ run_module() {
   for other in $modules; do
     [ "$other" != "$m" ] && [[ "$other" == *"$m" ]] && skips+=(--skip "$other::")
   done
-  timeout -k 10 "$module_limit_s" "$exe" "$m::" "${skips[@]}" --test-threads=4 >"$logs/m-$m.log" 2>&1
+  timeout -k 10 "$module_limit_s" "$exe" "$m::" "${skips[@]}" --test-threads=4 --show-output >"$logs/m-$m.log" 2>&1
   echo $? >"$logs/m-$m.rc"
   echo $((SECONDS - began)) >"$logs/m-$m.secs"
 }
@@ -135,6 +135,11 @@ run() {
     echo
     echo "failing tests (the first 80; all of them in the log):"
     grep -hE '^test .* \.\.\. FAILED$' "$logs"/m-*.log | sed 's/^test /  /; s/ \.\.\. FAILED$//' | head -n 80 || true
+    echo
+    echo "skipped (each test that passed without running says why):"
+    for m in $modules; do
+      grep -hoE 'skipped: .*' "$logs/m-$m.log" | sort -u | sed "s/^/  $m: /" || true
+    done
   } >>"$table"
 
   for f in "$logs"/0-machine.log "$logs"/1-report.log "$logs"/m-*.log; do

@@ -311,7 +311,8 @@ fn env(name: &str) -> String {
 /// One process of a two-process run over etcd, through
 /// `distributed::initialize_with`, in which process 1 is killed after both
 /// passed a first barrier while process 0 waits in what `XLAFN_TEST_WAIT`
-/// names (a `barrier`, or a `get` of a key the victim would have set).
+/// names (a `barrier`, a `get` of a key the victim would have set, or the
+/// store's `await_death`).
 #[test]
 fn one_process_of_an_etcd_run_that_loses_one() {
     if !child::is_child(CHILD) {
@@ -342,6 +343,22 @@ fn one_process_of_an_etcd_run_that_loses_one() {
         unreachable!("still alive after kill -9");
     }
     let began = Instant::now();
+    if env("XLAFN_TEST_WAIT") == "death" {
+        // What the run's death watch waits on, to tell the plugins.
+        let dead = store.await_death(&[], WAIT).unwrap().expect("a death");
+        let took = began.elapsed();
+        assert_eq!(dead.id, 1, "{dead:?}");
+        assert!(took < NOTICED_WITHIN, "noticed after {took:?}: {dead:?}");
+        assert_eq!(
+            store.await_death(&[1], Duration::from_millis(300)).unwrap(),
+            None
+        );
+        println!(
+            "process 0 saw after {took:?}: process 1 is dead: {}",
+            dead.why
+        );
+        return;
+    }
     let failure = match env("XLAFN_TEST_WAIT").as_str() {
         "barrier" => store.barrier("after the step", WAIT).unwrap_err(),
         _ => store.get("the victim's result", WAIT).unwrap_err(),
@@ -393,6 +410,11 @@ fn killing_a_process_fails_the_others_etcd_barrier_naming_it() {
 #[test]
 fn killing_a_process_fails_the_others_etcd_get_naming_it() {
     lose_one("get");
+}
+
+#[test]
+fn a_killed_process_is_reported_dead_by_the_etcd_store() {
+    lose_one("death");
 }
 
 const FROM_ENV: &str = "one_process_of_an_etcd_run_from_the_environment";

@@ -183,6 +183,13 @@ fn a_process_whose_heartbeats_stop_is_taken_for_dead_after_its_bound() {
         "{message}"
     );
     assert!(began.elapsed() < NOTICED_WITHIN);
+    // The death watch hears of it once: a second wait that knows of
+    // process 1 finds nobody else dead.
+    let dead = survivor.await_death(&[], WAIT).unwrap().expect("a death");
+    assert_eq!(dead.id, 1);
+    assert_eq!(dead.why, "no heartbeat for 300ms");
+    let none = survivor.await_death(&[1], Duration::from_millis(200));
+    assert_eq!(none.unwrap(), None);
     // A heartbeat with someone else's token is refused.
     let mut stranger = TcpStream::connect(&addr).unwrap();
     let forged = Request::Heartbeat {
@@ -212,6 +219,10 @@ fn a_process_that_leaves_is_not_taken_for_dead() {
     drop(beats);
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(a.get("from b", WAIT).unwrap(), b"1");
+    assert_eq!(
+        a.await_death(&[], Duration::from_millis(200)).unwrap(),
+        None
+    );
     let e = a.get("never set", Duration::from_millis(200)).unwrap_err();
     assert!(matches!(
         e,
@@ -220,4 +231,28 @@ fn a_process_that_leaves_is_not_taken_for_dead() {
             ..
         }
     ));
+}
+
+/// For every process but 0, the coordination service going away is
+/// process 0's death (it served the service); process 0 itself gets an
+/// error instead.
+#[test]
+fn the_service_gone_is_process_zeros_death_to_the_others() {
+    let mut service = KvService::start("127.0.0.1:0", 2).unwrap();
+    let addr = service.local_addr().to_string();
+    let zero = KvClient::join(&addr, 0, 2, WAIT).unwrap();
+    let one = KvClient::join(&addr, 1, 2, WAIT).unwrap();
+    service.stop();
+    let dead = one
+        .await_death(&[], WAIT)
+        .unwrap()
+        .expect("process 0 is dead");
+    assert_eq!(dead.id, 0);
+    assert!(
+        dead.why
+            .starts_with("it served the coordination service, which is gone"),
+        "{}",
+        dead.why
+    );
+    assert!(zero.await_death(&[], WAIT).is_err());
 }

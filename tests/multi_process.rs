@@ -328,6 +328,65 @@ fn run_on_the_cpu_plugin_as(id: usize) {
     println!("process {id} of 2 passed");
 }
 
+/// How long a process of the killed-mid-step run may take to be taken
+/// for dead: its heartbeat timeout.
+const DEATH_BOUND: Duration = Duration::from_secs(5);
+
+/// A step over both processes during which process 1 is killed: process
+/// 0's execution, blocked in the collective (the shim, with
+/// `SHIM_EXECUTE_WAITS_FOR_PEER=2`, blocks the second one), fails within
+/// the heartbeat timeout with an error naming process 1, because the run's
+/// death watch told the plugin, which aborted the collective.
+fn run_killed_mid_step_as(id: usize) {
+    let options = DistributedOptions {
+        initialization_timeout: Duration::from_secs(60),
+        shutdown_timeout: Duration::from_secs(10),
+        heartbeat_interval: Duration::from_millis(500),
+        heartbeat_timeout: DEATH_BOUND,
+        ..Default::default()
+    };
+    distributed::initialize_with(&env("XLAFN_TEST_COORDINATOR"), 2, id, &options).unwrap();
+    let store = distributed::store().unwrap();
+    if id == 1 {
+        store.get("test/stepping", Duration::from_secs(60)).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        println!("process 1 kills itself mid-step");
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &std::process::id().to_string()])
+            .status();
+        std::thread::sleep(Duration::from_secs(60));
+        unreachable!("kill -9 did not kill process 1");
+    }
+    let n = xlafn::devices().unwrap().len();
+    let mesh = Mesh::new(&[("data", n)]).unwrap();
+    let x = Tensor::from_vec(vec![1f32; 2 * n], &[2 * n as i64])
+        .unwrap()
+        .shard(&rows(&mesh))
+        .unwrap();
+    let f = FunctionOptions::new()
+        .in_shardings(vec![Some(rows(&mesh))])
+        .build(|x: Tensor| x.reduce_sum(&[0], false));
+    // The first step runs (and compiles); the second waits on process 1.
+    assert_eq!(f32s(&f.call((&x,)).unwrap()), [n as f32]);
+    store.set("test/stepping", b"").unwrap();
+    let started = std::time::Instant::now();
+    let e = f.call((&x,)).unwrap_err().to_string();
+    let waited = started.elapsed();
+    assert!(
+        e.starts_with(
+            "UnavailableError: a program over the run's processes failed because \
+             process 1 is dead: "
+        ) && e.contains("collective aborted"),
+        "{e}"
+    );
+    assert!(waited < DEATH_BOUND + Duration::from_secs(2), "{waited:?}");
+    println!("process 0: the step failed after {waited:?}: {e}");
+    // Leaving a run whose other process died is an error, not a hang.
+    let e = distributed::shutdown().unwrap_err().to_string();
+    assert!(e.contains("process 1 is dead"), "{e}");
+    println!("process 0 of 2 passed");
+}
+
 #[test]
 fn one_process_of_a_two_process_run() {
     if !child::is_child(CHILD) {
@@ -337,6 +396,7 @@ fn one_process_of_a_two_process_run() {
     match env("XLAFN_TEST_SCENARIO").as_str() {
         "shim" => run_as(id, true),
         "gpus" => run_as(id, false),
+        "killed_mid_step" => run_killed_mid_step_as(id),
         _ => run_on_the_cpu_plugin_as(id),
     }
 }
@@ -436,6 +496,70 @@ fn two_processes_lay_out_and_run_one_program_over_a_mesh_spanning_both() {
             ("XLAFN_CUDA_PLUGIN", shim.to_str().unwrap()),
             ("SHIM_REAL_PJRT_PLUGIN", real.to_str().unwrap()),
         ],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg_attr(xlafn_device_cuda, ignore = "wraps the CPU plugin")]
+#[test]
+fn a_process_killed_mid_step_fails_the_others_step_naming_it() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("multi-process-killed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let Some(shim) = shim_plugin(&dir) else {
+        return;
+    };
+    let real = default_plugin_path().unwrap();
+    let coordinator = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("127.0.0.1:{}", listener.local_addr().unwrap().port())
+    };
+    let runs: Vec<_> = (0..2)
+        .map(|id| {
+            let env: Vec<(String, String)> = [
+                ("XLAFN_DEVICE", "cuda"),
+                ("XLAFN_CUDA_PLUGIN", shim.to_str().unwrap()),
+                ("SHIM_REAL_PJRT_PLUGIN", real.to_str().unwrap()),
+                ("SHIM_EXECUTE_WAITS_FOR_PEER", "2"),
+                ("XLAFN_TEST_SCENARIO", "killed_mid_step"),
+                ("XLAFN_TEST_COORDINATOR", &coordinator),
+                ("XLAFN_TEST_PROCESS_ID", &id.to_string()),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            std::thread::spawn(move || {
+                let env: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                child::run_child(CHILD, &env, LIMIT)
+            })
+        })
+        .collect();
+    let runs: Vec<_> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+    let (zero, one) = (&runs[0], &runs[1]);
+    assert!(
+        zero.success && zero.stdout.contains("process 0 of 2 passed"),
+        "process 0 ({}):\n{}\n{}",
+        zero.status,
+        zero.stdout,
+        zero.stderr
+    );
+    // Asked of a CUDA plugin, so that XLA aborts such collectives.
+    assert!(
+        zero.stderr
+            .contains("two_process_shim: create option abort_collectives_on_failure=1"),
+        "{}",
+        zero.stderr
+    );
+    for line in zero.stdout.lines().filter(|l| l.contains("process 0:")) {
+        println!("{line}");
+    }
+    assert!(
+        !one.success && one.stdout.contains("process 1 kills itself mid-step"),
+        "process 1 ({}):\n{}\n{}",
+        one.status,
+        one.stdout,
+        one.stderr
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -31,7 +31,7 @@
 
 use super::kv_client::{Heartbeats, check_key};
 use super::service::show_ms;
-use super::store::CoordinationStore;
+use super::store::{CoordinationStore, DeadProcess};
 use crate::error::{Error, ErrorCode, Result};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -283,27 +283,34 @@ impl Inner {
         Ok(found)
     }
 
-    /// An error naming a process among `needed` that registered once and
-    /// whose registration is gone (its lease expired), if there is one.
-    fn dead(&self, waiting: &str, needed: impl Fn(u32) -> bool) -> Result<Option<Error>> {
+    /// The processes that registered once and whose registration is gone
+    /// (their lease expired, or they left), in id order.
+    fn gone(&self) -> Result<Vec<u32>> {
         let alive: BTreeSet<u32> = self.registered()?.into_iter().map(|r| r.0).collect();
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.extend(alive.iter().copied());
-        let dead = seen
+        Ok(seen
             .iter()
             .copied()
-            .find(|p| !alive.contains(p) && needed(*p));
+            .filter(|p| !alive.contains(p))
+            .collect())
+    }
+
+    /// An error naming a process among `needed` that registered once and
+    /// whose registration is gone (its lease expired), if there is one.
+    fn dead(&self, waiting: &str, needed: impl Fn(u32) -> bool) -> Result<Option<Error>> {
+        let dead = self.gone()?.into_iter().find(|p| needed(*p));
         Ok(dead.map(|p| {
             self.failure(
                 ErrorCode::Unavailable,
-                format!(
-                    "{waiting}: process {p} is dead: its etcd lease expired (no heartbeat within \
-                     the heartbeat timeout)"
-                ),
+                format!("{waiting}: process {p} is dead: {LEASE_EXPIRED}"),
             )
         }))
     }
 }
+
+/// Why a process whose registration vanished is taken for dead.
+const LEASE_EXPIRED: &str = "its etcd lease expired (no heartbeat within the heartbeat timeout)";
 
 impl EtcdStore {
     /// Joins the run `run_id` in the etcd at `endpoints` as process
@@ -537,6 +544,23 @@ impl CoordinationStore for EtcdStore {
                         self.inner.num_processes
                     ),
                 ));
+            }
+        }
+    }
+
+    fn await_death(&self, known: &[usize], timeout: Duration) -> Result<Option<DeadProcess>> {
+        let deadline = Instant::now() + timeout;
+        let mut poll = FIRST_POLL;
+        loop {
+            let dead = self.inner.gone()?.into_iter().map(|p| p as usize);
+            if let Some(id) = dead.into_iter().find(|p| !known.contains(p)) {
+                return Ok(Some(DeadProcess {
+                    id,
+                    why: LEASE_EXPIRED.into(),
+                }));
+            }
+            if !pause(&mut poll, deadline) {
+                return Ok(None);
             }
         }
     }

@@ -31,6 +31,9 @@ pub const MAX_KEY_BYTES: usize = 4 << 10;
 pub const MAX_VALUE_BYTES: usize = 4 << 20;
 /// The longest error message a reply carries, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 4 << 10;
+/// The most known-dead processes an `AwaitDeath` may list (a run has at
+/// most `u32::MAX` processes, but a frame holds at most this many ids).
+pub const MAX_KNOWN_DEAD: usize = 64 << 10;
 /// The largest frame body: a value with its key and the fixed fields.
 pub const MAX_BODY_BYTES: usize = MAX_VALUE_BYTES + MAX_KEY_BYTES + 64;
 
@@ -98,6 +101,14 @@ pub enum Request {
         /// The token it registered with.
         token: u64,
     },
+    /// Wait up to `timeout_ms` until a process not in `known` is dead:
+    /// `Dead` names it, `NotFound` says none died in time.
+    AwaitDeath {
+        /// The dead processes the asker already knows of.
+        known: Vec<u32>,
+        /// How long the service waits, in milliseconds.
+        timeout_ms: u64,
+    },
 }
 
 /// What the service answers.
@@ -115,6 +126,13 @@ pub enum Reply {
         code: ErrorCode,
         /// What went wrong.
         message: String,
+    },
+    /// `AwaitDeath`: process `process_id` is dead.
+    Dead {
+        /// The dead process.
+        process_id: u32,
+        /// Why the service takes it for dead.
+        why: String,
     },
 }
 
@@ -248,7 +266,7 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
 mod wire {
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct Request {
-        #[prost(oneof = "Kind", tags = "1, 2, 3, 4, 5, 6, 7")]
+        #[prost(oneof = "Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
         pub kind: Option<Kind>,
     }
 
@@ -268,6 +286,16 @@ mod wire {
         Heartbeat(Heartbeat),
         #[prost(message, tag = "7")]
         Leave(Leave),
+        #[prost(message, tag = "8")]
+        AwaitDeath(AwaitDeath),
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct AwaitDeath {
+        #[prost(uint32, repeated, tag = "1")]
+        pub known: Vec<u32>,
+        #[prost(uint64, tag = "2")]
+        pub timeout_ms: u64,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -332,7 +360,7 @@ mod wire {
 
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct Reply {
-        #[prost(oneof = "Answer", tags = "1, 2, 3, 4")]
+        #[prost(oneof = "Answer", tags = "1, 2, 3, 4, 5")]
         pub answer: Option<Answer>,
     }
 
@@ -346,6 +374,16 @@ mod wire {
         NotFound(Empty),
         #[prost(message, tag = "4")]
         Failed(Failed),
+        #[prost(message, tag = "5")]
+        Dead(Dead),
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Dead {
+        #[prost(uint32, tag = "1")]
+        pub process_id: u32,
+        #[prost(string, tag = "2")]
+        pub why: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -410,6 +448,9 @@ impl Request {
                 timeout_ms,
             }),
             Request::Leave { process_id, token } => Kind::Leave(wire::Leave { process_id, token }),
+            Request::AwaitDeath { known, timeout_ms } => {
+                Kind::AwaitDeath(wire::AwaitDeath { known, timeout_ms })
+            }
         };
         wire::Request { kind: Some(kind) }.encode_to_vec()
     }
@@ -449,6 +490,17 @@ impl Request {
                 process_id: m.process_id,
                 token: m.token,
             },
+            Some(Kind::AwaitDeath(m)) => Request::AwaitDeath {
+                known: match m.known.len() {
+                    n if n > MAX_KNOWN_DEAD => {
+                        return Err(malformed(format!(
+                            "{n} known dead processes exceed the limit of {MAX_KNOWN_DEAD}"
+                        )));
+                    }
+                    _ => m.known,
+                },
+                timeout_ms: m.timeout_ms,
+            },
         })
     }
 }
@@ -465,6 +517,10 @@ impl Reply {
             Reply::Failed { code, message } => Answer::Failed(wire::Failed {
                 code: code.raw(),
                 message: truncate(message, MAX_MESSAGE_BYTES).to_string(),
+            }),
+            Reply::Dead { process_id, why } => Answer::Dead(wire::Dead {
+                process_id: *process_id,
+                why: truncate(why, MAX_MESSAGE_BYTES).to_string(),
             }),
         };
         wire::Reply {
@@ -486,6 +542,10 @@ impl Reply {
             Some(Answer::Failed(f)) => Reply::Failed {
                 code: ErrorCode::from_raw(f.code),
                 message: bounded(f.message, MAX_MESSAGE_BYTES, "the message")?,
+            },
+            Some(Answer::Dead(d)) => Reply::Dead {
+                process_id: d.process_id,
+                why: bounded(d.why, MAX_MESSAGE_BYTES, "the reason")?,
             },
         })
     }
@@ -539,6 +599,14 @@ mod tests {
                 process_id: 0,
                 token: u64::MAX,
             },
+            Request::AwaitDeath {
+                known: vec![1, 3],
+                timeout_ms: 500,
+            },
+            Request::AwaitDeath {
+                known: Vec::new(),
+                timeout_ms: 0,
+            },
         ]
     }
 
@@ -550,6 +618,10 @@ mod tests {
             Reply::Failed {
                 code: ErrorCode::AlreadyExists,
                 message: "process id 1 has already joined".into(),
+            },
+            Reply::Dead {
+                process_id: 2,
+                why: "no heartbeat for 5s".into(),
             },
         ]
     }
@@ -566,6 +638,16 @@ mod tests {
 
     fn message(r: Result<impl std::fmt::Debug>) -> String {
         r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_death_wait_listing_too_many_known_processes_is_malformed() {
+        let request = Request::AwaitDeath {
+            known: vec![7; MAX_KNOWN_DEAD + 1],
+            timeout_ms: 1,
+        };
+        let e = message(Request::decode(&request.encode()));
+        assert!(e.contains("known dead processes exceed the limit"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Layer: distributed (imports `error`, `frame`, `service`'s limits and the
-//! runtime's `KeyValueStore` trait). A process's handle on the
+//! Layer: distributed (imports `error`, `frame`, `service`'s limits and
+//! the `store` trait it implements). A process's handle on the
 //! coordination service: it joins once, then sets, gets and waits.
 //!
 //! Every request opens its own connection. Requests are rare (the
@@ -15,8 +15,8 @@
 
 use super::frame::{self, MAX_KEY_BYTES, MAX_VALUE_BYTES, Reply, Request};
 use super::service::MAX_WAIT;
+use super::store::DeadProcess;
 use crate::error::{Error, ErrorCode, Result};
-use crate::runtime::KeyValueStore;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -131,7 +131,7 @@ pub(super) fn check_key(key: &str, what: &str) -> Result<()> {
 
 /// A random number that tells this client's registration from another
 /// process's with the same id.
-fn draw_token(process_id: u32) -> u64 {
+pub(super) fn draw_token(process_id: u32) -> u64 {
     use std::hash::BuildHasher;
     std::hash::RandomState::new().hash_one((process_id, std::process::id(), Instant::now()))
 }
@@ -324,6 +324,35 @@ impl KvClient {
         self.expect_done(self.call(&request, timeout.min(MAX_WAIT))?)
     }
 
+    /// Waits up to `timeout` until the service finds a process not in
+    /// `known` dead. The service lives in process 0: when it cannot be
+    /// reached, process 0 is what died (for process 0 itself, an error).
+    pub fn await_death(&self, known: &[usize], timeout: Duration) -> Result<Option<DeadProcess>> {
+        let request = Request::AwaitDeath {
+            known: known
+                .iter()
+                .filter_map(|&p| u32::try_from(p).ok())
+                .collect(),
+            timeout_ms: wire_ms(timeout),
+        };
+        match self.call(&request, timeout.min(MAX_WAIT)) {
+            Ok(Reply::Dead { process_id, why }) => Ok(Some(DeadProcess {
+                id: process_id as usize,
+                why,
+            })),
+            Ok(Reply::NotFound) => Ok(None),
+            Ok(other) => Err(self.unexpected(&other)),
+            Err(Error::Distributed {
+                code: ErrorCode::Unavailable,
+                message,
+            }) if self.process_id != 0 && !known.contains(&0) => Ok(Some(DeadProcess {
+                id: 0,
+                why: format!("it served the coordination service, which is gone ({message})"),
+            })),
+            Err(e) => Err(e),
+        }
+    }
+
     fn expect_done(&self, reply: Reply) -> Result<()> {
         match reply {
             Reply::Done => Ok(()),
@@ -427,20 +456,6 @@ fn resolve(coordinator: &str) -> Result<Vec<SocketAddr>> {
     }
 }
 
-impl KeyValueStore for KvClient {
-    fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>> {
-        KvClient::get(self, key, timeout)
-    }
-
-    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        KvClient::try_get(self, key)
-    }
-
-    fn put(&self, key: &str, value: &[u8]) -> Result<()> {
-        KvClient::set(self, key, value)
-    }
-}
-
 impl super::store::CoordinationStore for KvClient {
     fn process_id(&self) -> usize {
         KvClient::process_id(self)
@@ -472,5 +487,9 @@ impl super::store::CoordinationStore for KvClient {
 
     fn barrier(&self, name: &str, timeout: Duration) -> Result<()> {
         KvClient::barrier(self, name, timeout)
+    }
+
+    fn await_death(&self, known: &[usize], timeout: Duration) -> Result<Option<DeadProcess>> {
+        KvClient::await_death(self, known, timeout)
     }
 }

@@ -2,7 +2,8 @@
 //! `jax.distributed`: several processes, each driving its own devices, run
 //! one program together. Imports `error`, `environment` and `files` (the
 //! launcher's variables and `/etc/hosts`, in [`cluster`]), `runtime`
-//! (the PJRT client and its `KeyValueStore` trait), and ureq for etcd;
+//! (the PJRT client, its `KeyValueStore` trait and the report of a dead
+//! process, in `death_watch`), and ureq for etcd;
 //! nothing above the runtime imports it.
 //!
 //! Every process calls [`initialize`] with the same coordinator address and
@@ -75,6 +76,7 @@
 //! connection that sent it.
 
 pub mod cluster;
+mod death_watch;
 mod etcd;
 pub mod frame;
 mod kv_client;
@@ -85,10 +87,11 @@ pub use cluster::{Cluster, Launcher};
 pub use etcd::{ETCD_MAX_VALUE_BYTES, EtcdStore};
 pub use kv_client::{Heartbeats, KvClient};
 pub use service::{KvService, MAX_BARRIERS, MAX_CONNECTIONS, MAX_KEYS, MAX_STORE_BYTES, MAX_WAIT};
-pub use store::{CoordinationStore, StoreBackend};
+pub use store::{CoordinationStore, DeadProcess, StoreBackend};
 
 use crate::error::{Error, Result};
 use crate::runtime::{Client, KeyValueStore, OptionValue};
+use death_watch::DeathWatch;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -138,7 +141,10 @@ struct Global {
     /// Process 0's service, stopped when dropped.
     service: Option<KvService>,
     /// This process's heartbeats, ended (with a clean leave) by `shutdown`.
-    heartbeats: Option<Box<dyn Send>>,
+    heartbeats: Option<Heartbeats>,
+    /// The thread that tells the plugins of deaths; `shutdown` stops it
+    /// first, so processes leaving are not reported.
+    death_watch: Option<DeathWatch>,
     shutdown_timeout: Duration,
 }
 
@@ -274,15 +280,26 @@ pub fn initialize_with(
         coordinator,
         "distributed system initialized"
     );
+    let incarnations = death_watch::exchange_incarnations(&*client, deadline).map_err(|e| {
+        context(
+            e,
+            "distributed::initialize: exchanging the processes' incarnations",
+        )
+    })?;
+    let death_watch = match num_processes {
+        1 => None,
+        _ => Some(DeathWatch::start(client.clone())?),
+    };
     let keys = Arc::new(PluginKeys {
         prefix: "xlafn/pjrt/default/".into(),
         store: client.clone(),
     });
-    crate::runtime::join_run(process_id, num_processes, keys)?;
+    crate::runtime::join_run(process_id, num_processes, keys, incarnations)?;
     *lock(&GLOBAL) = Some(Global {
         client,
         service,
         heartbeats: Some(heartbeats),
+        death_watch,
         shutdown_timeout: options.shutdown_timeout,
     });
     Ok(())
@@ -290,7 +307,7 @@ pub fn initialize_with(
 
 /// What joining the chosen store gives: the store, process 0's service
 /// (built-in store only) and the heartbeats that keep this process alive.
-type Joined = (Arc<dyn CoordinationStore>, Option<KvService>, Box<dyn Send>);
+type Joined = (Arc<dyn CoordinationStore>, Option<KvService>, Heartbeats);
 
 /// Joins the store `options` chose, with its heartbeats running.
 fn join_store(
@@ -314,7 +331,7 @@ fn join_store(
             let heartbeats = client
                 .start_heartbeats(options.heartbeat_interval, options.heartbeat_timeout)
                 .map_err(|e| context(e, "distributed::initialize: starting the heartbeats"))?;
-            Ok((Arc::new(client), service, Box::new(heartbeats)))
+            Ok((Arc::new(client), service, heartbeats))
         }
         StoreBackend::Etcd { endpoints, run_id } => {
             let run_id = match run_id.is_empty() {
@@ -330,7 +347,7 @@ fn join_store(
                 options.heartbeat_interval,
                 options.initialization_timeout,
             )?;
-            Ok((Arc::new(store), None, Box::new(heartbeats)))
+            Ok((Arc::new(store), None, heartbeats))
         }
     }
 }
@@ -351,12 +368,13 @@ fn context(e: Error, doing: &str) -> Error {
 /// the wait fails; without [`initialize`], it does nothing.
 pub fn shutdown() -> Result<()> {
     let _lifecycle = lock(&LIFECYCLE);
-    let Some((client, timeout)) = lock(&GLOBAL)
-        .as_ref()
-        .map(|g| (g.client.clone(), g.shutdown_timeout))
+    let Some((client, timeout, death_watch)) = lock(&GLOBAL)
+        .as_mut()
+        .map(|g| (g.client.clone(), g.shutdown_timeout, g.death_watch.take()))
     else {
         return Ok(());
     };
+    drop(death_watch);
     let waited = match client.num_processes() {
         1 => Ok(()),
         _ => client

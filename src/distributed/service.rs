@@ -436,6 +436,22 @@ impl Shared {
                 process_id,
                 timeout_ms,
             } => self.barrier(&name, process_id, timeout_ms),
+            Request::AwaitDeath { known, timeout_ms } => {
+                let found = self.wait_for(timeout_ms, |s| {
+                    s.dead
+                        .iter()
+                        .find(|(id, _)| !known.contains(id))
+                        .map(|(&process_id, why)| Reply::Dead {
+                            process_id,
+                            why: why.clone(),
+                        })
+                });
+                match found {
+                    Ok(Some(dead)) => dead,
+                    Ok(None) => Reply::NotFound,
+                    Err(reply) => reply,
+                }
+            }
             // Only the first frame of a liveness connection (see `watch`).
             Request::Heartbeat { .. } | Request::Leave { .. } => failed(
                 ErrorCode::InvalidArgument,

@@ -64,4 +64,21 @@ pub trait CoordinationStore: Send + Sync + std::fmt::Debug {
     /// `timeout`, a `DeadlineExceededError` listing the missing processes.
     /// Each name can be passed once.
     fn barrier(&self, name: &str, timeout: Duration) -> Result<()>;
+
+    /// Waits until the store finds a process of the run dead that is not
+    /// among `known` (its id and why), at most `timeout`: `Ok(None)` when
+    /// none died. A process that left cleanly is not dead. A store that
+    /// cannot be reached at all says so as an error, except the built-in
+    /// service, whose unreachability *is* process 0's death.
+    fn await_death(&self, known: &[usize], timeout: Duration) -> Result<Option<DeadProcess>>;
+}
+
+/// A process of the run that the store found dead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadProcess {
+    /// Its id.
+    pub id: usize,
+    /// Why it is taken for dead ("its liveness connection closed", "its
+    /// etcd lease expired", ...).
+    pub why: String,
 }

@@ -380,11 +380,14 @@ impl Buffer {
         )?;
         // SAFETY: live buffer; the returned event is owned and awaited below.
         plugin.check(unsafe { f(&mut args) }, "PJRT_Buffer_ReadyEvent")?;
-        plugin.await_event(
-            args.event,
-            "PJRT_Buffer_ReadyEvent",
-            self.wait_history.as_deref(),
-        )
+        // A value that an aborted collective was computing fails here.
+        plugin
+            .await_event(
+                args.event,
+                "PJRT_Buffer_ReadyEvent",
+                self.wait_history.as_deref(),
+            )
+            .map_err(super::run_health::name_the_dead)
     }
 
     /// Copies the whole buffer into host memory, as raw bytes.
@@ -463,11 +466,14 @@ impl Buffer {
         // SAFETY: `out` holds the full dense size of the buffer and stays
         // borrowed until the copy's event has been awaited below.
         plugin.check(unsafe { f(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
-        plugin.await_event(
-            args.event,
-            "PJRT_Buffer_ToHostBuffer",
-            self.wait_history.as_deref(),
-        )
+        // A value that an aborted collective was computing fails here.
+        plugin
+            .await_event(
+                args.event,
+                "PJRT_Buffer_ToHostBuffer",
+                self.wait_history.as_deref(),
+            )
+            .map_err(super::run_health::name_the_dead)
     }
 
     /// A buffer of `spec` for an output slot: a recycled one when the pool

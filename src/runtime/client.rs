@@ -212,6 +212,12 @@ impl Client {
     /// The CPU plugin is refused before anything is created, with
     /// `UnimplementedError:` and [`CPU_MULTI_PROCESS_MESSAGE`]: it has only
     /// in-process collectives and would silently ignore both.
+    ///
+    /// The CUDA plugin (`platform_name` "cuda") is also asked for
+    /// `abort_collectives_on_failure`, unless the options say otherwise:
+    /// when the run's store finds a process dead, the client is told, and
+    /// aborts the collectives that wait on it (see the guide's
+    /// multi-process chapter).
     pub fn distributed(
         path: &Path,
         options: &[(String, OptionValue)],
@@ -238,6 +244,9 @@ impl Client {
         let mut options = options.to_vec();
         options.push(("node_id".into(), as_int(node_id)));
         options.push(("num_nodes".into(), as_int(num_nodes)));
+        if is_cuda(&options) && !options.iter().any(|(n, _)| n == ABORT_COLLECTIVES) {
+            options.push((ABORT_COLLECTIVES.into(), OptionValue::Bool(true)));
+        }
         let plugin = Plugin::load(path)?;
         validate_options(path, &options)?;
         let handle = StoreHandle::new(store);
@@ -247,6 +256,7 @@ impl Client {
             // A CPU plugin under another file name: it ignored the options.
             return Err(cpu_multi_process_error());
         }
+        super::run_health::register(&client);
         Ok(client)
     }
 
@@ -649,6 +659,17 @@ fn cuda_plugin_choice() -> Result<PluginChoice> {
     }
 }
 
+/// The create option that makes XLA's GPU client abort the collectives
+/// of a process reported dead (`PJRT_Client_UpdateGlobalProcessInfo`).
+const ABORT_COLLECTIVES: &str = "abort_collectives_on_failure";
+
+/// Do these create options ask for the CUDA platform?
+fn is_cuda(options: &[(String, OptionValue)]) -> bool {
+    options
+        .iter()
+        .any(|(n, v)| n == "platform_name" && matches!(v, OptionValue::Str(s) if s == "cuda"))
+}
+
 /// The multi-process run this process joined, which the default client
 /// is made for: this process's id, the process count and the run's
 /// key-value store.
@@ -676,13 +697,18 @@ pub(crate) fn check_can_join_run(num_nodes: usize) -> Result<()> {
 /// process `node_id` of `num_nodes` whose plugin exchanges what its
 /// collectives need through `store` (see [`Client::distributed`]).
 #[cfg_attr(not(feature = "distributed"), allow(dead_code))]
+///
+/// `incarnations` (one per process, agreed by all) tell the plugins'
+/// collectives which processes they were built with.
 pub(crate) fn join_run(
     node_id: usize,
     num_nodes: usize,
     store: Arc<dyn KeyValueStore>,
+    incarnations: Vec<u64>,
 ) -> Result<()> {
     check_can_join_run(num_nodes)?;
     *RUN.lock().unwrap_or_else(|e| e.into_inner()) = Some((node_id, num_nodes, store));
+    super::run_health::begin_run(incarnations);
     Ok(())
 }
 
@@ -690,6 +716,7 @@ pub(crate) fn join_run(
 #[cfg_attr(not(feature = "distributed"), allow(dead_code))]
 pub(crate) fn leave_run() {
     RUN.lock().unwrap_or_else(|e| e.into_inner()).take();
+    super::run_health::end_run();
 }
 
 /// `device`, checked to be one of the default client's devices (a device

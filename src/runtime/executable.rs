@@ -489,7 +489,9 @@ impl Executable {
         )?;
         // SAFETY: the lists are as the caller guarantees; the options and
         // the event slots (one per device) outlive the call.
-        plugin.check(unsafe { f(&mut exec) }, "PJRT_LoadedExecutable_Execute")?;
+        plugin
+            .check(unsafe { f(&mut exec) }, "PJRT_LoadedExecutable_Execute")
+            .map_err(super::run_health::name_the_dead)?;
         if first_run && done.iter().all(|&e| plugin.event_is_ready(e)) {
             self.tracks_completion.store(false, Ordering::Relaxed);
         }
@@ -501,7 +503,10 @@ impl Executable {
             if first_run {
                 super::in_flight::after_first_run();
             }
-            waited.into_iter().collect::<Result<()>>()?;
+            waited
+                .into_iter()
+                .collect::<Result<()>>()
+                .map_err(super::run_health::name_the_dead)?;
         } else if tracked {
             super::in_flight::keep(plugin, done);
         }

@@ -8,7 +8,8 @@
  * It loads the CPU plugin named by SHIM_REAL_PJRT_PLUGIN and passes every
  * call through, except:
  * - PJRT_Client_Create reads node_id and num_nodes (2 is the only count it
- *   knows) and makes a CPU client of 4 devices. Node k drives devices 2k
+ *   knows), prints the boolean create options to stderr, and makes a CPU
+ *   client of 4 devices. Node k drives devices 2k
  *   and 2k+1; the others belong to the other node.
  * - The client's addressable devices, a device's process index and
  *   addressability, and a loaded program's addressable devices follow
@@ -21,9 +22,20 @@
  *   node's results and completion events are handed back.
  *
  * So a program's local results are what the real run would give if the
- * other process's blocks were zeros, which the test computes by hand. */
+ * other process's blocks were zeros, which the test computes by hand.
+ *
+ * With SHIM_EXECUTE_WAITS_FOR_PEER=k, the k-th execution over both nodes
+ * and every later one stand for a collective whose peer never comes:
+ * each blocks until
+ * PJRT_Client_UpdateGlobalProcessInfo reports the other node not
+ * connected, then fails with an ABORTED error of the shim's own, as XLA's
+ * GPU client does when it aborts such a collective
+ * (abort_collectives_on_failure). */
 
+#define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +101,14 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
     die("needs node_id 0 or 1 of num_nodes 2");
   }
   node = (int)id;
+  /* Said, so that a test can check what xlafn asked of a CUDA plugin. */
+  for (size_t i = 0; i < args->num_options; i++) {
+    const PJRT_NamedValue* o = &args->create_options[i];
+    if (o->type == PJRT_NamedValue_kBool) {
+      fprintf(stderr, "two_process_shim: create option %.*s=%d\n",
+              (int)o->name_size, o->name, (int)o->bool_value);
+    }
+  }
   static const char count_name[] = "cpu_device_count";
   PJRT_NamedValue count = {0};
   count.struct_size = PJRT_NamedValue_STRUCT_SIZE;
@@ -231,6 +251,62 @@ static PJRT_Buffer* zeros_like(PJRT_Client* client, PJRT_Buffer* like,
 
 static PJRT_Client* shim_client;
 
+/* Set once the other node is reported not connected. */
+static atomic_int peer_gone;
+/* From which execution over both nodes on executions wait (0: never). */
+static long execute_waits_for_peer;
+static atomic_long executions_over_both;
+
+static PJRT_Error* update_global_process_info(
+    PJRT_Client_UpdateGlobalProcessInfo_Args* args) {
+  for (size_t i = 0; i < args->num_process_infos; i++) {
+    const PJRT_ProcessInfo* info = &args->process_infos[i];
+    if (info->task_id != node && info->state != PJRT_ProcessState_kConnected) {
+      fprintf(stderr, "two_process_shim: told that process %d is not connected\n",
+              info->task_id);
+      atomic_store(&peer_gone, 1);
+    }
+  }
+  return NULL;
+}
+
+/* The shim's one error of its own; every other error is the real
+ * plugin's, and its calls pass through. */
+static int shim_error_tag;
+#define SHIM_ERROR ((PJRT_Error*)&shim_error_tag)
+static const char shim_error_message[] =
+    "collective aborted: a process it waited on is not connected";
+
+static void error_destroy(PJRT_Error_Destroy_Args* args) {
+  if (args->error != SHIM_ERROR) real->PJRT_Error_Destroy(args);
+}
+
+static void error_message(PJRT_Error_Message_Args* args) {
+  if (args->error != SHIM_ERROR) {
+    real->PJRT_Error_Message(args);
+    return;
+  }
+  args->message = shim_error_message;
+  args->message_size = strlen(shim_error_message);
+}
+
+static PJRT_Error* error_get_code(PJRT_Error_GetCode_Args* args) {
+  if (args->error != SHIM_ERROR) return real->PJRT_Error_GetCode(args);
+  args->code = PJRT_Error_Code_ABORTED;
+  return NULL;
+}
+
+/* Blocks as a collective with a missing peer would, for at most 120 s. */
+static PJRT_Error* wait_for_the_peer_to_be_gone(void) {
+  const struct timespec tick = {0, 10 * 1000 * 1000};
+  for (int i = 0; i < 12000; i++) {
+    if (atomic_load(&peer_gone)) return SHIM_ERROR;
+    nanosleep(&tick, NULL);
+  }
+  die("waited 120 s in a collective and nobody reported the peer gone");
+  return NULL;
+}
+
 static PJRT_Error* execute(PJRT_LoadedExecutable_Execute_Args* args) {
   if (args->execute_device != NULL) return real->PJRT_LoadedExecutable_Execute(args);
   PJRT_Device* const* all;
@@ -239,6 +315,10 @@ static PJRT_Error* execute(PJRT_LoadedExecutable_Execute_Args* args) {
   for (size_t i = 0; i < n; i++) mine += (size_t)is_local(all[i]);
   if (args->num_devices != mine || mine == 0) {
     die("execute got another number of argument lists than local devices");
+  }
+  if (mine < n && execute_waits_for_peer > 0 &&
+      atomic_fetch_add(&executions_over_both, 1) + 1 >= execute_waits_for_peer) {
+    return wait_for_the_peer_to_be_gone();
   }
   PJRT_Buffer* const** arg_lists = calloc(n, sizeof *arg_lists);
   PJRT_Buffer*** zero_lists = calloc(n, sizeof *zero_lists);
@@ -338,5 +418,11 @@ const PJRT_Api* GetPjrtApi(void) {
   api.PJRT_Device_IsAddressable = device_is_addressable;
   api.PJRT_LoadedExecutable_AddressableDevices = executable_addressable_devices;
   api.PJRT_LoadedExecutable_Execute = execute;
+  api.PJRT_Client_UpdateGlobalProcessInfo = update_global_process_info;
+  api.PJRT_Error_Destroy = error_destroy;
+  api.PJRT_Error_Message = error_message;
+  api.PJRT_Error_GetCode = error_get_code;
+  const char* waits = getenv("SHIM_EXECUTE_WAITS_FOR_PEER");
+  execute_waits_for_peer = waits == NULL ? 0 : strtol(waits, NULL, 10);
   return &api;
 }
