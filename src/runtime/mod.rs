@@ -59,5 +59,6 @@ pub use options::{CompileOptions, Partitioner, ProgramTraits};
 pub use plugin::{Plugin, default_plugin_path};
 pub use plugin_store::{fetch_cpu_plugin, install_cpu_plugin, plugin_cache_dir, verify_cpu_plugin};
 pub use program_limits::{CUDA_MAX_CONV_SPATIAL_DIMS, max_conv_spatial_dims};
+#[cfg(feature = "distributed")]
 pub(crate) use run_health::report_dead_process;
 pub use shared_compile::shared_executables_loaded;
