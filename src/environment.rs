@@ -118,6 +118,9 @@ variables! {
     /// xlafn's own tests' program check.
     CHECK_LOWERED_PROGRAMS = "XLAFN_CHECK_LOWERED_PROGRAMS", "boolean", "off", Run,
         "`1`: debug builds check every lowered program against the export check's vocabulary and panic on a word it does not know. For xlafn's own tests, whose `.cargo/config.toml` sets it";
+    /// xlafn's checkpoint test's exchange folder.
+    TF_BUNDLE_DIR = "XLAFN_TF_BUNDLE_DIR", "path", "none", Run,
+        "for `scripts/tf_bundle_check.py`: the folder in which xlafn's unit test `tensorflow_interop_files` exchanges checkpoint files with TensorFlow; unset, that test does nothing";
     /// The user cache's base.
     XDG_CACHE_HOME = "XDG_CACHE_HOME", "path", "$HOME/.cache", Run,
         "xlafn's cache (the plugin store, the compile cache) is its `xlafn/` folder; an unset or relative value means `$HOME/.cache`";

@@ -85,6 +85,9 @@ pub struct ExportInfo {
     pub has_graph: bool,
     dir: PathBuf,
     program_files: Vec<ProgramJson>,
+    /// The programs' checked text, read at once when the folder was a
+    /// SavedModel (its export existed only while it was inspected).
+    texts: Vec<String>,
 }
 
 /// Reads what the export in `dir` declares, with the same checks as
@@ -93,6 +96,18 @@ pub struct ExportInfo {
 /// variable's type).
 pub fn inspect(dir: impl AsRef<Path>) -> Result<ExportInfo> {
     let dir = dir.as_ref();
+    #[cfg(feature = "saved_model")]
+    if super::saved_model::is_saved_model(dir) {
+        // The scratch export is gone afterwards: its programs are read
+        // (and checked) now.
+        return super::saved_model::through_export(dir, |export| {
+            let mut info = inspect(export)?;
+            info.texts = (0..info.programs.len())
+                .map(|i| info.program_text(i))
+                .collect::<Result<_>>()?;
+            Ok(info)
+        });
+    }
     let m = manifest::read(dir)?;
     for spec in m.inputs.iter().chain(&m.outputs) {
         parse_spec(spec)?;
@@ -130,6 +145,7 @@ pub fn inspect(dir: impl AsRef<Path>) -> Result<ExportInfo> {
         has_graph: m.graph.is_some(),
         dir: dir.to_path_buf(),
         program_files: m.programs,
+        texts: Vec::new(),
     })
 }
 
@@ -138,6 +154,9 @@ impl ExportInfo {
     /// after the digest and program checks `load` applies, so what is
     /// shown is what `load` would compile.
     pub fn program_text(&self, index: usize) -> Result<String> {
+        if let Some(text) = self.texts.get(index) {
+            return Ok(text.clone());
+        }
         let p = self.program_files.get(index).ok_or_else(|| {
             Error::Value(format!(
                 "the export has {} programs; there is no program {index}",

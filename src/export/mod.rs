@@ -44,6 +44,8 @@ pub mod io;
 mod manifest;
 pub mod npy;
 pub mod npz;
+#[cfg(feature = "saved_model")]
+pub mod saved_model;
 /// The program check lives with the StableHLO it reads (`lower`); exports
 /// are its main user.
 pub use crate::lower::program_check;
@@ -153,13 +155,44 @@ impl Pending {
     }
 
     fn tensor(&mut self, file: String, name: String, t: &Tensor) -> Result<TensorFileJson> {
-        let (file, size, sha256) = self.add(file, npy::encode(&host_of(t)?)?);
+        self.array(file, name, &host_of(t)?)
+    }
+
+    fn array(&mut self, file: String, name: String, a: &HostArray) -> Result<TensorFileJson> {
+        let (file, size, sha256) = self.add(file, npy::encode(a)?);
         Ok(TensorFileJson {
             name,
             file,
             size,
             sha256,
         })
+    }
+
+    /// Writes the files, then `manifest` and its digest, into `dir`
+    /// (created if missing). Every file is created new; on failure the
+    /// files this call created are removed.
+    fn write(mut self, dir: &Path, manifest: &Manifest) -> Result<()> {
+        let text =
+            serde_json::to_string_pretty(manifest).map_err(|e| Error::Value(e.to_string()))?;
+        std::fs::create_dir_all(dir).map_err(|e| io("cannot create the folder", dir, e))?;
+        // The manifest and its digest last: a folder without them is an
+        // unfinished export, refused by `load`.
+        let digest = manifest::digest_line(text.as_bytes());
+        self.files.push((MANIFEST.into(), text.into_bytes()));
+        self.files.push((DIGEST.into(), digest.into_bytes()));
+        let mut written = Vec::new();
+        for (file, bytes) in &self.files {
+            let path = dir.join(file);
+            if let Err(e) = files::write_new(&path, bytes) {
+                // Only files this call created (`create_new`) are removed.
+                for p in written {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
+            written.push(path);
+        }
+        Ok(())
     }
 }
 
@@ -339,27 +372,7 @@ impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {
             callbacks: declared.into_json(),
             graph,
         };
-        let text =
-            serde_json::to_string_pretty(&manifest).map_err(|e| Error::Value(e.to_string()))?;
-        std::fs::create_dir_all(dir).map_err(|e| io("cannot create the folder", dir, e))?;
-        // The manifest and its digest last: a folder without them is an
-        // unfinished export, refused by `load`.
-        let digest = manifest::digest_line(text.as_bytes());
-        pending.files.push((MANIFEST.into(), text.into_bytes()));
-        pending.files.push((DIGEST.into(), digest.into_bytes()));
-        let mut written = Vec::new();
-        for (file, bytes) in &pending.files {
-            let path = dir.join(file);
-            if let Err(e) = files::write_new(&path, bytes) {
-                // Only files this call created (`create_new`) are removed.
-                for p in written {
-                    let _ = std::fs::remove_file(p);
-                }
-                return Err(e);
-            }
-            written.push(path);
-        }
-        Ok(())
+        pending.write(dir, &manifest)
     }
 }
 
@@ -410,10 +423,83 @@ fn read_signed(dir: &Path, file: &str, size: u64, sha256: &str) -> Result<Vec<u8
     Ok(bytes)
 }
 
-fn load_tensor(dir: &Path, f: &TensorFileJson) -> Result<Tensor> {
-    let a = npy::decode(&read_signed(dir, &f.file, f.size, &f.sha256)?)
-        .map_err(|e| Error::Value(format!("export: {}: {e}", f.file)))?;
-    Tensor::from_host_bytes(a.dtype, &a.dims, &a.bytes)
+fn load_array(dir: &Path, f: &TensorFileJson) -> Result<HostArray> {
+    npy::decode(&read_signed(dir, &f.file, f.size, &f.sha256)?)
+        .map_err(|e| Error::Value(format!("export: {}: {e}", f.file)))
+}
+
+/// An export folder read and checked, nothing compiled: what [`load`]
+/// compiles, and what the SavedModel writer converts. Every check of the
+/// module docs has passed.
+pub(crate) struct CheckedExport {
+    manifest: Manifest,
+    input_specs: Vec<(DType, Shape)>,
+    constants: Vec<HostArray>,
+    variables: Vec<HostArray>,
+    contract: Contract,
+    /// Each listed program: its manifest entry, its (checked) StableHLO
+    /// text and its `@main` signature.
+    programs: Vec<(ProgramJson, String, Signature)>,
+}
+
+/// Reads the export at `dir` and checks it: the manifest and its digests,
+/// every value file, and every program against the manifest.
+pub(crate) fn read_checked(dir: &Path) -> Result<CheckedExport> {
+    let m = manifest::read(dir)?;
+    let input_specs: Vec<(DType, Shape)> =
+        m.inputs.iter().map(parse_spec).collect::<Result<_>>()?;
+    let output_specs: Vec<(DType, Shape)> =
+        m.outputs.iter().map(parse_spec).collect::<Result<_>>()?;
+    let constants: Vec<HostArray> = m
+        .constants
+        .iter()
+        .map(|f| load_array(dir, f))
+        .collect::<Result<_>>()?;
+    let variables: Vec<HostArray> = m
+        .variables
+        .iter()
+        .map(|f| load_array(dir, f))
+        .collect::<Result<_>>()?;
+    let spec = |a: &HostArray| ArraySpec::new(a.dtype, &a.dims);
+    // In range: `manifest::read` checked every index.
+    let capture_specs: Vec<ArraySpec> = m
+        .captures
+        .iter()
+        .map(|c| match c {
+            CaptureJson::Constant { index } => spec(&constants[*index]),
+            CaptureJson::Variable { index } => spec(&variables[*index]),
+        })
+        .collect();
+    let contract = Contract {
+        inputs: input_specs.clone(),
+        outputs: output_specs,
+        capture_specs: capture_specs.clone(),
+        captures: m.captures.clone(),
+        updates: m.updates.clone(),
+        variable_specs: variables.iter().map(spec).collect(),
+    };
+    let mut programs = Vec::new();
+    for p in &m.programs {
+        let mut params: Vec<ArraySpec> = input_specs
+            .iter()
+            .zip(&p.input_shapes)
+            .map(|((d, _), dims)| ArraySpec::new(*d, dims))
+            .collect();
+        params.extend(capture_specs.iter().cloned());
+        let text = String::from_utf8(read_signed(dir, &p.file, p.size, &p.sha256)?)
+            .map_err(|_| Error::Value(format!("export: {} is not text", p.file)))?;
+        let sig = program_check::check_program(&p.file, &text)?;
+        check_signature(&p.file, &sig, &params, &contract)?;
+        programs.push((p.clone(), text, sig));
+    }
+    Ok(CheckedExport {
+        manifest: m,
+        input_specs,
+        constants,
+        variables,
+        contract,
+        programs,
+    })
 }
 
 /// What the manifest declares about every program of an export, listed
@@ -526,62 +612,37 @@ pub fn load_with_callbacks(
     callbacks: SuppliedCallbacks,
 ) -> Result<LoadedFunction> {
     let dir = dir.as_ref();
-    let m = manifest::read(dir)?;
-    let input_specs: Vec<(DType, Shape)> =
-        m.inputs.iter().map(parse_spec).collect::<Result<_>>()?;
-    let output_specs: Vec<(DType, Shape)> =
-        m.outputs.iter().map(parse_spec).collect::<Result<_>>()?;
-    let constants: Vec<Tensor> = m
-        .constants
+    #[cfg(feature = "saved_model")]
+    if saved_model::is_saved_model(dir) {
+        return saved_model::through_export(dir, |export| load_with_callbacks(export, callbacks));
+    }
+    let CheckedExport {
+        manifest: m,
+        input_specs,
+        constants,
+        variables,
+        contract,
+        programs: checked,
+    } = read_checked(dir)?;
+    let tensor = |a: &HostArray| Tensor::from_host_bytes(a.dtype, &a.dims, &a.bytes);
+    let constants: Vec<Tensor> = constants.iter().map(tensor).collect::<Result<_>>()?;
+    let variables: Vec<Variable> = variables
         .iter()
-        .map(|f| load_tensor(dir, f))
+        .zip(&m.variables)
+        .map(|(a, f)| Ok(Variable::try_new(tensor(a)?)?.named(f.name.clone())))
         .collect::<Result<_>>()?;
-    let variables: Vec<Variable> = m
-        .variables
-        .iter()
-        .map(|f| Ok(Variable::try_new(load_tensor(dir, f)?)?.named(f.name.clone())))
-        .collect::<Result<_>>()?;
-    // In range: `manifest::read` checked every index.
-    let capture_specs: Vec<ArraySpec> = m
-        .captures
-        .iter()
-        .map(|c| match c {
-            CaptureJson::Constant { index } => {
-                let t = &constants[*index];
-                ArraySpec::new(t.dtype(), &t.dims())
-            }
-            CaptureJson::Variable { index } => {
-                let v = &variables[*index];
-                ArraySpec::new(v.dtype(), v.dims())
-            }
-        })
-        .collect();
-    let contract = Contract {
-        inputs: input_specs.clone(),
-        outputs: output_specs,
-        capture_specs: capture_specs.clone(),
-        captures: m.captures.clone(),
-        updates: m.updates.clone(),
-        variable_specs: variables
-            .iter()
-            .map(|v| ArraySpec::new(v.dtype(), v.dims()))
-            .collect(),
-    };
     let client = Client::default_client()?;
     let bound = callbacks::Bound::bind(&m.callbacks, callbacks)?;
     let mut programs = Vec::new();
-    for p in &m.programs {
+    for (p, text, sig) in &checked {
         let mut params: Vec<ArraySpec> = input_specs
             .iter()
             .zip(&p.input_shapes)
             .map(|((d, _), dims)| ArraySpec::new(*d, dims))
             .collect();
-        params.extend(capture_specs.iter().cloned());
-        let text = String::from_utf8(read_signed(dir, &p.file, p.size, &p.sha256)?)
-            .map_err(|_| Error::Value(format!("export: {} is not text", p.file)))?;
-        let sig = program_check::check_program(&p.file, &text)?;
-        check_signature(&p.file, &sig, &params, &contract)?;
-        let text = bound.rewrite(&text, &p.file)?;
+        params.extend(contract.capture_specs.iter().cloned());
+        debug_assert_eq!(sig.params.len(), params.len());
+        let text = bound.rewrite(text, &p.file)?;
         let traits = ProgramTraits {
             light: p.light,
             small_array_graph: p.small_array_graph,

@@ -88,6 +88,21 @@ struct Cli {
     command: Command,
 }
 
+/// The formats `xlafn export` writes.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ExportFormat {
+    /// A TensorFlow SavedModel.
+    #[value(name = "saved_model")]
+    SavedModel,
+}
+
+/// The TensorFlow platforms a SavedModel may be written for.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum TfPlatformArg {
+    Cpu,
+    Cuda,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Print the signature (inputs, outputs, variables, programs) without compiling.
@@ -125,6 +140,21 @@ enum Command {
         /// Print only program N (as `show` numbers them); default: all.
         #[arg(long, value_name = "N")]
         program: Option<usize>,
+    },
+    /// Write the export in another format: `saved_model`, a TensorFlow
+    /// SavedModel (`tf.saved_model.load` runs it).
+    Export {
+        /// The export folder.
+        dir: PathBuf,
+        /// The format to write.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The new folder to write it in (it must not exist).
+        #[arg(long, short, value_name = "DIR")]
+        out: PathBuf,
+        /// The TensorFlow platform the SavedModel runs on.
+        #[arg(long, value_enum, default_value = "cpu")]
+        platform: TfPlatformArg,
     },
     /// Print every environment variable xlafn reads, with its current
     /// value, default and meaning.
@@ -716,6 +746,20 @@ fn execute(cli: &Cli) -> Result<()> {
         } => bench(dir, *quick, json.as_deref(), plot.as_deref()),
         Command::Run(args) => run(args),
         Command::Stablehlo { dir, program } => stablehlo(dir, *program),
+        Command::Export {
+            dir,
+            format: ExportFormat::SavedModel,
+            out,
+            platform,
+        } => {
+            let platform = match platform {
+                TfPlatformArg::Cpu => xlafn::export::saved_model::TfPlatform::Cpu,
+                TfPlatformArg::Cuda => xlafn::export::saved_model::TfPlatform::Cuda,
+            };
+            xlafn::export::saved_model::from_export_for(dir, out, platform)?;
+            println!("wrote the SavedModel {}", out.display());
+            Ok(())
+        }
         Command::Fetch { wheel, verify } => fetch(wheel.as_deref(), *verify),
         Command::Env { markdown } => {
             environment(*markdown);
