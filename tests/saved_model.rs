@@ -688,3 +688,52 @@ fn sign(dir: &Path) {
     .collect();
     std::fs::write(dir.join("xlafn_saved_model.sha256"), text).unwrap();
 }
+
+/// Frozen: the variables are constants of the graph, so TensorFlow has
+/// nothing to restore; the outputs are the same, in TensorFlow and in
+/// xlafn. A function that updates a variable cannot be frozen.
+#[test]
+fn frozen_variables_become_constants_of_the_graph() {
+    use xlafn::export::saved_model::{SavedModelOptions, from_export_with};
+    let scratch = scratch::scratch_dir("saved-model-frozen");
+    let (export, out) = (scratch.join("export"), scratch.join("saved_model"));
+    let w = Variable::new(normal(&[3, 2], 40)).named("w");
+    let f = FunctionOptions::new().arg_names(&["x"]).build({
+        let w = w.clone();
+        move |x: Tensor| x.matmul(&w.read())?.tanh()
+    });
+    let concrete = f
+        .get_concrete_function((TensorSpec::known(&[4, 3], DType::F32),))
+        .unwrap();
+    concrete.export(&export, &[]).unwrap();
+    let frozen = SavedModelOptions {
+        freeze_variables: true,
+        ..Default::default()
+    };
+    from_export_with(&export, &out, &frozen).unwrap();
+    let x = normal(&[4, 3], 41);
+    let want = f.call((&x,)).unwrap().to_host_array().unwrap();
+    let loaded = xlafn::load(&out).unwrap();
+    assert!(loaded.variables().is_empty());
+    let got = loaded.call(&[&x]).unwrap()[0].to_host_array().unwrap();
+    assert_eq!(got.bytes, want.bytes);
+    // A training step refuses to be frozen.
+    let (_, step) = stateful_function();
+    let step_export = scratch.join("step");
+    step.get_concrete_function((TensorSpec::known(&[3], DType::F32),))
+        .unwrap()
+        .export(&step_export, &[])
+        .unwrap();
+    let e = from_export_with(&step_export, scratch.join("step_frozen"), &frozen)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cannot be frozen: the function updates \"w\""),
+        "{e}"
+    );
+    let Some(python) = tensorflow() else { return };
+    let tf = in_tensorflow(&python, &out, &[("x", &x)], "serving_default");
+    assert_close(&tf.outputs["output_0"], &want, 1e-6, "frozen");
+    assert_close(&tf.tf1_outputs["output_0"], &want, 1e-6, "frozen (TF1)");
+    assert!(tf.variables.is_empty() && tf.checkpoint.is_empty());
+}

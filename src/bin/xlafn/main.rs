@@ -155,6 +155,10 @@ enum Command {
         /// The TensorFlow platform the SavedModel runs on.
         #[arg(long, value_enum, default_value = "cpu")]
         platform: TfPlatformArg,
+        /// Freeze the variables into the graph as constants (a frozen
+        /// graph) instead of writing TensorFlow variables.
+        #[arg(long)]
+        freeze_variables: bool,
     },
     /// Print every environment variable xlafn reads, with its current
     /// value, default and meaning.
@@ -751,12 +755,17 @@ fn execute(cli: &Cli) -> Result<()> {
             format: ExportFormat::SavedModel,
             out,
             platform,
+            freeze_variables,
         } => {
-            let platform = match platform {
-                TfPlatformArg::Cpu => xlafn::export::saved_model::TfPlatform::Cpu,
-                TfPlatformArg::Cuda => xlafn::export::saved_model::TfPlatform::Cuda,
+            use xlafn::export::saved_model::{SavedModelOptions, TfPlatform, from_export_with};
+            let options = SavedModelOptions {
+                platform: match platform {
+                    TfPlatformArg::Cpu => TfPlatform::Cpu,
+                    TfPlatformArg::Cuda => TfPlatform::Cuda,
+                },
+                freeze_variables: *freeze_variables,
             };
-            xlafn::export::saved_model::from_export_for(dir, out, platform)?;
+            from_export_with(dir, out, &options)?;
             println!("wrote the SavedModel {}", out.display());
             Ok(())
         }

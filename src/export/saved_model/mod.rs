@@ -71,20 +71,55 @@ impl TfPlatform {
 /// 2 GiB, and TensorFlow refuses larger ones.
 const MAX_SAVED_MODEL_BYTES: usize = (2 << 30) - 1;
 
-/// Writes the export at `export_dir` as a TensorFlow SavedModel in the
-/// new folder `out_dir` (it must not exist yet), for TensorFlow's CPU.
-pub fn from_export(export_dir: impl AsRef<Path>, out_dir: impl AsRef<Path>) -> Result<()> {
-    from_export_for(export_dir, out_dir, TfPlatform::Cpu)
+/// How [`from_export_with`] writes a SavedModel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SavedModelOptions {
+    /// The TensorFlow platform the programs run on (the CPU by default).
+    pub platform: TfPlatform,
+    /// Freeze the variables into the graph as constants instead of
+    /// writing them as TensorFlow variables (TensorFlow's "frozen graph":
+    /// nothing to restore, nothing to fine-tune). A function that updates
+    /// a variable cannot be frozen.
+    pub freeze_variables: bool,
 }
 
-/// [`from_export`] for the TensorFlow platform `platform`.
-pub fn from_export_for(
+/// Writes the export at `export_dir` as a TensorFlow SavedModel in the
+/// new folder `out_dir` (it must not exist yet), for TensorFlow's CPU,
+/// its variables TensorFlow variables.
+pub fn from_export(export_dir: impl AsRef<Path>, out_dir: impl AsRef<Path>) -> Result<()> {
+    from_export_with(export_dir, out_dir, &SavedModelOptions::default())
+}
+
+/// [`from_export`] with `options`.
+pub fn from_export_with(
     export_dir: impl AsRef<Path>,
     out_dir: impl AsRef<Path>,
-    platform: TfPlatform,
+    options: &SavedModelOptions,
 ) -> Result<()> {
-    let model = model_of(export_dir.as_ref(), platform)?;
+    let mut model = model_of(export_dir.as_ref(), options.platform)?;
+    if options.freeze_variables {
+        freeze(&mut model)?;
+    }
     write(&model, out_dir.as_ref())
+}
+
+/// Makes `model`'s variables constants of its graph.
+fn freeze(model: &mut Model) -> Result<()> {
+    if let Some(&v) = model.updates.first() {
+        return Err(Error::Value(format!(
+            "SavedModel export: the variables cannot be frozen: the function updates {:?}",
+            model.variables[v].name
+        )));
+    }
+    let first = model.constants.len();
+    for capture in &mut model.captures {
+        if let Capture::Variable(v) = *capture {
+            *capture = Capture::Constant(first + v);
+        }
+    }
+    let variables = std::mem::take(&mut model.variables);
+    model.constants.extend(variables);
+    Ok(())
 }
 
 impl<Args: ArgList, Out: Output> ConcreteFunction<Args, Out> {

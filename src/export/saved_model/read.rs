@@ -478,14 +478,14 @@ pub(crate) fn through_export<T>(dir: &Path, then: impl FnOnce(&Path) -> Result<T
         "xlafn-saved-model-{}",
         files::unpredictable_suffix()
     ));
-    // A new folder (create_dir fails on anything already there, a planted
-    // link included), readable by this user only.
-    std::fs::create_dir(&scratch).map_err(|e| files::io("creating", &scratch, e))?;
+    // A new folder (creating fails on anything already there, a planted
+    // link included), readable by this user only from the start.
+    let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700));
-    }
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(&scratch)
+        .map_err(|e| files::io("creating", &scratch, e))?;
     let export = scratch.join("export");
     let result = to_export(dir, &export).and_then(|()| then(&export));
     let _ = std::fs::remove_dir_all(&scratch);
