@@ -35,6 +35,7 @@ pub(crate) mod bundle;
 mod graph;
 mod proto;
 mod read;
+mod table;
 
 pub(crate) use read::{is_saved_model, through_export};
 
