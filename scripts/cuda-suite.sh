@@ -4,7 +4,7 @@
 # callbacks, its 4 devices) are reported as ignored with their reason.
 #
 # The plugin: as scripts/find-cuda-plugin.sh finds it, else the pinned one
-# that scripts/fetch-cuda-plugin.sh fetches.
+# `xlafn fetch --cuda` fetches with its CUDA libraries.
 # Extra arguments go to `cargo test` (e.g. `--test sharding`).
 #
 # Written without a GPU at hand: the first run on a GPU machine is also
@@ -22,7 +22,7 @@ if [ -n "${XLAFN_CUDA_PLUGIN:-}" ]; then
   plugin="$(scripts/find-cuda-plugin.sh)"
 else
   plugin="$(scripts/find-cuda-plugin.sh 2>/dev/null)" ||
-    plugin="$(scripts/fetch-cuda-plugin.sh --with-runtime | sed -n 's/^xlafn: CUDA plugin at //p')"
+    plugin="$(cargo run -q --release --bin xlafn -- fetch --cuda)"
 fi
 if [ -z "$plugin" ] || [ ! -f "$plugin" ]; then
   echo "xlafn: no CUDA PJRT plugin found; set XLAFN_CUDA_PLUGIN to one." >&2

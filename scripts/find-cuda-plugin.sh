@@ -4,8 +4,8 @@
 #   1. XLAFN_CUDA_PLUGIN, if set (it must name a file);
 #   2. an installed jax-cuda13-pjrt (jax_plugins/xla_cuda13), loaded in
 #      place so that its RPATH finds the pip CUDA libraries beside it;
-#   3. the pinned xla-cuda13-pjrt that scripts/fetch-cuda-plugin.sh put
-#      into xlafn's cache (not fetched here).
+#   3. the pinned jax-cuda13-pjrt that `xlafn fetch --cuda` put into
+#      xlafn's cache with its CUDA libraries (not fetched here).
 # Exits 1 with a message naming what to do when none is found.
 set -euo pipefail
 
@@ -26,10 +26,10 @@ for py in python3 /opt/torch/.venv/bin/python3; do
   fi
 done
 cache="${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/xlafn"
-pinned="$cache/xla-cuda13-pjrt-0.0.1/xla_plugins/xla_cuda13_pjrt/xla_gpu_pjrt.so"
+pinned="$cache/jax-cuda13-pjrt-0.12.0.1/jax_plugins/xla_cuda13/xla_cuda_plugin.so"
 if [ -f "$pinned" ]; then
   echo "$pinned"
   exit 0
 fi
-echo "xlafn: no CUDA PJRT plugin found: set XLAFN_CUDA_PLUGIN to one, install jax-cuda13-pjrt, or run scripts/fetch-cuda-plugin.sh." >&2
+echo "xlafn: no CUDA PJRT plugin found: set XLAFN_CUDA_PLUGIN to one, install jax-cuda13-pjrt, or run \`xlafn fetch --cuda\`." >&2
 exit 1

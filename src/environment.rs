@@ -77,8 +77,11 @@ variables! {
     PJRT_HEADER = "XLAFN_PJRT_HEADER", "path", "the shipped 0.81 bindings", Build,
         "with the `bindgen` feature: the `pjrt_c_api.h` of another plugin to generate bindings from";
     /// The CUDA plugin.
-    CUDA_PLUGIN = "XLAFN_CUDA_PLUGIN", "path", "the one scripts/fetch-cuda-plugin.sh fetched", Run,
-        "a CUDA PJRT plugin for `XLAFN_DEVICE=cuda`; at build time it enables the ignored CUDA tests (`cargo test -- --ignored`)";
+    CUDA_PLUGIN = "XLAFN_CUDA_PLUGIN", "path", "the plugin store's (beside the program, then the cache)", Run,
+        "a CUDA PJRT plugin for `XLAFN_DEVICE=cuda`, used as it is; at build time it enables the ignored CUDA tests (`cargo test -- --ignored`)";
+    /// The CUDA plugin package the store fetches.
+    CUDA_PACKAGE = "XLAFN_CUDA_PACKAGE", "package", "jax-cuda13-pjrt", Run,
+        "which pinned CUDA plugin `XLAFN_DEVICE=cuda` fetches and loads from the cache: `jax-cuda13-pjrt` (CUDA 13, driver 580+), `jax-cuda12-pjrt` (CUDA 12.9, driver 575+), or OpenXLA's `xla-cuda13-pjrt` / `xla-cuda12-pjrt`";
     /// The default client's platform.
     DEVICE = "XLAFN_DEVICE", "cpu or cuda", "cpu", Run,
         "`cpu` or `cuda`: with a CUDA plugin, the default client is CUDA; without a usable plugin it is an error, never a fall back to the CPU";

@@ -218,14 +218,17 @@ fn child_with_bad_count() {
 
 #[test]
 fn cuda_without_a_plugin_is_an_error_not_a_cpu_fallback() {
-    // An empty cache, so that a CUDA plugin scripts/fetch-cuda-plugin.sh
-    // left in the user's cache is not found either.
+    // An empty cache, so that a CUDA plugin `xlafn fetch --cuda` left in
+    // the user's cache is not found either, and offline, so that the
+    // store says how to get one instead of fetching it.
     let cache = tempfile::tempdir().unwrap();
     let run = child::run_child(
         "child_cuda_without_plugin",
         &[
             ("XLAFN_DEVICE", "cuda"),
             ("XLAFN_CUDA_PLUGIN", ""),
+            ("XLAFN_CUDA_PACKAGE", ""),
+            ("XLAFN_OFFLINE", "1"),
             ("XDG_CACHE_HOME", cache.path().to_str().unwrap()),
         ],
         Duration::from_secs(60),
@@ -241,10 +244,15 @@ fn child_cuda_without_plugin() {
         return;
     }
     let e = Tensor::from_vec(vec![1f32], &[1]).unwrap_err().to_string();
-    assert!(
-        e.contains("XLAFN_CUDA_PLUGIN") && e.contains("does not fall back"),
-        "{e}"
-    );
+    for way in [
+        "XLAFN_CUDA_PLUGIN",
+        "does not fall back",
+        "xlafn fetch --cuda jax-cuda13-pjrt",
+        "--wheel",
+        "XLAFN_DEVICE=cpu",
+    ] {
+        assert!(e.contains(way), "{way} missing from {e}");
+    }
     let e = xlafn::devices().unwrap_err().to_string();
     assert!(e.contains("XLAFN_DEVICE=cuda"), "{e}");
 }

@@ -612,51 +612,23 @@ pub fn cpu_device_count() -> Result<Option<usize>> {
     }
 }
 
-/// The CUDA plugin `scripts/fetch-cuda-plugin.sh` unpacked into xlafn's
-/// cache, if it is there: the CUDA 13 one, else the CUDA 12 one
-/// (`--cuda 12`).
-fn fetched_cuda_plugin() -> Option<std::path::PathBuf> {
-    let cache = crate::environment::cache_root()?;
-    ["13", "12"].iter().find_map(|v| {
-        let plugin = cache.join(format!(
-            "xla-cuda{v}-pjrt-0.0.1/xla_plugins/xla_cuda{v}_pjrt/xla_gpu_pjrt.so"
-        ));
-        plugin.is_file().then_some(plugin)
-    })
-}
-
-/// The CUDA plugin `XLAFN_DEVICE=cuda` uses: `XLAFN_CUDA_PLUGIN`, else
-/// the fetched one; each failure to use it says which of the two to fix,
-/// and that `XLAFN_DEVICE=cpu` runs on the CPU instead.
+/// The CUDA plugin `XLAFN_DEVICE=cuda` uses, in the plugin store's order
+/// (`XLAFN_CUDA_PLUGIN`, beside the executable, the user cache, fetched
+/// there when missing); each failure to use it says which setting to
+/// fix, and that `XLAFN_DEVICE=cpu` runs on the CPU instead.
 fn cuda_plugin_choice() -> Result<PluginChoice> {
     const CPU: &str = "or set XLAFN_DEVICE=cpu (or unset it) to run on the CPU";
-    if let Some(p) = crate::environment::CUDA_PLUGIN
-        .get_os()
-        .filter(|p| !p.is_empty())
-    {
-        return Ok(PluginChoice {
-            path: p.into(),
-            fix: format!(
-                "XLAFN_CUDA_PLUGIN names this file: set it to a CUDA PJRT plugin .so \
-                 (scripts/fetch-cuda-plugin.sh fetches the pinned one), {CPU}"
-            ),
-        });
-    }
-    match fetched_cuda_plugin() {
-        Some(path) => Ok(PluginChoice {
-            path,
-            fix: format!(
-                "this is the plugin scripts/fetch-cuda-plugin.sh fetched: fetch it again, or \
-                 set XLAFN_CUDA_PLUGIN to a CUDA PJRT plugin .so, {CPU}"
-            ),
-        }),
-        None => Err(Error::Plugin(format!(
-            "XLAFN_DEVICE=cuda but no CUDA PJRT plugin is named: set XLAFN_CUDA_PLUGIN to the \
-             plugin's .so, or fetch the pinned one and its CUDA \
-             libraries with scripts/fetch-cuda-plugin.sh --with-runtime (xlafn does not fall back \
-             to the CPU), {CPU}"
-        ))),
-    }
+    let found = super::plugin_store::cuda_plugin().map_err(|e| match e {
+        Error::Plugin(m) => Error::Plugin(format!(
+            "XLAFN_DEVICE=cuda needs a CUDA PJRT plugin (xlafn does not fall back to the CPU): \
+             {m}\n- {CPU}"
+        )),
+        other => other,
+    })?;
+    Ok(PluginChoice {
+        path: found.path,
+        fix: format!("{}, {CPU}", found.fix),
+    })
 }
 
 /// The create option that makes XLA's GPU client abort the collectives

@@ -56,8 +56,11 @@ pub use ffi::{
 pub use hlo::{OpSharding, OptimizedProgram};
 pub use kv_callbacks::KeyValueStore;
 pub use options::{CompileOptions, Partitioner, ProgramTraits};
-pub use plugin::{Plugin, default_plugin_path};
-pub use plugin_store::{fetch_cpu_plugin, install_cpu_plugin, plugin_cache_dir, verify_cpu_plugin};
+pub use plugin::{Plugin, default_cuda_plugin_path, default_plugin_path};
+pub use plugin_store::{
+    CudaPackage, fetch_cpu_plugin, fetch_cuda_plugin, install_cpu_plugin, install_cuda_plugin,
+    plugin_cache_dir, verify_cpu_plugin, verify_cuda_plugin,
+};
 pub use program_limits::{CUDA_MAX_CONV_SPATIAL_DIMS, max_conv_spatial_dims};
 #[cfg(feature = "distributed")]
 pub(crate) use run_health::report_dead_process;

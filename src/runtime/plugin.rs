@@ -56,12 +56,27 @@ fn missing_library_hint(error: &str) -> &'static str {
         .iter()
         .any(|p| lib.starts_with(p))
     {
-        " (a CUDA library the plugin links against: install the pinned ones beside it with \
-         scripts/fetch-cuda-plugin.sh --with-runtime, or load the plugin from where its CUDA \
-         libraries are installed)"
+        " (a CUDA library the plugin links against: `xlafn fetch --cuda NAME` installs a \
+         pinned plugin with its CUDA libraries beside it, or load the plugin from where its \
+         CUDA libraries are installed)"
     } else {
         ""
     }
+}
+
+/// Loads a library a cached plugin opens by name but cannot find on its
+/// own library path, globally and for good, so that the plugin's later
+/// `dlopen` of that name finds it already loaded.
+fn preload(lib: &Path) -> Result<()> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+    // SAFETY: the library is one of the pinned, RECORD-checked NVIDIA
+    // wheels of the plugin's cache entry; loading it runs its
+    // initialisers, as the plugin's own `dlopen` of it would, and it is
+    // never unloaded.
+    let loaded = unsafe { Library::open(Some(lib), RTLD_NOW | RTLD_GLOBAL) }
+        .map_err(|e| Error::Plugin(format!("cannot load {}: {e}", lib.display())))?;
+    std::mem::forget(loaded);
+    Ok(())
 }
 
 /// The CPU plugin's path, found at run time (`XLAFN_PJRT_PLUGIN`, beside
@@ -69,6 +84,14 @@ fn missing_library_hint(error: &str) -> &'static str {
 /// into the cache first when none is there.
 pub fn default_plugin_path() -> Result<PathBuf> {
     Ok(PluginChoice::cpu()?.path)
+}
+
+/// The CUDA plugin's path `XLAFN_DEVICE=cuda` loads, found the same way
+/// (`XLAFN_CUDA_PLUGIN`, beside the executable, the user cache's entry of
+/// `XLAFN_CUDA_PACKAGE`), fetched with its CUDA libraries into the cache
+/// first when none is there (unless `XLAFN_OFFLINE` forbids it).
+pub fn default_cuda_plugin_path() -> Result<PathBuf> {
+    Ok(super::plugin_store::cuda_plugin()?.path)
 }
 
 /// A plugin path and the setting that chose it. Loading errors say only
@@ -127,6 +150,9 @@ impl Plugin {
                 "no PJRT plugin at {}: there is no such file",
                 path.display()
             )));
+        }
+        for companion in super::plugin_store::preloads(path) {
+            preload(&companion)?;
         }
         // SAFETY: loading a shared library runs its initialisers; PJRT plugins
         // are built to be dlopen'ed by frontends, and we never unload it.
@@ -383,8 +409,10 @@ mod tests {
         let ptx = "libnvidia-ptxjitcompiler.so.1: cannot open shared object file";
         assert!(missing_library_hint(ptx).contains("NVIDIA driver"));
         let cupti = "libcupti.so.13: cannot open shared object file: No such file or directory";
-        assert!(missing_library_hint(cupti).contains("--with-runtime"));
-        assert!(missing_library_hint("libcudnn_ops.so.9: cannot open").contains("--with-runtime"));
+        assert!(missing_library_hint(cupti).contains("xlafn fetch --cuda"));
+        assert!(
+            missing_library_hint("libcudnn_ops.so.9: cannot open").contains("xlafn fetch --cuda")
+        );
         assert_eq!(missing_library_hint("/x/p.so: invalid ELF header"), "");
         assert_eq!(missing_library_hint("libfoo.so.1: cannot open"), "");
     }

@@ -167,14 +167,20 @@ enum Command {
         #[arg(long)]
         markdown: bool,
     },
-    /// Put the pinned XLA CPU plugin into xlafn's cache (fetched with pip,
-    /// or from a wheel file you have) and print its path; for CI,
-    /// containers and machines that later run offline.
+    /// Put the pinned XLA CPU plugin (or, with --cuda, a CUDA plugin and
+    /// its CUDA libraries) into xlafn's cache, fetched with pip or from
+    /// wheel files you have, and print its path; for CI, containers and
+    /// machines that later run offline.
     Fetch {
-        /// Install from this wheel file, or a folder holding it, instead of
-        /// fetching (needs no Python and no network).
+        /// Install from this wheel file, or a folder holding the pinned
+        /// wheels, instead of fetching (needs no Python and no network).
         #[arg(long, value_name = "PATH")]
         wheel: Option<PathBuf>,
+        /// A CUDA plugin instead of the CPU one: jax-cuda13-pjrt (the
+        /// default), jax-cuda12-pjrt, xla-cuda13-pjrt or xla-cuda12-pjrt.
+        #[arg(long, value_name = "PACKAGE", num_args = 0..=1,
+              default_missing_value = "jax-cuda13-pjrt")]
+        cuda: Option<String>,
         /// Rehash every cached file against the wheel's RECORD (not just
         /// sizes and times), repairing what differs.
         #[arg(long, conflicts_with = "wheel")]
@@ -769,7 +775,11 @@ fn execute(cli: &Cli) -> Result<()> {
             println!("wrote the SavedModel {}", out.display());
             Ok(())
         }
-        Command::Fetch { wheel, verify } => fetch(wheel.as_deref(), *verify),
+        Command::Fetch {
+            wheel,
+            cuda,
+            verify,
+        } => fetch(wheel.as_deref(), cuda.as_deref(), *verify),
         Command::Env { markdown } => {
             environment(*markdown);
             Ok(())
@@ -802,12 +812,18 @@ fn environment(markdown: bool) {
     }
 }
 
-/// `xlafn fetch`: the plugin store's three entry points, one per flag.
-fn fetch(wheel: Option<&Path>, verify: bool) -> Result<()> {
-    let path = match (wheel, verify) {
-        (Some(wheel), _) => xlafn::runtime::install_cpu_plugin(wheel)?,
-        (None, true) => xlafn::runtime::verify_cpu_plugin()?,
-        (None, false) => xlafn::runtime::fetch_cpu_plugin()?,
+/// `xlafn fetch`: the plugin store's entry points, one per flag, for the
+/// CPU plugin or (`--cuda`) a CUDA one.
+fn fetch(wheel: Option<&Path>, cuda: Option<&str>, verify: bool) -> Result<()> {
+    use xlafn::runtime::{self, CudaPackage};
+    let cuda = cuda.map(str::parse::<CudaPackage>).transpose()?;
+    let path = match (cuda, wheel, verify) {
+        (None, Some(wheel), _) => runtime::install_cpu_plugin(wheel)?,
+        (None, None, true) => runtime::verify_cpu_plugin()?,
+        (None, None, false) => runtime::fetch_cpu_plugin()?,
+        (Some(package), Some(wheel), _) => runtime::install_cuda_plugin(package, wheel)?,
+        (Some(package), None, true) => runtime::verify_cuda_plugin(package)?,
+        (Some(package), None, false) => runtime::fetch_cuda_plugin(package)?,
     };
     println!("{}", path.display());
     Ok(())

@@ -4,7 +4,7 @@
 //! stdout stays its own); elsewhere it runs quietly and its messages are
 //! kept for the error.
 
-use super::{Package, Pin, platform_tag, wheel};
+use super::{Package, Pin, wheel};
 use crate::error::{Error, Result};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -13,25 +13,35 @@ use std::process::{Command, Stdio};
 /// The most of pip's error output an error message repeats.
 const MAX_PIP_MESSAGE_CHARS: usize = 4000;
 
-/// Downloads `package`'s pinned wheel for this platform into `work` and
-/// returns its path once its sha256 is the pinned one.
+/// Downloads the wheels `pins` of `package` into `work` and returns
+/// their paths once each one's sha256 is the pinned one. One pip call per
+/// wheel, each for that wheel's own platform tag, so pip can never pick
+/// another build of the same version.
 pub(super) fn pip_download(
     package: &Package,
-    pin: &Pin,
+    pins: &[Pin],
     work: &Path,
     cache: &Path,
-) -> Result<PathBuf> {
-    let tag = platform_tag().ok_or_else(|| package.unsupported_platform())?;
+) -> Result<Vec<PathBuf>> {
     let download = work.join("download");
     std::fs::create_dir(&download).map_err(|e| Error::io("cannot create", &download, e))?;
-    let terminal = std::io::stderr().is_terminal();
+    let what = match pins {
+        [one] => one.file_name.clone(),
+        many => format!("{} wheels", many.len()),
+    };
     eprintln!(
-        "xlafn: fetching {} ({}, {}) with pip into {} (once; XLAFN_OFFLINE=1 forbids this)",
+        "xlafn: fetching {} ({}, {what}) with pip into {} (once; XLAFN_OFFLINE=1 forbids this)",
         package.what,
         package.requirement(),
-        pin.file_name,
         cache.display()
     );
+    pins.iter()
+        .map(|pin| download_one(package, pin, &download))
+        .collect()
+}
+
+fn download_one(package: &Package, pin: &Pin, download: &Path) -> Result<PathBuf> {
+    let terminal = std::io::stderr().is_terminal();
     let mut command = Command::new("python3");
     command
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
@@ -39,11 +49,11 @@ pub(super) fn pip_download(
             "--disable-pip-version-check",
             "--no-input",
             "--platform",
-            tag,
+            pin.platform(),
         ])
         .arg("-d")
-        .arg(&download)
-        .arg(package.requirement())
+        .arg(download)
+        .arg(pin.requirement())
         .stdin(Stdio::null());
     if terminal {
         command
@@ -69,7 +79,7 @@ pub(super) fn pip_download(
         } else {
             format!(
                 "`python3 -m pip download {}` failed ({}){}",
-                package.requirement(),
+                pin.requirement(),
                 output.status,
                 if said.is_empty() {
                     String::new()
@@ -82,7 +92,7 @@ pub(super) fn pip_download(
     }
     let fetched = download.join(&pin.file_name);
     if !fetched.is_file() {
-        let left: Vec<String> = std::fs::read_dir(&download)
+        let left: Vec<String> = std::fs::read_dir(download)
             .into_iter()
             .flatten()
             .flatten()

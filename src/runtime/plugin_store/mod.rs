@@ -16,11 +16,21 @@
 //!    again; a missing one is fetched with pip, unless `XLAFN_OFFLINE`
 //!    forbids it.
 //!
-//! Every install goes the same way, whether the wheel came from pip, from
-//! a file the user names or from the cache's own copy: the wheel's sha256
+//! A CUDA plugin is looked for the same way: `XLAFN_CUDA_PLUGIN`, the
+//! plugin's file beside the executable (`xla_cuda_plugin.so` for JAX's),
+//! then the user cache's entry of the package `XLAFN_CUDA_PACKAGE` names
+//! ([`CudaPackage`], JAX's CUDA 13 plugin by default). Its entry holds the
+//! plugin's wheel and the NVIDIA wheels of its CUDA libraries unpacked
+//! together, as pip would lay them out in one `site-packages`, so that the
+//! plugin's own library path (`$ORIGIN/../../nvidia/...`) finds them and
+//! no `LD_LIBRARY_PATH` is needed.
+//!
+//! Every install goes the same way, whether the wheels came from pip, from
+//! files the user names or from the cache's own copies: each wheel's sha256
 //! must be the one pinned for this platform (`third_party/`, compiled in),
 //! every file it unpacks must match its line in the wheel's `RECORD`
-//! (sha256 and size), and nothing else may be in it; the files go into a
+//! (sha256 and size), nothing else may be in it, and two wheels may share
+//! a path only with the same contents; the files go into a
 //! new temporary folder that is renamed into place whole, under a lock
 //! file, so concurrent processes install once and a killed one leaves
 //! nothing that is mistaken for an entry (its leftovers are removed by
@@ -35,111 +45,17 @@
 
 mod cache;
 mod fetch;
+mod packages;
 mod wheel;
 
 pub(crate) use cache::identity;
+pub use packages::CudaPackage;
+pub(crate) use packages::{CPU, Package, Pin};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use std::path::{Path, PathBuf};
 
-/// A plugin published as a pinned Python wheel.
-#[derive(Debug)]
-pub(crate) struct Package {
-    /// The distribution's name as pip spells it (`xla-cpu-pjrt`).
-    pub(crate) distribution: &'static str,
-    /// The pinned version.
-    pub(crate) version: &'static str,
-    /// The plugin library's path inside the wheel.
-    pub(crate) plugin_in_wheel: &'static str,
-    /// `sha256  file name` lines, one per platform's wheel.
-    pins: &'static str,
-    /// The file looked for beside the running executable.
-    pub(crate) beside_executable: &'static str,
-    /// What the plugin is, for messages.
-    pub(crate) what: &'static str,
-}
-
-/// The pinned XLA CPU plugin.
-pub(crate) const CPU: Package = Package {
-    distribution: "xla-cpu-pjrt",
-    version: "0.0.1",
-    plugin_in_wheel: "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so",
-    pins: include_str!("../../../third_party/xla-cpu-pjrt.sha256"),
-    beside_executable: "xla_cpu_pjrt.so",
-    what: "the XLA CPU plugin",
-};
-
-/// A wheel this crate accepts: its file name and sha256.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Pin {
-    pub(crate) file_name: String,
-    pub(crate) sha256: String,
-}
-
-impl Package {
-    /// `distribution==version`, what pip is asked for.
-    pub(crate) fn requirement(&self) -> String {
-        format!("{}=={}", self.distribution, self.version)
-    }
-
-    /// The cache entry's folder name (`xla-cpu-pjrt-0.0.1`).
-    pub(crate) fn entry_name(&self) -> String {
-        format!("{}-{}", self.distribution, self.version)
-    }
-
-    /// The wheel pinned for the platform this program runs on.
-    pub(crate) fn pin(&self) -> Result<Pin> {
-        let tag = platform_tag().ok_or_else(|| self.unsupported_platform())?;
-        self.pins()
-            .into_iter()
-            .find(|p| p.file_name.ends_with(&format!("-{tag}.whl")))
-            .ok_or_else(|| self.unsupported_platform())
-    }
-
-    /// Every pinned wheel, for every platform.
-    pub(crate) fn pins(&self) -> Vec<Pin> {
-        self.pins
-            .lines()
-            .filter_map(|line| line.split_once(char::is_whitespace))
-            .map(|(sha, name)| Pin {
-                sha256: sha.to_ascii_lowercase(),
-                file_name: name.trim().trim_start_matches('*').to_string(),
-            })
-            .collect()
-    }
-
-    fn unsupported_platform(&self) -> Error {
-        let published: Vec<String> = self
-            .pins()
-            .iter()
-            .filter_map(|p| {
-                p.file_name
-                    .rsplit_once("-manylinux_2_27_")
-                    .map(|(_, arch)| format!("Linux {}", arch.trim_end_matches(".whl")))
-            })
-            .collect();
-        Error::Plugin(format!(
-            "{} ({}) is published only for {}, and this program runs on {} {}: set \
-             XLAFN_PJRT_PLUGIN to a PJRT plugin built for this machine",
-            self.what,
-            self.requirement(),
-            published.join(" and "),
-            std::env::consts::OS,
-            std::env::consts::ARCH
-        ))
-    }
-}
-
-/// The pip platform tag of the wheels for this machine, if any are made.
-pub(crate) fn platform_tag() -> Option<&'static str> {
-    match (std::env::consts::OS, std::env::consts::ARCH) {
-        ("linux", "x86_64") => Some("manylinux_2_27_x86_64"),
-        ("linux", "aarch64") => Some("manylinux_2_27_aarch64"),
-        _ => None,
-    }
-}
-
-/// Where the CPU plugin came from, and what to change when it fails.
+/// Where a plugin came from, and what to change when it fails.
 #[derive(Clone, Debug)]
 pub(crate) struct Located {
     pub(crate) path: PathBuf,
@@ -149,34 +65,68 @@ pub(crate) struct Located {
 /// The CPU plugin to load, found in the documented order (module docs),
 /// fetching it into the user cache when nothing else provides it.
 pub(crate) fn cpu_plugin() -> Result<Located> {
-    if let Some(p) = crate::environment::PJRT_PLUGIN
-        .get_os()
-        .filter(|p| !p.is_empty())
-    {
+    locate(&CPU, crate::environment::PJRT_PLUGIN.get_os())
+}
+
+/// The CUDA plugin `XLAFN_DEVICE=cuda` loads, in the same order as the
+/// CPU one: `XLAFN_CUDA_PLUGIN`, the plugin beside the executable, then
+/// the user cache's entry of `XLAFN_CUDA_PACKAGE` (JAX's CUDA 13 plugin
+/// unless it names another), fetched with its CUDA libraries when absent.
+pub(crate) fn cuda_plugin() -> Result<Located> {
+    let package = CudaPackage::from_env()?.package();
+    locate(package, crate::environment::CUDA_PLUGIN.get_os())
+}
+
+fn locate(package: &Package, named: Option<std::ffi::OsString>) -> Result<Located> {
+    if let Some(p) = named.filter(|p| !p.is_empty()) {
         return Ok(Located {
             path: PathBuf::from(p),
-            fix: "XLAFN_PJRT_PLUGIN names this file: set it to a PJRT plugin .so, or unset it \
-                  to use the pinned CPU plugin"
-                .into(),
+            fix: format!(
+                "{} names this file: set it to a PJRT plugin .so, or unset it to use the \
+                 pinned {}",
+                package.env_var,
+                package.requirement()
+            ),
         });
     }
-    if let Some(beside) = beside_executable(&CPU) {
+    if let Some(beside) = beside_executable(package) {
         return Ok(Located {
             path: beside,
             fix: format!(
                 "this is the {} beside the program: replace it with the one from the pinned \
                  wheel, or remove it to use the user cache",
-                CPU.beside_executable
+                package.beside_executable
             ),
         });
     }
-    let path = cache::Store::user()?.ensure(&CPU, offline())?;
+    let path = cache::Store::user()?.ensure(package, offline())?;
     Ok(Located {
         path,
-        fix: "this is the cached pinned plugin: run `xlafn fetch --verify` to check and repair \
-              it, or set XLAFN_PJRT_PLUGIN to a PJRT plugin .so"
-            .into(),
+        fix: format!(
+            "this is the cached pinned plugin: run `{} --verify` to check and repair it, or \
+             set {} to a PJRT plugin .so",
+            package.fetch_command, package.env_var
+        ),
     })
+}
+
+/// The libraries to load before the plugin at `plugin`, when it is a
+/// cache entry's plugin whose package names some (`Package::preload`).
+pub(crate) fn preloads(plugin: &Path) -> Vec<PathBuf> {
+    let Ok(root) = cache::user_cache_root() else {
+        return Vec::new();
+    };
+    CudaPackage::ALL
+        .iter()
+        .map(|p| p.package())
+        .filter(|p| root.join(p.entry_name()).join(p.plugin_in_wheel) == plugin)
+        .flat_map(|p| {
+            p.preload
+                .iter()
+                .map(|lib| root.join(p.entry_name()).join(lib))
+        })
+        .filter(|lib| lib.is_file())
+        .collect()
 }
 
 fn beside_executable(package: &Package) -> Option<PathBuf> {
@@ -212,22 +162,7 @@ pub fn fetch_cpu_plugin() -> Result<PathBuf> {
 /// for this platform (its sha256 is checked, then every file against its
 /// `RECORD`); an entry already there is replaced only if it is broken.
 pub fn install_cpu_plugin(wheel_or_folder: &Path) -> Result<PathBuf> {
-    let store = cache::Store::user()?;
-    let pin = CPU.pin()?;
-    let wheel = if wheel_or_folder.is_dir() {
-        let found = wheel_or_folder.join(&pin.file_name);
-        if !found.is_file() {
-            return Err(Error::Plugin(format!(
-                "{} holds no {}, the pinned wheel for this platform",
-                wheel_or_folder.display(),
-                pin.file_name
-            )));
-        }
-        found
-    } else {
-        wheel_or_folder.to_path_buf()
-    };
-    store.install_from(&CPU, &wheel)
+    cache::Store::user()?.install_from(&CPU, wheel_or_folder)
 }
 
 /// Checks the cached CPU plugin file by file against its wheel's `RECORD`
@@ -235,6 +170,28 @@ pub fn install_cpu_plugin(wheel_or_folder: &Path) -> Result<PathBuf> {
 /// repairing it from the kept wheel or by fetching when anything differs.
 pub fn verify_cpu_plugin() -> Result<PathBuf> {
     cache::Store::user()?.verify(&CPU, offline())
+}
+
+/// [`fetch_cpu_plugin`] for a CUDA plugin: the plugin's wheel and the
+/// NVIDIA wheels of its CUDA libraries (several GB for the JAX plugins),
+/// unpacked together into one cache entry where the plugin finds its
+/// libraries without `LD_LIBRARY_PATH`. Returns the plugin's path, which
+/// `XLAFN_DEVICE=cuda` then loads without being told.
+pub fn fetch_cuda_plugin(package: CudaPackage) -> Result<PathBuf> {
+    cache::Store::user()?.ensure(package.package(), offline())
+}
+
+/// [`install_cpu_plugin`] for a CUDA plugin: `folder` holds the pinned
+/// wheels (the plugin's and its CUDA libraries'; a single wheel file may
+/// be named too), and what it lacks must already be in the cache's
+/// `wheels/` folder. No Python, no network.
+pub fn install_cuda_plugin(package: CudaPackage, wheels: &Path) -> Result<PathBuf> {
+    cache::Store::user()?.install_from(package.package(), wheels)
+}
+
+/// [`verify_cpu_plugin`] for a CUDA plugin and its CUDA libraries.
+pub fn verify_cuda_plugin(package: CudaPackage) -> Result<PathBuf> {
+    cache::Store::user()?.verify(package.package(), offline())
 }
 
 /// The user cache folder xlafn keeps plugins in:
@@ -245,46 +202,39 @@ pub fn plugin_cache_dir() -> Result<PathBuf> {
 
 /// Every way to provide `package` when it is not installed, for messages.
 pub(crate) fn ways_out(package: &Package, why: &str) -> String {
-    let pin = package.pin().map(|p| p.file_name).unwrap_or_default();
+    let wheels = package
+        .wheels()
+        .map(|w| match w.len() {
+            1 => format!("the wheel {}", w[0].file_name),
+            n => format!("the {n} wheels {} ...", w[0].file_name),
+        })
+        .unwrap_or_default();
     let root = cache::user_cache_root()
         .map(|r| r.display().to_string())
         .unwrap_or_else(|_| "~/.cache/xlafn".into());
     format!(
         "{} ({}) is not in xlafn's cache ({root}), and {why}. Any one of these provides it:\n\
-         - `xlafn fetch` (or xlafn::runtime::fetch_cpu_plugin()) fetches it with pip from your \
-         Python package index, where the network allows;\n\
-         - `xlafn fetch --wheel PATH` (or xlafn::runtime::install_cpu_plugin) installs it from \
-         the wheel {pin} or a folder holding it, with no Python and no network;\n\
+         - `{}` (or xlafn::runtime::{}) fetches it with pip from your Python package index, \
+         where the network allows;\n\
+         - `{} --wheel PATH` (or xlafn::runtime::{}) installs it from {wheels} (or a folder \
+         holding them), with no Python and no network;\n\
          - a {} beside this program is used as it is;\n\
-         - XLAFN_PJRT_PLUGIN=/path/to/a/pjrt/plugin.so names any PJRT CPU plugin;\n\
+         - {}=/path/to/a/pjrt/plugin.so names any PJRT plugin for this platform;\n\
          - without XLAFN_OFFLINE, the first run fetches it itself (with python3 -m pip).",
         package.what,
         package.requirement(),
-        package.beside_executable
+        package.fetch_command,
+        package.fetch_call,
+        package.fetch_command,
+        package.install_call,
+        package.beside_executable,
+        package.env_var,
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_cpu_package_pins_a_wheel_for_each_published_platform() {
-        let pins = CPU.pins();
-        assert_eq!(pins.len(), 2, "{pins:?}");
-        for pin in &pins {
-            assert_eq!(pin.sha256.len(), 64);
-            assert!(pin.file_name.starts_with("xla_cpu_pjrt-0.0.1-"));
-        }
-        if platform_tag().is_some() {
-            assert!(
-                CPU.pin()
-                    .unwrap()
-                    .file_name
-                    .contains(std::env::consts::ARCH)
-            );
-        }
-    }
 
     #[test]
     fn the_message_for_a_missing_plugin_lists_every_way_out() {

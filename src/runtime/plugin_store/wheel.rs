@@ -19,7 +19,8 @@ const MAX_RECORD_BYTES: u64 = 8 << 20;
 /// The unpacked size of the largest wheel accepted (cuDNN's is ~1 GB).
 const MAX_UNPACKED_BYTES: u64 = 16 << 30;
 
-/// One file unpacked and checked.
+/// One file unpacked and checked (a file another wheel of the entry had
+/// unpacked already is not listed again).
 #[derive(Debug)]
 pub(super) struct Unpacked {
     pub(super) path: String,
@@ -27,16 +28,14 @@ pub(super) struct Unpacked {
     pub(super) sha256: String,
 }
 
-/// Errors unless the file at `wheel` has the pinned sha256.
+/// Errors unless the file at `wheel` has the pinned sha256 (`package`'s
+/// other pins tell a wheel for another platform apart from a corrupt one).
 pub(super) fn check_pinned(wheel: &Path, pin: &Pin, package: &Package) -> Result<()> {
-    let (mut file, _) = files::open_regular(wheel, true)?;
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher).map_err(|e| Error::io("cannot read", wheel, e))?;
-    let actual = files::hex(&hasher.finalize());
+    let actual = sha256_of_file(wheel)?;
     if actual == pin.sha256 {
         return Ok(());
     }
-    let other = package.pins().into_iter().find(|p| p.sha256 == actual);
+    let other = package.all_pins().into_iter().find(|p| p.sha256 == actual);
     Err(Error::Plugin(match other {
         Some(other) => format!(
             "{} is {}, the wheel for another platform; this machine needs {}",
@@ -54,6 +53,14 @@ pub(super) fn check_pinned(wheel: &Path, pin: &Pin, package: &Package) -> Result
     }))
 }
 
+/// A file's sha256, in hex (as pins write it).
+pub(super) fn sha256_of_file(path: &Path) -> Result<String> {
+    let (mut file, _) = files::open_regular(path, true)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|e| Error::io("cannot read", path, e))?;
+    Ok(files::hex(&hasher.finalize()))
+}
+
 /// A file's sha256 in `RECORD`'s spelling (URL-safe base64, no padding).
 pub(super) fn record_sha256_of_file(path: &Path) -> Result<String> {
     let (mut file, _) = files::open_regular(path, false)?;
@@ -65,13 +72,21 @@ pub(super) fn record_sha256_of_file(path: &Path) -> Result<String> {
 /// A `RECORD` line's claim: sha256 (RECORD's spelling) and size.
 type Claims = HashMap<String, (String, u64)>;
 
-/// Unpacks `wheel` into the new folder `dest`, checking every file
-/// against the wheel's `RECORD`: no file may be missing, extra, larger or
-/// different, and no entry may be a link or leave `dest`.
+/// Paths already unpacked into an entry by an earlier wheel of it, with
+/// their sha256: two wheels may both ship a file (a namespace package's
+/// `__init__.py`) only with the same contents.
+pub(super) type UnpackedPaths = HashMap<String, String>;
+
+/// Unpacks `wheel` (pinned as `pin`) into the folder `dest`, checking
+/// every file against the wheel's `RECORD`: no file may be missing,
+/// extra, larger or different, and no entry may be a link or leave
+/// `dest`. Files an earlier wheel unpacked there (`seen`) are compared,
+/// not written twice. Executable files stay executable (ptxas).
 pub(super) fn unpack_verified(
     wheel: &Path,
-    package: &Package,
+    pin: &Pin,
     dest: &Path,
+    seen: &mut UnpackedPaths,
 ) -> Result<Vec<Unpacked>> {
     let (file, _) = files::open_regular(wheel, true)?;
     let bad = |why: String| Error::Plugin(format!("{}: {why}; refusing it", wheel.display()));
@@ -83,11 +98,14 @@ pub(super) fn unpack_verified(
             zip.len()
         )));
     }
-    let record_name = format!(
-        "{}-{}.dist-info/RECORD",
-        package.distribution.replace('-', "_"),
-        package.version
-    );
+    let (distribution, version) = pin.distribution_and_version();
+    let expected = format!("{distribution}-{version}.dist-info/RECORD");
+    // Older wheel builders spell the folder's name in another case.
+    let record_name = zip
+        .file_names()
+        .find(|n| n.eq_ignore_ascii_case(&expected))
+        .unwrap_or(&expected)
+        .to_string();
     let claims = read_record(&mut zip, &record_name).map_err(|e| bad(e.to_string()))?;
     let total: u64 = claims
         .values()
@@ -98,8 +116,8 @@ pub(super) fn unpack_verified(
             "its RECORD claims {total} bytes, more than {MAX_UNPACKED_BYTES}"
         )));
     }
-    std::fs::create_dir(dest).map_err(|e| Error::io("cannot create", dest, e))?;
     let mut unpacked = Vec::with_capacity(claims.len());
+    let mut found = std::collections::HashSet::new();
     for index in 0..zip.len() {
         let mut item = zip
             .by_index(index)
@@ -128,6 +146,18 @@ pub(super) fn unpack_verified(
                 item.size()
             )));
         }
+        found.insert(name.clone());
+        if let Some(earlier) = seen.get(&name) {
+            if earlier != sha256 {
+                return Err(bad(format!(
+                    "entry {name:?} differs from the file of that name another pinned wheel \
+                     holds"
+                )));
+            }
+            // Checked when the earlier wheel unpacked it.
+            continue;
+        }
+        let executable = item.unix_mode().is_some_and(|m| m & 0o111 != 0);
         let target = dest.join(relative);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io("cannot create", parent, e))?;
@@ -149,6 +179,11 @@ pub(super) fn unpack_verified(
             out.write_all(&buf[..n])
                 .map_err(|e| Error::io("cannot write", &target, e))?;
         }
+        if executable {
+            use std::os::unix::fs::PermissionsExt;
+            out.set_permissions(std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| Error::io("cannot make executable", &target, e))?;
+        }
         out.sync_all()
             .map_err(|e| Error::io("cannot write", &target, e))?;
         let actual = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hasher.finalize());
@@ -157,16 +192,17 @@ pub(super) fn unpack_verified(
                 "entry {name:?} does not match its RECORD line ({written} bytes, sha256 {actual})"
             )));
         }
+        seen.insert(name.clone(), actual.clone());
         unpacked.push(Unpacked {
             path: name,
             size: written,
             sha256: actual,
         });
     }
-    if unpacked.len() != claims.len() {
+    if found.len() != claims.len() {
         let missing: Vec<&String> = claims
             .keys()
-            .filter(|k| !unpacked.iter().any(|u| &u.path == *k))
+            .filter(|k| !found.contains(*k))
             .take(3)
             .collect();
         return Err(bad(format!(
