@@ -437,9 +437,21 @@ pub(crate) struct CheckedExport {
     constants: Vec<HostArray>,
     variables: Vec<HostArray>,
     contract: Contract,
-    /// Each listed program: its manifest entry, its (checked) StableHLO
-    /// text and its `@main` signature.
-    programs: Vec<(ProgramJson, String, Signature)>,
+    /// Each listed program, checked against the manifest.
+    programs: Vec<CheckedProgram>,
+}
+
+/// One listed program of a [`CheckedExport`].
+pub(crate) struct CheckedProgram {
+    /// Its manifest entry.
+    json: ProgramJson,
+    /// Its StableHLO text.
+    text: String,
+    /// Its `@main` signature, as read from the text.
+    signature: Signature,
+    /// Its parameters, as the manifest declares them (the inputs at this
+    /// program's shapes, then the captures): what it is compiled for.
+    params: Vec<ArraySpec>,
 }
 
 /// Reads the export at `dir` and checks it: the manifest and its digests,
@@ -488,9 +500,14 @@ pub(crate) fn read_checked(dir: &Path) -> Result<CheckedExport> {
         params.extend(capture_specs.iter().cloned());
         let text = String::from_utf8(read_signed(dir, &p.file, p.size, &p.sha256)?)
             .map_err(|_| Error::Value(format!("export: {} is not text", p.file)))?;
-        let sig = program_check::check_program(&p.file, &text)?;
-        check_signature(&p.file, &sig, &params, &contract)?;
-        programs.push((p.clone(), text, sig));
+        let signature = program_check::check_program(&p.file, &text)?;
+        check_signature(&p.file, &signature, &params, &contract)?;
+        programs.push(CheckedProgram {
+            json: p.clone(),
+            text,
+            signature,
+            params,
+        });
     }
     Ok(CheckedExport {
         manifest: m,
@@ -634,22 +651,21 @@ pub fn load_with_callbacks(
     let client = Client::default_client()?;
     let bound = callbacks::Bound::bind(&m.callbacks, callbacks)?;
     let mut programs = Vec::new();
-    for (p, text, sig) in &checked {
-        let mut params: Vec<ArraySpec> = input_specs
-            .iter()
-            .zip(&p.input_shapes)
-            .map(|((d, _), dims)| ArraySpec::new(*d, dims))
-            .collect();
-        params.extend(contract.capture_specs.iter().cloned());
-        debug_assert_eq!(sig.params.len(), params.len());
-        let text = bound.rewrite(text, &p.file)?;
+    for CheckedProgram {
+        json: p,
+        text,
+        params,
+        ..
+    } in checked
+    {
+        let text = bound.rewrite(&text, &p.file)?;
         let traits = ProgramTraits {
             light: p.light,
             small_array_graph: p.small_array_graph,
         };
         let options = CompileOptions::for_program(client.platform(), traits);
         let exe = Executable::compile_cached(&client, &text, params, &options)?;
-        programs.push((p.input_shapes.clone(), Arc::new(exe)));
+        programs.push((p.input_shapes, Arc::new(exe)));
     }
     let specializer = match &m.graph {
         Some(g) => {

@@ -187,11 +187,11 @@ fn model_of(dir: &Path, platform: TfPlatform) -> Result<Model> {
     let programs = export
         .programs
         .iter()
-        .map(|(p, text, sig)| Program {
+        .map(|checked| Program {
             inputs: input_names
                 .iter()
                 .zip(&export.input_specs)
-                .zip(&p.input_shapes)
+                .zip(&checked.json.input_shapes)
                 .map(|((name, (dtype, _)), dims)| Spec {
                     name: name.clone(),
                     dtype: *dtype,
@@ -201,14 +201,14 @@ fn model_of(dir: &Path, platform: TfPlatform) -> Result<Model> {
             outputs: m
                 .outputs
                 .iter()
-                .zip(&sig.results)
+                .zip(&checked.signature.results)
                 .map(|(o, r)| Spec {
                     name: o.name.clone(),
                     dtype: r.dtype,
                     dims: r.dims.clone(),
                 })
                 .collect(),
-            text: text.clone(),
+            text: checked.text.clone(),
         })
         .collect();
     let value = |name: String, a: &crate::runtime::HostArray| Variable {
