@@ -447,7 +447,9 @@ pub(crate) struct CheckedProgram {
     json: ProgramJson,
     /// Its StableHLO text.
     text: String,
-    /// Its `@main` signature, as read from the text.
+    /// Its `@main` signature, as read from the text (the SavedModel
+    /// writer's output types; `load` needs only `params`).
+    #[cfg_attr(not(feature = "saved_model"), allow(dead_code))]
     signature: Signature,
     /// Its parameters, as the manifest declares them (the inputs at this
     /// program's shapes, then the captures): what it is compiled for.
