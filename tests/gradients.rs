@@ -627,3 +627,70 @@ fn ops_off_the_path_to_the_sources_are_not_differentiated() {
         .unwrap();
     assert_eq!(g.item::<f64>().unwrap(), 12.0);
 }
+
+#[test]
+fn power_gradients_match_finite_differences_in_the_exponent() {
+    let base = Tensor::vector(&[0.5f64, 1.5, 3.0]).unwrap();
+    check_gradient(&move |b: &Tensor| base.pow(b), &[0.3, -1.2, 2.0], &[3], 3);
+}
+
+/// `a ** b` where it does not depend on a variable: `0 ** b` for `b > 0`
+/// (TensorFlow's and JAX's 0 for the exponent), `a ** 0` (JAX's 0 for
+/// the base), and a negative base at an integer exponent (TensorFlow's 0
+/// for the exponent); none of them NaN, and neither is a second
+/// derivative through them.
+#[test]
+fn power_gradients_are_zero_where_the_power_is_constant() {
+    let grads = |a: &[f64], b: &[f64]| {
+        let (a, b) = (Tensor::vector(a).unwrap(), Tensor::vector(b).unwrap());
+        let tape = GradientTape::new();
+        tape.watch(&a);
+        tape.watch(&b);
+        let z = a.pow(&b).unwrap().reduce_sum(&[], false).unwrap();
+        let g = tape.gradient(&z, &[(&a).into(), (&b).into()]).unwrap();
+        let read = |t: &Option<Tensor>| t.as_ref().unwrap().to_vec::<f64>().unwrap();
+        (read(&g[0]), read(&g[1]))
+    };
+    let (da, db) = grads(&[0.0, 0.0, -2.0, 2.0], &[2.0, 0.0, 3.0, 0.0]);
+    assert_eq!(da, vec![0.0, 0.0, 12.0, 0.0]);
+    assert_eq!(db, vec![0.0, 0.0, 0.0, 2f64.ln()]);
+
+    // d²(0 ** b)/db² at b = 2 is 0, not NaN from ln 0 in the masked lane.
+    let b = Tensor::vector(&[2.0f64]).unwrap();
+    let outer = GradientTape::new();
+    outer.watch(&b);
+    let inner = GradientTape::new();
+    inner.watch(&b);
+    let z = Tensor::zeros(&[1], DType::F64)
+        .pow(&b)
+        .unwrap()
+        .reduce_sum(&[], false)
+        .unwrap();
+    let g = inner
+        .gradient(&z, &[(&b).into()])
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    let g = g.reduce_sum(&[], false).unwrap();
+    let h = outer
+        .gradient(&g, &[(&b).into()])
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert_eq!(h.to_vec::<f64>().unwrap(), vec![0.0]);
+
+    // Compiled, the same values.
+    let f = function(|a: Tensor, b: Tensor| {
+        let tape = GradientTape::new();
+        tape.watch(&b);
+        let z = a.pow(&b)?.reduce_sum(&[], false)?;
+        Ok(tape.gradient(&z, &[(&b).into()])?.remove(0).unwrap())
+    });
+    let out = f
+        .call((
+            Tensor::vector(&[0f32, 4.]).unwrap(),
+            Tensor::vector(&[2f32, 0.5]).unwrap(),
+        ))
+        .unwrap();
+    assert_eq!(out.to_vec::<f32>().unwrap(), vec![0.0, 2.0 * 4f32.ln()]);
+}

@@ -682,3 +682,60 @@ fn activation_statistics_are_the_nearest_float32() {
         .unwrap();
     assert_eq!(got, nearest.item::<f64>().unwrap());
 }
+
+/// `reduce_prod`'s gradient is the product of the other elements, also
+/// where some are 0 (`prod / x` would give 0 / 0): values as TensorFlow's
+/// and JAX's exclusive running products give them, over one axis, over
+/// two, and inside a traced function.
+#[test]
+fn product_gradients_are_exact_at_zeros() {
+    let grad = |x: &Tensor, axes: &[i64]| {
+        let tape = GradientTape::new();
+        tape.watch(x);
+        let w = Tensor::from_vec((1..=x.size()).map(|v| v as f64).collect(), &x.dims()).unwrap();
+        let p = x.reduce_prod(axes, true).unwrap();
+        let y = p
+            .mul(&w.reduce_sum(axes, true).unwrap())
+            .unwrap()
+            .reduce_sum(&[], false)
+            .unwrap();
+        let g = tape.gradient(&y, &[x.into()]).unwrap().remove(0).unwrap();
+        g.to_vec::<f64>().unwrap()
+    };
+    // Rows [0, 2, 3] and [0, 0, 5], each row's weight 6 and 15.
+    let x = Tensor::from_vec(vec![0f64, 2., 3., 0., 0., 5.], &[2, 3]).unwrap();
+    assert_eq!(grad(&x, &[1]), vec![36., 0., 0., 0., 0., 0.]);
+    // Columns [0, 0], [2, 0], [3, 5], weights 5, 7, 9.
+    assert_eq!(grad(&x, &[0]), vec![0., 0., 45., 0., 14., 27.]);
+    // Over both axes: the product is 0 with three zeros, so every
+    // gradient is 0; with one zero, only that element's is not.
+    assert_eq!(grad(&x, &[0, 1]), vec![0.; 6]);
+    let one_zero = Tensor::from_vec(vec![1f64, 2., 3., 0., 4., 5.], &[2, 3]).unwrap();
+    assert_eq!(grad(&one_zero, &[]), vec![0., 0., 0., 120. * 21., 0., 0.]);
+    let x3 = Tensor::from_vec(vec![1f64, 2., 0., 4., 5., 6., 7., 8.], &[2, 2, 2]).unwrap();
+    // Over axes 0 and 2 with axis 1 kept: slices {1, 2, 5, 6} and {0, 4, 7, 8}.
+    let g = grad(&x3, &[0, 2]);
+    let (w0, w1) = (1. + 2. + 5. + 6., 3. + 4. + 7. + 8.);
+    assert_eq!(
+        g,
+        vec![
+            60. * w0,
+            30. * w0,
+            224. * w1,
+            0.,
+            12. * w0,
+            10. * w0,
+            0.,
+            0.
+        ]
+    );
+
+    let f = function(|x: Tensor| {
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let p = x.reduce_prod(&[0], false)?;
+        Ok(tape.gradient(&p, &[(&x).into()])?.remove(0).unwrap())
+    });
+    let out = f.call((Tensor::vector(&[0f32, 2., 3.]).unwrap(),)).unwrap();
+    assert_eq!(out.to_vec::<f32>().unwrap(), vec![6., 0., 0.]);
+}

@@ -436,3 +436,39 @@ fn sorted_segment_reductions_are_sized_by_their_ids() {
     let e = f.call((&data, &ids)).unwrap_err().to_string();
     assert!(e.contains("unsorted_segment_"), "{e}");
 }
+
+/// Tied maxima and minima share their output's gradient evenly
+/// (TensorFlow's and JAX's rule), in segment reductions and in scatters
+/// onto a tensor that ties with an update.
+#[test]
+fn tied_extremes_share_the_gradient() {
+    let grads = |f: &dyn Fn(&Tensor) -> Result<Tensor>, x: &[f64]| {
+        let x = t(x, &[x.len() as i64]);
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let y = f(&x).unwrap().reduce_sum(&[], false).unwrap();
+        tape.gradient(&y, &[(&x).into()])
+            .unwrap()
+            .remove(0)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap()
+    };
+    let ids = idx(&[0, 0, 1, 1, 1], &[5]);
+    let max = |x: &Tensor| x.unsorted_segment_max(&ids, 2);
+    assert_eq!(
+        grads(&max, &[2., 2., 1., 3., 3.]),
+        vec![0.5, 0.5, 0., 0.5, 0.5]
+    );
+    let min = |x: &Tensor| x.unsorted_segment_min(&ids, 2);
+    assert_eq!(
+        grads(&min, &[2., 2., 1., 1., 1.]),
+        vec![0.5, 0.5, 1. / 3., 1. / 3., 1. / 3.]
+    );
+    // A tensor element equal to the update scattered onto it: a tie.
+    let rows = idx(&[0, 0], &[2, 1]);
+    let onto = |x: &Tensor| x.tensor_scatter_nd_max(&rows, &t(&[4., 1.], &[2]));
+    assert_eq!(grads(&onto, &[4., 7.]), vec![0.5, 1.]);
+    let updates = |u: &Tensor| t(&[4., 7.], &[2]).tensor_scatter_nd_max(&rows, u);
+    assert_eq!(grads(&updates, &[4., 4.]), vec![1. / 3., 1. / 3.]);
+}

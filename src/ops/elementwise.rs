@@ -501,11 +501,7 @@ impl OpDef for Binary {
             Sub => (g.clone(), g.neg()?),
             Mul => (g.mul(b)?, g.mul(a)?),
             Div => (g.div(b)?, g.mul(a)?.div(&b.square()?)?.neg()?),
-            Pow => {
-                let da = g.mul(b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?;
-                let db = g.mul(&outputs[0])?.mul(&a.log()?)?;
-                (da, db)
-            }
+            Pow => power_grads(a, b, &outputs[0], &g)?,
             Maximum | Minimum => {
                 let a_wins = if *self == Maximum { a.ge(b)? } else { a.le(b)? };
                 let mask = a_wins.cast(a.dtype())?;
@@ -523,6 +519,31 @@ impl OpDef for Binary {
         };
         Ok(vec![Some(unbroadcast(&da, a)?), Some(unbroadcast(&db, b)?)])
     }
+}
+
+/// The gradients of `z = a ** b`: `g b a^(b-1)` and `g z ln a`, without
+/// the false singularities at the points where `z` does not depend on the
+/// variable. Where `b == 0`, `z = 1` for every `a`, so the base's
+/// gradient is 0 (JAX's rule; the plain formula gives `0 * inf = NaN` at
+/// `a = 0`). The exponent's gradient is taken only where `ln a` is real
+/// and finite, `a > 0` (`a != 0` for complex `a`), and is 0 elsewhere, as
+/// TensorFlow's: `0 ** b` is 0 for every positive `b`, and for a negative
+/// real base the power is real only at integer exponents. `ln` reads a
+/// base of 1 in the masked lanes, so a second derivative through the
+/// mask stays finite.
+fn power_grads(a: &Tensor, b: &Tensor, z: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)> {
+    let zeros = g.zeros_like()?;
+    let base_grad = g.mul(b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?;
+    let da = where_(&b.eq_scalar(0.0)?, &zeros, &base_grad)?;
+    let real_log = if a.dtype().is_complex() {
+        a.ne_scalar(0.0)?
+    } else {
+        a.gt_scalar(0.0)?
+    };
+    let safe_base = where_(&real_log, a, &a.ones_like()?)?;
+    let exponent_grad = g.mul(z)?.mul(&safe_base.log()?)?;
+    let db = where_(&real_log, &exponent_grad, &zeros)?;
+    Ok((da, db))
 }
 
 /// `maximum`/`minimum` that return NaN when either operand is NaN, as

@@ -260,9 +260,10 @@ impl OpDef for Reduce {
         let g = grad_or_zeros(grads, y)?.reshape(&kept)?;
         let dx = match self.kind {
             ReduceKind::Sum => x.zeros_like()?.add(&g)?,
-            // d(prod)/dx_i = prod / x_i (undefined where x_i is 0, as in
-            // the simple rule for inputs without zeros).
-            ReduceKind::Prod => g.mul(&y.reshape(&kept)?)?.div(x)?,
+            ReduceKind::Prod => match product_of_others(x, &axes)? {
+                Some(others) => g.mul(&others)?,
+                None => g.mul(&y.reshape(&kept)?)?.div(x)?,
+            },
             ReduceKind::Mean => {
                 let count: i64 = axes.iter().map(|&a| x.dims()[a]).product();
                 x.zeros_like()?.add(&g)?.div_scalar(count as f64)?
@@ -277,6 +278,47 @@ impl OpDef for Reduce {
         };
         Ok(vec![Some(dx)])
     }
+}
+
+/// `d(prod)/dx_i`: the product of the other elements of `x`'s slice over
+/// `axes`, as exclusive running products from both ends (TensorFlow's
+/// and JAX's rule), so it is exact where some elements are 0; `prod /
+/// x_i` would give `0 / 0`. Several axes are first moved last and
+/// flattened into one, which needs their sizes and the others'. A traced
+/// shape with an unknown one, and a complex `x` (XLA's running products,
+/// `reduce_window`, take real numbers only), get `None`, and the caller
+/// falls back to `prod / x_i`.
+fn product_of_others(x: &Tensor, axes: &[usize]) -> Result<Option<Tensor>> {
+    if x.dtype().is_complex() {
+        return Ok(None);
+    }
+    let running = |t: &Tensor, axis: i64| -> Result<Tensor> {
+        t.cumprod(axis, true, false)?
+            .mul(&t.cumprod(axis, true, true)?)
+    };
+    if let [axis] = axes {
+        return Ok(Some(running(x, *axis as i64)?));
+    }
+    let dims = x.dims();
+    if dims.iter().any(|&d| d < 0) {
+        return Ok(None);
+    }
+    if dims.contains(&0) {
+        return Ok(Some(x.zeros_like()?));
+    }
+    let rank = dims.len();
+    let mut perm: Vec<usize> = (0..rank).filter(|a| !axes.contains(a)).collect();
+    perm.extend_from_slice(axes);
+    let moved: Vec<i64> = perm.iter().map(|&a| dims[a]).collect();
+    let reduced: i64 = axes.iter().map(|&a| dims[a]).product();
+    let perm_i64: Vec<i64> = perm.iter().map(|&a| a as i64).collect();
+    let flat = x.transpose(&perm_i64)?.reshape(&[-1, reduced])?;
+    let mut inverse = vec![0i64; rank];
+    for (to, &from) in perm.iter().enumerate() {
+        inverse[from] = to as i64;
+    }
+    let others = running(&flat, 1)?.reshape(&moved)?.transpose(&inverse)?;
+    Ok(Some(others))
 }
 
 /// `cx.reduce`, skipping the op when there is nothing to reduce (a scalar

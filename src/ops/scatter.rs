@@ -267,13 +267,18 @@ impl OpDef for ScatterNd {
                 g.tensor_scatter_nd_update(indices, &updates.zeros_like()?)?,
                 g.gather_nd(indices)?,
             ),
-            // Min/max: the gradient goes to whichever value won (to both
-            // on a tie, as TensorFlow's reductions do).
+            // Min/max: the gradient goes to whichever values won, split
+            // evenly between the tied ones (TensorFlow's and JAX's rule), so
+            // each output's gradient is passed back once in all.
             ScatterKind::Min | ScatterKind::Max => {
                 let out = &outputs[0];
                 let kept = out.eq(t)?.cast(t.dtype())?;
                 let won = out.gather_nd(indices)?.eq(updates)?.cast(t.dtype())?;
-                (g.mul(&kept)?, g.gather_nd(indices)?.mul(&won)?)
+                let ties = kept
+                    .tensor_scatter_nd_add(indices, &won)?
+                    .maximum_scalar(1.0)?;
+                let shared = g.div(&ties)?;
+                (shared.mul(&kept)?, shared.gather_nd(indices)?.mul(&won)?)
             }
         };
         Ok(vec![Some(dt), None, Some(du)])
