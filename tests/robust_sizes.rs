@@ -251,3 +251,65 @@ in_child!(
     let one = Tensor::concat(std::slice::from_ref(&m), 0).unwrap();
     assert_eq!(one.to_vec::<i32>().unwrap(), [1, 2, 3, 4]);
 });
+
+/// Sizes, strides and paddings whose arithmetic would wrap an `i64` (a
+/// panic in a debug build, a wrong shape in a release one) or that XLA's
+/// compiler refuses with its own error: each is an error naming the op
+/// before anything is emitted.
+#[test]
+fn size_arithmetic_from_arguments_never_wraps() {
+    let v = Tensor::vector(&[1f32, 2., 3., 4.]).unwrap();
+    let mx = i64::MAX;
+    assert_err(
+        v.pad(&[[0, mx]], PadMode::Constant, 0.0),
+        "past the largest dimension",
+    );
+    assert_err(
+        v.pad_general(&[0], &[0], &[mx], 0.0),
+        "past the largest dimension",
+    );
+    assert_err(v.pad_general(&[i64::MIN], &[0], &[0], 0.0), "negative size");
+    assert_err(
+        v.split_sizes(&[mx, mx, 2], 0),
+        "add up to 18446744073709551616",
+    );
+    assert_err(v.split_sizes(&[mx, -1], 0), "split");
+
+    let x = Tensor::zeros(&[1, 8, 1], DType::F32);
+    let k = Tensor::zeros(&[2, 1, 1], DType::F32);
+    assert_err(
+        x.conv1d(&k, 0, Padding::Same, 1),
+        "strides and dilations must be >= 1",
+    );
+    assert_err(x.conv1d(&k, 1, Padding::Same, mx), "out of range");
+    assert_err(
+        x.conv1d(&k, 1, Padding::Explicit(vec![(i64::MIN, 0)]), 1),
+        "out of range",
+    );
+    // A stride past the input is one output, as in TensorFlow and JAX.
+    assert_eq!(
+        x.conv1d(&k, mx, Padding::Same, 1).unwrap().dims(),
+        vec![1, 1, 1]
+    );
+    let images = Tensor::zeros(&[1, 5, 5, 3], DType::F32);
+    let kernel = Tensor::zeros(&[3, 3, 3, 8], DType::F32);
+    assert_err(
+        images.conv2d(&kernel, [0, 1], Padding::Same, [1, 1]),
+        "must be >= 1",
+    );
+
+    assert_err(
+        x.max_pool(&[0], &[1], Padding::Valid),
+        "window sizes, strides and dilations must be >= 1",
+    );
+    assert_err(x.max_pool(&[2], &[0], Padding::Same), "must be >= 1");
+    assert_err(x.max_pool(&[mx], &[1], Padding::Same), "out of range");
+    assert_err(
+        x.max_pool(&[2], &[1], Padding::Explicit(vec![(i64::MIN, 0)])),
+        "out of range",
+    );
+    assert_eq!(
+        x.avg_pool(&[2], &[mx], Padding::Same).unwrap().dims(),
+        vec![1, 1, 1]
+    );
+}

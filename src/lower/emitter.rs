@@ -580,7 +580,10 @@ impl Emitter {
     /// Static slice with positive strides.
     pub fn slice(&mut self, x: &Val, start: &[i64], limit: &[i64], strides: &[i64]) -> Val {
         let dims: Vec<i64> = (0..start.len())
-            .map(|i| ((limit[i] - start[i]).max(0) + strides[i] - 1) / strides[i])
+            .map(|i| match (limit[i] - start[i]).max(0) {
+                0 => 0,
+                span => (span - 1) / strides[i] + 1,
+            })
             .collect();
         let out = ArraySpec {
             dtype: x.ty.dtype,

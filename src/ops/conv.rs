@@ -127,7 +127,11 @@ pub struct Conv {
 
 /// `1 + d * (s - 1)`: a size after dilation by `d` (0 stays 0).
 fn dilated(s: i64, d: i64) -> i64 {
-    if s == 0 { 0 } else { 1 + d * (s - 1) }
+    if s == 0 {
+        0
+    } else {
+        d.saturating_mul(s - 1).saturating_add(1)
+    }
 }
 
 impl Conv {
@@ -237,9 +241,15 @@ impl Conv {
         if self
             .padding
             .iter()
-            .any(|(lo, hi)| lo.abs() > 1 << 40 || hi.abs() > 1 << 40)
+            .any(|(lo, hi)| lo.unsigned_abs() > 1 << 40 || hi.unsigned_abs() > 1 << 40)
         {
-            return Err(self.error(inputs, "padding is out of range"));
+            return Err(self.error(
+                inputs,
+                format!(
+                    "padding {:?} is out of range: each side must be within 2^40",
+                    self.padding
+                ),
+            ));
         }
         let (f, b) = (self.feature_group_count, self.batch_group_count);
         if f < 1 || b < 1 || (f > 1 && b > 1) {
@@ -583,26 +593,72 @@ pub enum Padding {
 
 impl Padding {
     /// The `(low, high)` padding of each spatial dimension for inputs of
-    /// `inputs` and windows of `kernels`.
+    /// `inputs` and windows of `kernels`. The sizes come from the caller,
+    /// so `SAME`'s arithmetic is checked here: one stride and dilation per
+    /// dimension, each >= 1, and no sum past `i64`.
     pub(crate) fn resolve(
         &self,
         inputs: &[i64],
         kernels: &[i64],
         strides: &[i64],
         dil: &[i64],
-    ) -> Vec<(i64, i64)> {
+    ) -> Result<Vec<(i64, i64)>> {
         match self {
-            Padding::Valid => vec![(0, 0); inputs.len()],
-            Padding::Explicit(p) => p.clone(),
-            Padding::Same => (0..inputs.len())
-                .map(|i| {
-                    let out = (inputs[i] + strides[i] - 1) / strides[i];
-                    let window = dilated(kernels[i], dil[i]);
-                    let total = ((out - 1) * strides[i] + window - inputs[i]).max(0);
-                    (total / 2, total - total / 2)
-                })
-                .collect(),
+            Padding::Valid => Ok(vec![(0, 0); inputs.len()]),
+            Padding::Explicit(p) => Ok(p.clone()),
+            Padding::Same => {
+                let n = inputs.len();
+                if kernels.len() != n || strides.len() != n || dil.len() != n {
+                    return Err(Error::invalid(
+                        "conv",
+                        format!(
+                            "SAME padding needs one window size, stride and dilation per spatial \
+                             dimension ({n}), got {kernels:?}, {strides:?}, {dil:?}"
+                        ),
+                    ));
+                }
+                if strides.iter().chain(dil).any(|&v| v < 1) {
+                    return Err(Error::invalid(
+                        "conv",
+                        format!("strides and dilations must be >= 1, got {strides:?} and {dil:?}"),
+                    ));
+                }
+                (0..n)
+                    .map(|i| same_padding("conv", inputs[i], kernels[i], strides[i], dil[i]))
+                    .collect()
+            }
         }
+    }
+}
+
+/// TensorFlow's `SAME` padding of one dimension: `ceil(input / stride)`
+/// outputs, the padding split with the extra element after. Computed in
+/// i128, since every size is the caller's; `stride` must be >= 1.
+pub(crate) fn same_padding(
+    op: &str,
+    input: i64,
+    kernel: i64,
+    stride: i64,
+    dilation: i64,
+) -> Result<(i64, i64)> {
+    let (input, stride) = (i128::from(input), i128::from(stride));
+    let window = if kernel <= 0 {
+        0
+    } else {
+        1 + i128::from(dilation) * (i128::from(kernel) - 1)
+    };
+    let out = (input + stride - 1).div_euclid(stride);
+    let total = ((out - 1) * stride + window - input).max(0);
+    let half = total / 2;
+    match (i64::try_from(half), i64::try_from(total - half)) {
+        (Ok(low), Ok(high)) => Ok((low, high)),
+        _ => Err(Error::invalid(
+            op,
+            format!(
+                "SAME padding of {total} for an input of {input}, a window of {window} and \
+                 stride {stride} is past the largest dimension XLA holds"
+            ),
+        )),
     }
 }
 
@@ -716,7 +772,7 @@ impl Tensor {
             .zip(&o.lhs_dilation)
             .map(|(&s, &d)| dilated(s, d))
             .collect();
-        Ok(Padding::Same.resolve(&inputs, &k, &o.strides, &o.rhs_dilation))
+        Padding::Same.resolve(&inputs, &k, &o.strides, &o.rhs_dilation)
     }
 
     fn dims_known(&self, op: &str) -> Result<Vec<i64>> {
@@ -860,7 +916,7 @@ impl Tensor {
         };
         let inputs = [h, w];
         o.padding =
-            Padding::Explicit(padding.resolve(&inputs, &f[..2], &o.strides, &o.rhs_dilation));
+            Padding::Explicit(padding.resolve(&inputs, &f[..2], &o.strides, &o.rhs_dilation)?);
         let forward = Conv {
             strides: o.strides.clone(),
             padding: match &o.padding {

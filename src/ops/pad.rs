@@ -41,7 +41,19 @@ impl Pad {
     fn dim(&self, k: usize, n: Dim, x: &TensorType) -> Result<Dim> {
         let Some(n) = n else { return Ok(None) };
         let (l, h, i) = (self.low[k], self.high[k], self.interior[k]);
-        let size = (n - 1).max(0).saturating_mul(i).saturating_add(n) + l + h;
+        // In i128: every term is an i64 from the caller, and their sum
+        // must not wrap before it is checked.
+        let wide = (i128::from(n) - 1).max(0) * i128::from(i) + i128::from(n);
+        let wide = wide + i128::from(l) + i128::from(h);
+        let Ok(size) = i64::try_from(wide) else {
+            return Err(Error::invalid(
+                "pad",
+                format!(
+                    "padding low {l}, high {h}, interior {i} of dimension {k} (size {n}) of {x} \
+                     gives a size of {wide}, past the largest dimension XLA holds"
+                ),
+            ));
+        };
         if size < 0 {
             return Err(Error::invalid(
                 "pad",

@@ -59,9 +59,10 @@ impl OpDef for Split {
             ));
         };
         let axis = normalize_axis("split", self.axis, dims.len())?;
-        let total: i64 = self.sizes.iter().sum();
+        // In i128: the sizes are the caller's, and their sum must not wrap.
+        let total: i128 = self.sizes.iter().map(|&s| i128::from(s)).sum();
         if let Some(n) = dims[axis]
-            && n != total
+            && i128::from(n) != total
         {
             return Err(Error::invalid(
                 "split",
@@ -167,8 +168,11 @@ impl Tensor {
         }
         if let [i] = unknown[..] {
             let size = self.split_axis_size(axis)?;
-            let known: i64 = sizes.iter().filter(|&&s| s != -1).sum();
-            sizes[i] = size - known;
+            let known = sizes
+                .iter()
+                .filter(|&&s| s != -1)
+                .fold(0i64, |a, &s| a.saturating_add(s));
+            sizes[i] = size.saturating_sub(known);
         }
         apply(Split { axis, sizes }, &[self])
     }

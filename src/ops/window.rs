@@ -60,7 +60,11 @@ pub struct WindowDims {
 }
 
 fn dilated(s: i64, d: i64) -> i64 {
-    if s == 0 { 0 } else { 1 + d * (s - 1) }
+    if s == 0 {
+        0
+    } else {
+        d.saturating_mul(s - 1).saturating_add(1)
+    }
 }
 
 impl WindowDims {
@@ -91,19 +95,30 @@ impl WindowDims {
                 ),
             ));
         }
-        if self.window.iter().any(|&w| w < 0) || lists[1..].iter().any(|l| l.iter().any(|&v| v < 1))
-        {
+        // StableHLO wants every window size >= 1 (XLA's compiler refuses 0
+        // with an error of its own), as jax.lax.reduce_window does.
+        if lists.iter().any(|l| l.iter().any(|&v| v < 1)) {
             return Err(Error::invalid(
                 op,
-                "window sizes must be >= 0, strides and dilations >= 1",
+                format!(
+                    "window sizes, strides and dilations must be >= 1, got window {:?}, \
+                     strides {:?}, base dilation {:?}, window dilation {:?}",
+                    self.window, self.strides, self.base_dilation, self.window_dilation
+                ),
             ));
         }
         if self
             .padding
             .iter()
-            .any(|(l, h)| l.abs() > 1 << 40 || h.abs() > 1 << 40)
+            .any(|(l, h)| l.unsigned_abs() > 1 << 40 || h.unsigned_abs() > 1 << 40)
         {
-            return Err(Error::invalid(op, "padding is out of range"));
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "padding {:?} is out of range: each side must be within 2^40",
+                    self.padding
+                ),
+            ));
         }
         Ok(())
     }
@@ -111,7 +126,9 @@ impl WindowDims {
     /// The output size of dimension `i` for an input of size `n`.
     fn out_size(&self, i: usize, n: i64) -> Option<i64> {
         let (lo, hi) = self.padding[i];
-        let padded = dilated(n, self.base_dilation[i]) + lo + hi;
+        let padded = dilated(n, self.base_dilation[i])
+            .saturating_add(lo)
+            .saturating_add(hi);
         let w = dilated(self.window[i], self.window_dilation[i]);
         if padded < 0 {
             return None;
@@ -485,14 +502,13 @@ fn pool_dims(
                     Error::invalid(
                         op,
                         format!(
-                            "SAME padding needs the spatial sizes, and spatial dimension {i}                              of {} is unknown (VALID or explicit padding does not)",
+                            "SAME padding needs the spatial sizes, and spatial dimension {i} \
+                             of {} is unknown (VALID or explicit padding does not)",
                             x.tensor_type()
                         ),
                     )
                 })?;
-                let out = (size + s - 1) / s;
-                let total = ((out - 1) * s + k - size).max(0);
-                p.push((total / 2, total - total / 2));
+                p.push(super::conv::same_padding(op, size, k, s, 1)?);
             }
             p.push((0, 0));
             p

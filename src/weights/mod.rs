@@ -458,7 +458,8 @@ impl Recipe {
         let files: Vec<String> = self.parts.iter().map(|(f, _)| f.clone()).collect();
         if self.parts.len() != part.of {
             return Err(invalid(format!(
-                "variable '{path}' is {} from {} file tensors, but the file has only {} of them:                  [{}]",
+                "variable '{path}' is {} from {} file tensors, but the file has only {} of them: \
+                 [{}]",
                 part.combine.describe(),
                 part.of,
                 self.parts.len(),
@@ -473,7 +474,8 @@ impl Recipe {
                 .sum();
             if dims.get(axis as usize) != Some(&total) {
                 return Err(invalid(format!(
-                    "variable '{path}' is {dims:?}, but its parts [{}] concatenate to {total}                      along axis {axis}",
+                    "variable '{path}' is {dims:?}, but its parts [{}] concatenate to {total} \
+                     along axis {axis}",
                     quoted(&files)
                 )));
             }

@@ -220,7 +220,8 @@ fn check(
         return Err(bad(
             path,
             format!(
-                "tensor '{name}' (size {:?}, stride {:?}) has more elements than its storage of                  {}: a view that repeats elements is not read (save it with .contiguous())",
+                "tensor '{name}' (size {:?}, stride {:?}) has more elements than its storage of \
+                 {}: a view that repeats elements is not read (save it with .contiguous())",
                 t.dims, t.strides, t.storage_len
             ),
         ));

@@ -256,16 +256,20 @@ impl<const N: usize> Conv<N> {
         let Some(spatial) = dims[1..=N].iter().copied().collect::<Option<Vec<i64>>>() else {
             return Ok(());
         };
-        let pads = self
-            .padding
-            .resolve(&spatial, &self.kernel_size, &self.strides, &self.dilation);
+        let pads =
+            self.padding
+                .resolve(&spatial, &self.kernel_size, &self.strides, &self.dilation)?;
         for (i, (&size, &(lo, hi))) in spatial.iter().zip(&pads).enumerate() {
             let window = (self.kernel_size[i] - 1) * self.dilation[i] + 1;
             if size > 0 && size.saturating_add(lo).saturating_add(hi) < window {
                 return Err(Error::invalid(
                     name,
                     format!(
-                        "spatial axis {i} of the input {} has {size} positions (padded {lo} +                          {hi}), fewer than the window of {window} (kernel_size {:?}, dilation                          {:?}): the output would be empty. The layer reads channels-last input                          [batch, spatial.., channels]; a channels-first [batch, channels,                          spatial..] tensor (PyTorch's layout) must be transposed first",
+                        "spatial axis {i} of the input {} has {size} positions (padded {lo} + \
+                         {hi}), fewer than the window of {window} (kernel_size {:?}, dilation \
+                         {:?}): the output would be empty. The layer reads channels-last input \
+                         [batch, spatial.., channels]; a channels-first [batch, channels, \
+                         spatial..] tensor (PyTorch's layout) must be transposed first",
                         x.tensor_type(),
                         self.kernel_size,
                         self.dilation

@@ -235,7 +235,8 @@ impl Layer for ConvTranspose2d {
                 return Err(Error::invalid(
                     name,
                     format!(
-                        "needs an input of known spatial sizes (the output's are computed from                          them), got {}",
+                        "needs an input of known spatial sizes (the output's are computed from \
+                         them), got {}",
                         x.tensor_type()
                     ),
                 ));
