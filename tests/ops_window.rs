@@ -549,3 +549,130 @@ fn cumprod_gradients_are_exact_where_elements_are_zero() {
         }
     }
 }
+
+/// `cumlogsumexp` shifts each output by its own running maximum: inputs
+/// spanning more than a float's exponent range keep their values
+/// (`[-1000, 0, -1000]` is `[-1000, 0, 0]` in f32, as JAX's
+/// `lax.cumlogsumexp` gives; one global shift gave `[-inf, 0, 0]`), and
+/// an input of -inf has the gradient JAX gives it, not NaN. Against a
+/// direct loop of f64 `logaddexp`, and finite differences.
+#[test]
+fn cumlogsumexp_keeps_each_prefix_exact() {
+    let x = Tensor::vector(&[-1000f32, 0., -1000.]).unwrap();
+    assert_eq!(
+        x.cumlogsumexp(0, false, false)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![-1000., 0., 0.]
+    );
+    assert_eq!(
+        x.cumlogsumexp(0, false, true)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![0., 0., -1000.]
+    );
+    let neg = f32::NEG_INFINITY;
+    assert_eq!(
+        x.cumlogsumexp(0, true, false)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![neg, -1000., 0.]
+    );
+    assert_eq!(
+        x.cumlogsumexp(0, true, true)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![0., -1000., neg]
+    );
+
+    let grad = |v: &[f64], exclusive: bool, reverse: bool| {
+        let x = Tensor::vector(v).unwrap();
+        let tape = GradientTape::new();
+        tape.watch(&x);
+        let y = x
+            .cumlogsumexp(0, exclusive, reverse)
+            .unwrap()
+            .reduce_sum(&[], false)
+            .unwrap();
+        tape.gradient(&y, &[(&x).into()])
+            .unwrap()
+            .remove(0)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap()
+    };
+    // JAX: grad(sum(cumlogsumexp(x))) at [-1000, 0, -1000] is [1, 2, 0],
+    // and at [-inf, 0] it is [1, 1].
+    assert_eq!(grad(&[-1000., 0., -1000.], false, false), vec![1., 2., 0.]);
+    assert_eq!(grad(&[f64::NEG_INFINITY, 0.], false, false), vec![1., 1.]);
+
+    // Against the loop, on values 30 apart (exp of the spread is 1e13).
+    let v: Vec<f64> = values(12, 9).iter().map(|u| u * 30.0).collect();
+    let xt = Tensor::from_vec(v.clone(), &[3, 4]).unwrap();
+    let lae = |a: f64, b: f64| {
+        let m = a.max(b);
+        m + ((a - m).exp() + (b - m).exp()).ln()
+    };
+    for (exclusive, reverse) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut want = vec![0.0; 12];
+        for r in 0..3 {
+            let row = &v[r * 4..r * 4 + 4];
+            let order: Vec<usize> = if reverse {
+                (0..4).rev().collect()
+            } else {
+                (0..4).collect()
+            };
+            let mut acc = f64::NEG_INFINITY;
+            for &c in &order {
+                if exclusive {
+                    want[r * 4 + c] = acc;
+                    acc = lae(acc, row[c]);
+                } else {
+                    acc = lae(acc, row[c]);
+                    want[r * 4 + c] = acc;
+                }
+            }
+        }
+        let what = format!("exclusive {exclusive}, reverse {reverse}");
+        let got = xt
+            .cumlogsumexp(1, exclusive, reverse)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
+        assert_close(&got, &want, 1e-12, &what);
+        let traced = function(move |x: Tensor| x.cumlogsumexp(-1, exclusive, reverse));
+        assert_close(
+            &traced.call((&xt,)).unwrap().to_vec::<f64>().unwrap(),
+            &want,
+            1e-12,
+            &what,
+        );
+        // Without an exclusive scan's -inf, whose differences are NaN.
+        let finite = match (exclusive, reverse) {
+            (false, _) => (0, 5),
+            (true, false) => (1, 4),
+            (true, true) => (0, 4),
+        };
+        gradcheck::check_gradient(
+            &move |x: &Tensor| {
+                x.cumlogsumexp(0, exclusive, reverse)?
+                    .slice(&[finite.0], &[finite.1])
+            },
+            &values(5, 3),
+            &[5],
+            1e-6,
+            &what,
+        );
+    }
+    assert!(
+        Tensor::vector(&[1i32, 2])
+            .unwrap()
+            .cumlogsumexp(0, false, false)
+            .is_err()
+    );
+    assert!(x.cumlogsumexp(1, false, false).is_err());
+}

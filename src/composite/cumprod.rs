@@ -6,6 +6,7 @@
 //! `ops::custom_gradient`, `control` and `error`.
 
 use crate::error::Result;
+use crate::ir::Scalar;
 use crate::ops::window::WindowKind;
 use crate::tensor::Tensor;
 
@@ -35,7 +36,7 @@ impl Tensor {
         };
         let y = cumprod_with_exact_gradient(&x, axis)?;
         let y = if exclusive {
-            shifted_with_one(&y, axis, true)?
+            shifted(&y, axis, true, Scalar::I64(1))?
         } else {
             y
         };
@@ -54,9 +55,9 @@ fn cumprod_with_exact_gradient(x: &Tensor, axis: i64) -> Result<Tensor> {
         let x = xs[0].clone();
         let y = x.cumulative(WindowKind::Prod, axis, false, false)?;
         let grad = move |g: &[Tensor]| -> Result<Vec<Option<Tensor>>> {
-            let before = shifted_with_one(&x.cumprod(axis, false, false)?, axis, true)?;
+            let before = shifted(&x.cumprod(axis, false, false)?, axis, true, Scalar::I64(1))?;
             // a[i] = x[i+1] (the last one is never read), b[i] = g[i].
-            let next = shifted_with_one(&x, axis, false)?;
+            let next = shifted(&x, axis, false, Scalar::I64(1))?;
             let compose = |lo: &[Tensor], hi: &[Tensor]| -> Result<Vec<Tensor>> {
                 Ok(vec![lo[0].mul(&hi[0])?, hi[0].mul(&lo[1])?.add(&hi[1])?])
             };
@@ -68,10 +69,10 @@ fn cumprod_with_exact_gradient(x: &Tensor, axis: i64) -> Result<Tensor> {
     Ok(f(std::slice::from_ref(x))?.remove(0))
 }
 
-/// `x` moved one place along `axis`, a 1 entering at the end it leaves:
-/// towards its end (`toward_end`, an inclusive cumulative product made
-/// exclusive) or towards its start.
-fn shifted_with_one(x: &Tensor, axis: i64, toward_end: bool) -> Result<Tensor> {
+/// `x` moved one place along `axis`, `fill` entering at the end it
+/// leaves: towards its end (`toward_end`, an inclusive cumulative result
+/// made exclusive) or towards its start.
+pub(super) fn shifted(x: &Tensor, axis: i64, toward_end: bool, fill: Scalar) -> Result<Tensor> {
     // One padded 1 in, one element cut off (a negative padding): shapes
     // need not be known.
     let rank = x.rank();
@@ -83,5 +84,5 @@ fn shifted_with_one(x: &Tensor, axis: i64, toward_end: bool) -> Result<Tensor> {
     };
     into[axis as usize] = 1;
     out[axis as usize] = -1;
-    x.pad_general(&low, &high, &vec![0; rank], 1i64)
+    x.pad_general(&low, &high, &vec![0; rank], fill)
 }

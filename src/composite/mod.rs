@@ -13,6 +13,7 @@
 //! device programs of ordinary ops; each eager call runs as one compiled
 //! program.
 
+pub mod cumlogsumexp;
 pub mod cumprod;
 pub mod jacobi;
 pub mod lu;

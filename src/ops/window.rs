@@ -2,8 +2,8 @@
 //! sliding window with strides, padding, base and window dilation), the
 //! pooling helpers in TensorFlow's names (`max_pool`, `avg_pool`, channels
 //! last, 1-3 spatial dimensions, `SAME`/`VALID`), and cumulative sums,
-//! products, maxima and log-sum-exps along an axis (`exclusive`,
-//! `reverse`), written as one-dimensional windows.
+//! products and maxima along an axis (`exclusive`, `reverse`), written as
+//! one-dimensional windows (the log-sum-exp is `composite::cumlogsumexp`).
 //!
 //! Gradients: a sum window's is the transposed window sum, computed as the
 //! input gradient of the equivalent convolution with a kernel of ones
@@ -615,21 +615,5 @@ impl Tensor {
     #[track_caller]
     pub fn cummax(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
         self.cumulative(WindowKind::Max, axis, exclusive, reverse)
-    }
-
-    /// `tf.math.cumulative_logsumexp`: `log(cumsum(exp(x)))`, shifted by
-    /// the maximum so large values do not overflow.
-    #[track_caller]
-    pub fn cumlogsumexp(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        check_dtype(
-            "cumlogsumexp",
-            self.dtype(),
-            self.dtype().is_float(),
-            "floating-point",
-        )?;
-        // The shift cancels in value and in gradient; it only keeps exp finite.
-        let shift = self.reduce_max(&[], false)?;
-        let sums = self.sub(&shift)?.exp()?.cumsum(axis, exclusive, reverse)?;
-        sums.log()?.add(&shift)
     }
 }
