@@ -472,3 +472,50 @@ fn tied_extremes_share_the_gradient() {
     let updates = |u: &Tensor| t(&[4., 7.], &[2]).tensor_scatter_nd_max(&rows, u);
     assert_eq!(grads(&updates, &[4., 4.]), vec![1. / 3., 1. / 3.]);
 }
+
+/// `take` and `take_along_axis` follow NumPy and JAX for negative
+/// indices: `-1` is the last element (it read the first, by clamping).
+/// Also traced with the axis's length unknown (measured on the device),
+/// and with the gradient scattered to the element read.
+#[test]
+fn negative_indices_count_from_the_end_in_numpy_named_gathers() {
+    let x = t(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
+    let got = |r: Result<Tensor>| r.unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(
+        got(x.take(&idx(&[-1, 0, -6, 5], &[4]))),
+        vec![6., 1., 1., 6.]
+    );
+    assert_eq!(
+        got(x.take_along_axis(&idx(&[-1, -3], &[2, 1]), 1)),
+        vec![3., 4.]
+    );
+    assert_eq!(
+        got(x.take_along_axis(&idx(&[-1, 0, 1], &[1, 3]), 0)),
+        vec![4., 2., 6.]
+    );
+    let any_length = FunctionOptions::new()
+        .input_signature(vec![
+            TensorSpec::new(&[Some(2), None], DType::F64),
+            TensorSpec::new(&[Some(2), Some(1)], DType::I32),
+        ])
+        .build(|x: Tensor, i: Tensor| x.take_along_axis(&i, 1));
+    let y = any_length.call((&x, &idx(&[-1, -2], &[2, 1]))).unwrap();
+    assert_eq!(y.to_vec::<f64>().unwrap(), vec![3., 5.]);
+    let wide = t(&[1., 2., 3., 4., 5., 6., 7., 8.], &[2, 4]);
+    let y = any_length.call((&wide, &idx(&[-1, -4], &[2, 1]))).unwrap();
+    assert_eq!(y.to_vec::<f64>().unwrap(), vec![4., 5.]);
+
+    let tape = GradientTape::new();
+    tape.watch(&x);
+    let s = x
+        .take(&idx(&[-1, -1, 0], &[3]))
+        .unwrap()
+        .reduce_sum(&[], false)
+        .unwrap();
+    let g = tape
+        .gradient(&s, &[(&x).into()])
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![1., 0., 0., 0., 0., 2.]);
+}

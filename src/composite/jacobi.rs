@@ -221,7 +221,7 @@ fn at_columns(rows: &Tensor, at: &Tensor, n: i64) -> Result<Tensor> {
     // One element per row: a gather, not a pass over the rows.
     let one_column = cut(rows, -1, 0, 1, n)?;
     let index = zeros_shaped_like(&one_column, DType::I64)?.add(&at.expand_dims(-1)?)?;
-    rows.take_along_axis(&index, -1)?.squeeze(&[-1])
+    rows.gather_along_axis(&index, -1)?.squeeze(&[-1])
 }
 
 /// The unit roundoff of a float dtype.
@@ -382,9 +382,9 @@ fn eigh_values_and_vectors(a: &Tensor, n: i64) -> Result<(Tensor, Tensor)> {
     let w = cut(&d.diag_part()?, -1, 0, n, even)?;
     let v = cut(&cut(&v, -1, 0, n, even)?, -2, 0, n, even)?;
     let order = w.argsort(-1, false, true)?.cast(DType::I64)?;
-    let w = w.take_along_axis(&order, -1)?;
+    let w = w.gather_along_axis(&order, -1)?;
     let columns = zeros_shaped_like(&v, DType::I64)?.add(&order.expand_dims(-2)?)?;
-    Ok((w, v.take_along_axis(&columns, -1)?))
+    Ok((w, v.gather_along_axis(&columns, -1)?))
 }
 
 /// The SVD of tall or square `a` `[..., m, n]` (`m >= n`): `u` `[..., m,
@@ -407,10 +407,10 @@ fn svd_tall(a: &Tensor, m: i64, n: i64, full: bool) -> Result<(Tensor, Tensor, T
     let v = cut(&cut(&v, -1, 0, n, even)?, -2, 0, n, even)?;
     let s = columns.square()?.reduce_sum(&[-2], false)?.sqrt()?;
     let order = s.argsort(-1, true, true)?.cast(DType::I64)?;
-    let s = s.take_along_axis(&order, -1)?;
+    let s = s.gather_along_axis(&order, -1)?;
     let by_order = |x: &Tensor| -> Result<Tensor> {
         let at = zeros_shaped_like(x, DType::I64)?.add(&order.expand_dims(-2)?)?;
-        x.take_along_axis(&at, -1)
+        x.gather_along_axis(&at, -1)
     };
     let (columns, v) = (by_order(&columns)?, by_order(&v)?);
     let (zero, one) = (Tensor::zeros(&[], dtype), Tensor::ones(&[], dtype));

@@ -136,7 +136,7 @@ fn lu_factor(a: &Tensor, n: i64) -> Result<(Tensor, Tensor, Tensor)> {
 
 /// `x` with `a x = b` for the packed factors of `a`: `b` `[..., n, m]`.
 fn lu_solve(lu: &Tensor, perm: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let pb = b.take_along_axis(&perm.add(&zeros_shaped_like(b, DType::I64)?)?, -2)?;
+    let pb = b.gather_along_axis(&perm.add(&zeros_shaped_like(b, DType::I64)?)?, -2)?;
     let y = pb.triangular_solve(lu, true, true, false, true)?;
     y.triangular_solve(lu, true, false, false, false)
 }
@@ -233,7 +233,7 @@ impl Tensor {
                 // Row i of X belongs to row rows[i] of a.
                 let back = rows.argsort(-1, false, true)?.cast(DType::I64)?;
                 let index = zeros_shaped_like(&x, DType::I64)?.add(&back.expand_dims(-1)?)?;
-                Ok(vec![Some(x.take_along_axis(&index, -2)?)])
+                Ok(vec![Some(x.gather_along_axis(&index, -2)?)])
             };
             Ok((vec![lu, perm], grad))
         });

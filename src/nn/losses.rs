@@ -434,7 +434,7 @@ pub fn sparse_categorical_cross_entropy(
     };
     let log_p = log_probabilities(y_pred, options.from_logits)?;
     let picked = log_p
-        .take_along_axis(&safe.expand_dims(-1)?, -1)?
+        .gather_along_axis(&safe.expand_dims(-1)?, -1)?
         .squeeze(&[-1])?;
     let mut per = picked.neg()?;
     let s = options.label_smoothing;

@@ -50,7 +50,7 @@ pub fn sparse_softmax_cross_entropy_with_logits(
             format!("needs integer labels [batch] and logits [batch, classes], got {l} and {z}"),
         ));
     }
-    let picked = logits.take_along_axis(&labels.expand_dims(1)?, 1)?;
+    let picked = logits.gather_along_axis(&labels.expand_dims(1)?, 1)?;
     logits
         .reduce_logsumexp(&[1], true)?
         .sub(&picked)?

@@ -90,7 +90,7 @@ impl DynamicSlice {
             let mut target = current.clone();
             target[d + 1] = len;
             let idx = rows.reshape(&shape)?.broadcast_to(&target)?;
-            x = x.take_along_axis(&idx, d as i64 + 1)?;
+            x = x.gather_along_axis(&idx, d as i64 + 1)?;
         }
         Ok(vec![(x, true)])
     }

@@ -125,7 +125,7 @@ fn main_diagonal(op: &str, a: &Tensor) -> Result<Tensor> {
     let column = top.pad_general(&vec![0; r], &to_one_column, &vec![0; r], 0i64)?;
     let rows_index = Tensor::iota(&[rows.min(cols), 1], 0, DType::I64)?;
     let at = zeros_shaped_like(&column, DType::I64)?.add(&rows_index)?;
-    top.take_along_axis(&at, -1)?.squeeze(&[-1])
+    top.gather_along_axis(&at, -1)?.squeeze(&[-1])
 }
 
 /// **Linear algebra**: identity, bands, diagonals, transposes and trace.

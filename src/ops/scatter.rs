@@ -12,6 +12,7 @@
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
 
 use super::batching;
+use super::elementwise::where_;
 use super::reduce::{highest, lowest};
 use super::{OpDef, check_dtype, check_index_dtype, describe, expect_arity};
 use crate::dtype::{ArraySpec, DType};
@@ -285,6 +286,25 @@ impl OpDef for ScatterNd {
     }
 }
 
+/// `idx` with each negative index `i` read as `i + size`, `size` the
+/// length of `x`'s `axis` (NumPy's rule for one wrap). A traced axis of
+/// unknown length is measured on the device.
+fn from_the_end(idx: &Tensor, x: &Tensor, axis: usize) -> Result<Tensor> {
+    if !idx.dtype().is_signed_int() {
+        return Ok(idx.clone());
+    }
+    let size = match x.shape().dims().and_then(|d| d[axis]) {
+        Some(n) => Tensor::fill(&[], n, idx.dtype())?,
+        // Ones summed along the axis: every entry is its length.
+        None => x
+            .fill_like(1)?
+            .cast(idx.dtype())?
+            .reduce_sum(&[axis as i64], false)?
+            .reduce_max(&[], false)?,
+    };
+    where_(&idx.lt_scalar(0)?, &idx.add(&size)?, idx)
+}
+
 fn scatter(t: &Tensor, kind: ScatterKind, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
     apply1(ScatterNd { kind }, &[t, indices, updates])
 }
@@ -359,9 +379,28 @@ impl Tensor {
 
     /// `np.take_along_axis`: `out[..., i, ...] = self[..., idx[..., i, ...], ...]`
     /// along `axis`; `idx` has the rank of `self` (e.g. the log-probability
-    /// of each row's label, without a one-hot).
+    /// of each row's label, without a one-hot). A negative index counts
+    /// from the end, as in NumPy and JAX (`-1` is the last element);
+    /// indices still out of range are clamped into it, as XLA's gather
+    /// does (NumPy raises, JAX's default fills with NaN).
     #[track_caller]
     pub fn take_along_axis(&self, idx: &Tensor, axis: i64) -> Result<Tensor> {
+        let rank = self.shape().rank().ok_or_else(|| {
+            Error::invalid(
+                "take_along_axis",
+                format!("needs a known rank, got {}", self.tensor_type()),
+            )
+        })?;
+        let a = axis_index("take_along_axis", axis, rank)?;
+        let idx = from_the_end(idx, self, a)?;
+        self.gather_along_axis(&idx, a as i64)
+    }
+
+    /// [`take_along_axis`](Tensor::take_along_axis) for indices the caller
+    /// knows are in `0..size` (sorting orders, pivots, labels), without
+    /// the negative-index wrap, so their programs hold the gather alone.
+    #[track_caller]
+    pub(crate) fn gather_along_axis(&self, idx: &Tensor, axis: i64) -> Result<Tensor> {
         // The op's shape rule checks the two shapes (unknown batch
         // dimensions included); here only the axis.
         let rank = self.shape().rank().ok_or_else(|| {
@@ -374,11 +413,15 @@ impl Tensor {
         apply1(super::take_along::TakeAlongAxis { axis: a }, &[self, idx])
     }
 
-    /// `np.take`: elements of the flattened tensor at `indices`.
+    /// `np.take`: elements of the flattened tensor at `indices`. A
+    /// negative index counts from the end, as in NumPy and JAX; indices
+    /// still out of range are clamped into it (see
+    /// [`take_along_axis`](Tensor::take_along_axis)).
     #[track_caller]
     pub fn take(&self, indices: &Tensor) -> Result<Tensor> {
         let n: i64 = known_dims(self, "take")?.iter().product();
-        self.reshape(&[n])?.gather(indices, 0)
+        let flat = self.reshape(&[n])?;
+        flat.gather(&from_the_end(indices, &flat, 0)?, 0)
     }
 
     /// `tf.gather` with `batch_dims`: the first `batch_dims` dimensions of
