@@ -31,6 +31,7 @@ pub mod linalg;
 pub mod matrix;
 pub(crate) mod one_program;
 pub mod pad;
+mod power;
 pub mod products;
 pub mod reduce;
 pub mod scatter;
@@ -44,6 +45,7 @@ pub mod stats;
 pub mod take_along;
 pub(crate) mod while_record;
 pub mod window;
+mod window_padding;
 
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};

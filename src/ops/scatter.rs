@@ -385,15 +385,9 @@ impl Tensor {
     /// does (NumPy raises, JAX's default fills with NaN).
     #[track_caller]
     pub fn take_along_axis(&self, idx: &Tensor, axis: i64) -> Result<Tensor> {
-        let rank = self.shape().rank().ok_or_else(|| {
-            Error::invalid(
-                "take_along_axis",
-                format!("needs a known rank, got {}", self.tensor_type()),
-            )
-        })?;
-        let a = axis_index("take_along_axis", axis, rank)?;
+        let a = self.along_axis(axis)?;
         let idx = from_the_end(idx, self, a)?;
-        self.gather_along_axis(&idx, a as i64)
+        apply1(super::take_along::TakeAlongAxis { axis: a }, &[self, &idx])
     }
 
     /// [`take_along_axis`](Tensor::take_along_axis) for indices the caller
@@ -401,16 +395,20 @@ impl Tensor {
     /// the negative-index wrap, so their programs hold the gather alone.
     #[track_caller]
     pub(crate) fn gather_along_axis(&self, idx: &Tensor, axis: i64) -> Result<Tensor> {
-        // The op's shape rule checks the two shapes (unknown batch
-        // dimensions included); here only the axis.
+        let a = self.along_axis(axis)?;
+        apply1(super::take_along::TakeAlongAxis { axis: a }, &[self, idx])
+    }
+
+    /// `axis` of this tensor, checked: the op's shape rule checks the two
+    /// shapes (unknown batch dimensions included), this only the axis.
+    fn along_axis(&self, axis: i64) -> Result<usize> {
         let rank = self.shape().rank().ok_or_else(|| {
             Error::invalid(
                 "take_along_axis",
                 format!("needs a known rank, got {}", self.tensor_type()),
             )
         })?;
-        let a = axis_index("take_along_axis", axis, rank)?;
-        apply1(super::take_along::TakeAlongAxis { axis: a }, &[self, idx])
+        axis_index("take_along_axis", axis, rank)
     }
 
     /// `np.take`: elements of the flattened tensor at `indices`. A

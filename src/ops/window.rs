@@ -508,7 +508,7 @@ fn pool_dims(
                         ),
                     )
                 })?;
-                p.push(super::conv::same_padding(op, size, k, s, 1)?);
+                p.push(super::window_padding::same_padding(op, size, k, s, 1)?);
             }
             p.push((0, 0));
             p
