@@ -291,6 +291,10 @@ fn size_arithmetic_from_arguments_never_wraps() {
         x.conv1d(&k, mx, Padding::Same, 1).unwrap().dims(),
         vec![1, 1, 1]
     );
+    let mut dilated_input = xlafn::ConvOptions::channels_last(1).unwrap();
+    dilated_input.lhs_dilation = vec![mx];
+    dilated_input.padding = Padding::Explicit(vec![(1, 1)]);
+    assert!(x.conv_general(&k, &dilated_input).is_err());
     let images = Tensor::zeros(&[1, 5, 5, 3], DType::F32);
     let kernel = Tensor::zeros(&[3, 3, 3, 8], DType::F32);
     assert_err(

@@ -3,12 +3,12 @@
 //! running maximum and stays exact where the inputs span more than a
 //! float's exponent range (`[-1000, 0]` gives `[-1000, 0]`; one global
 //! shift gave `[-inf, 0]`), and so that an input of -inf has a finite
-//! gradient. It lives above `control`. Imports `tensor`, `ops::elementwise`
-//! (`where_`), `control`, `composite::cumprod` (the shift), `ir`, `dtype`
-//! and `error`.
+//! gradient. It lives above `control`. Imports `tensor`, `ops`
+//! (`where_`, the dtype and axis checks), `control`, `composite::cumprod`
+//! (the shift), `ir` and `error`.
 
 use super::cumprod::shifted;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::Scalar;
 use crate::ops::elementwise::where_;
 use crate::tensor::Tensor;
@@ -29,20 +29,13 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn cumlogsumexp(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        if !self.dtype().is_float() {
-            return Err(Error::invalid(
-                "cumlogsumexp",
-                format!("expects a floating-point operand, got {}", self.dtype()),
-            ));
-        }
-        let rank = self.rank() as i64;
-        let a = if axis < 0 { axis + rank } else { axis };
-        if !(0..rank).contains(&a) {
-            return Err(Error::invalid(
-                "cumlogsumexp",
-                format!("axis {axis} is out of range for {}", self.tensor_type()),
-            ));
-        }
+        crate::ops::check_dtype(
+            "cumlogsumexp",
+            self.dtype(),
+            self.dtype().is_float(),
+            "floating-point",
+        )?;
+        let a = crate::ops::normalize_axis("cumlogsumexp", axis, self.rank())? as i64;
         let combine = |lo: &[Tensor], hi: &[Tensor]| Ok(vec![log_add_exp(&lo[0], &hi[0])?]);
         let y = crate::control::associative_scan(combine, std::slice::from_ref(self), reverse, a)?
             .remove(0);

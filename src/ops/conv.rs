@@ -17,6 +17,7 @@
 //! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor` and `error`.
 
 pub use super::window_padding::Padding;
+use super::window_padding::dilated;
 
 use super::batching;
 use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
@@ -125,15 +126,6 @@ pub struct Conv {
     pub batch_group_count: i64,
     /// Reverse the kernel's spatial dimensions (the input gradient's).
     pub reverse_kernel: bool,
-}
-
-/// `1 + d * (s - 1)`: a size after dilation by `d` (0 stays 0).
-fn dilated(s: i64, d: i64) -> i64 {
-    if s == 0 {
-        0
-    } else {
-        d.saturating_mul(s - 1).saturating_add(1)
-    }
 }
 
 impl Conv {
@@ -266,7 +258,9 @@ impl Conv {
     /// One output spatial size, or an error when the window does not fit.
     fn out_size(&self, i: usize, input: i64, kernel: i64) -> Option<i64> {
         let (lo, hi) = self.padding[i];
-        let padded = dilated(input, self.lhs_dilation[i]) + lo + hi;
+        let padded = dilated(input, self.lhs_dilation[i])
+            .saturating_add(lo)
+            .saturating_add(hi);
         let window = dilated(kernel, self.rhs_dilation[i]);
         if padded < 0 {
             return None;

@@ -9,7 +9,8 @@
 //! a gather clamps each start index into range, so it reads the nearest
 //! valid slice; a scatter drops an update whose index is out of range.
 //!
-//! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`.
+//! Layer: ops. Imports `ir`, `lower::Emitter`, `tensor`, and
+//! `ops::elementwise` (`where_`, for negative indices).
 
 use super::batching;
 use super::elementwise::where_;

@@ -21,6 +21,7 @@
 use super::batching;
 use super::conv::{Conv, ConvDims, Layout, Padding};
 use super::reduce::{highest, lowest};
+use super::window_padding::dilated;
 use super::{OpDef, check_dtype, describe, expect_arity, same_dtype};
 use crate::dtype::{ArraySpec, DType};
 use crate::error::{Error, Result};
@@ -57,14 +58,6 @@ pub struct WindowDims {
     pub padding: Vec<(i64, i64)>,
     pub base_dilation: Vec<i64>,
     pub window_dilation: Vec<i64>,
-}
-
-fn dilated(s: i64, d: i64) -> i64 {
-    if s == 0 {
-        0
-    } else {
-        d.saturating_mul(s - 1).saturating_add(1)
-    }
 }
 
 impl WindowDims {

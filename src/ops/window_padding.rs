@@ -4,11 +4,23 @@
 //! the caller, so `SAME`'s arithmetic is checked and done in i128: a
 //! stride of 0 or a window past `i64` is an error naming the op, not a
 //! division by zero or a wrapped size. `ops::conv` and `ops::window`
-//! resolve their padding here (`ops::conv` re-exports [`Padding`]).
+//! resolve their padding and dilated sizes here (`ops::conv` re-exports
+//! [`Padding`]).
 //!
 //! Layer: ops. Imports `error`.
 
 use crate::error::{Error, Result};
+
+/// `1 + d * (s - 1)`: a size after dilation by `d` (0 stays 0), saturating
+/// at `i64::MAX` so that a caller's huge dilation gives a size the shape
+/// rules refuse instead of a wrapped one.
+pub(super) fn dilated(s: i64, d: i64) -> i64 {
+    if s == 0 {
+        0
+    } else {
+        d.saturating_mul(s - 1).saturating_add(1)
+    }
+}
 
 /// Padding of a convolution's spatial dimensions.
 #[derive(Clone, Debug, PartialEq)]
